@@ -1,0 +1,90 @@
+// `cordon`: parses the command line (CLI11) and dispatches to a subcommand.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "launcher/commands.h"
+#include "launcher/session.h"
+
+using namespace cordon::launcher;
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "cordon " CORDON_VERSION " - run a program (an AI agent, a shell, a build) unmodified in a\n"
+      "sandbox that sees only what a policy grants, and records everything it tried.\n\n"
+      "Exit status of `cordon run`: the program's own; 128+N if it died of signal N; 124 on\n"
+      "timeout; 125 if cordon itself failed; 126 if the program is not executable; 127 if it\n"
+      "was not found."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", CORDON_VERSION);
+
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand(
+      "run", "Run CMD in a sandbox: cordon run [OPTIONS] -- CMD [ARGS...]");
+  run_cmd->add_option("--policy,-p", run.policy_file,
+                      "Policy file (JSON with comments); default: the embedded policy "
+                      "(`cordon policy default`)");
+  run_cmd->add_option("--workspace,-w", run.workspace,
+                      "Directory the program works in (filesystem.workspace); default: .");
+  run_cmd->add_option("--mode", run.mode, "Workspace mode: cow | ro | rw (filesystem.mode)");
+  run_cmd->add_option("--memory", run.memory, "Memory limit, e.g. 512M, 2G (process.memory)");
+  run_cmd->add_option("--cpus", run.cpus, "CPU quota in cores, e.g. 0.5, 2 (process.cpus)");
+  run_cmd->add_option("--pids", run.pids, "Most tasks alive at once (process.pids)");
+  run_cmd->add_option("--nofile", run.nofile, "Most open files per process (process.nofile)");
+  run_cmd->add_option("--timeout", run.timeout,
+                      "Wall-clock limit, e.g. 90s, 30m, 0 for none (process.timeout); on expiry "
+                      "SIGTERM, then SIGKILL after the grace period, exit 124");
+  run_cmd->add_option("--env-keep", run.env_keep, "Keep this host variable (repeatable)");
+  run_cmd->add_option("--env-set", run.env_set, "Set K=V inside the sandbox (repeatable)");
+  run_cmd->add_option("--allow-host", run.allow_host,
+                      "Allow connections to this host pattern, as in network.allow (repeatable)");
+  run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");
+  run_cmd->add_option("command", run.argv, "The program and its arguments")->required();
+  run_cmd->prefix_command();  // everything after the program name belongs to the program
+
+  auto* policy_cmd = app.add_subcommand("policy", "Show, check and explain policies");
+  policy_cmd->require_subcommand(1);
+  auto* pol_default = policy_cmd->add_subcommand("default", "Print the embedded default policy");
+  std::string pol_file;
+  auto* pol_check = policy_cmd->add_subcommand("check", "Validate a policy file");
+  pol_check->add_option("FILE", pol_file, "Policy file")->required();
+  auto* pol_explain =
+      policy_cmd->add_subcommand("explain", "Say in words what a policy file allows and denies");
+  pol_explain->add_option("FILE", pol_file, "Policy file")->required();
+
+  auto* ls_cmd = app.add_subcommand("ls", "List sessions, newest last");
+
+  std::string session_id;
+  bool log_json = false;
+  auto* log_cmd = app.add_subcommand("log", "Print a session's event log");
+  log_cmd->add_option("ID", session_id, "Session id, a unique prefix of one, or `last`")
+      ->required();
+  log_cmd->add_flag("--json", log_json, "Print the raw JSON Lines");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    // Usage errors exit 125 like env(1)/timeout(1) do for their own failures; --help exits 0.
+    return rc == 0 ? 0 : kExitCordonFailed;
+  }
+
+  if (*run_cmd) {
+    return run_command(run);
+  }
+  if (*pol_default) {
+    return policy_default_command();
+  }
+  if (*pol_check) {
+    return policy_check_command(pol_file);
+  }
+  if (*pol_explain) {
+    return policy_explain_command(pol_file);
+  }
+  if (*ls_cmd) {
+    return ls_command();
+  }
+  if (*log_cmd) {
+    return log_command(session_id, log_json);
+  }
+  return kExitCordonFailed;
+}

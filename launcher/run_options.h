@@ -1,0 +1,30 @@
+// What `cordon run` was asked on the command line, before it is merged into a policy.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cordon::launcher {
+
+struct RunOptions {
+  std::optional<std::string> policy_file;
+  // Overrides of the policy, as typed (validated by the same parsers as the policy file).
+  std::optional<std::string> workspace;
+  std::optional<std::string> mode;  // cow | ro | rw
+  std::optional<std::string> memory, cpus, pids, nofile, timeout;
+  std::vector<std::string> env_keep;  // NAME
+  std::vector<std::string> env_set;   // K=V
+  std::vector<std::string> allow_host;
+  bool quiet = false;
+  std::vector<std::string> argv;  // the program and its arguments
+};
+
+// Exit codes, following timeout(1) and env(1).
+inline constexpr int kExitTimeout = 124;      // wall-clock timeout reached
+inline constexpr int kExitCordonFailed = 125; // cordon itself failed (bad flag, setup error)
+inline constexpr int kExitCannotExec = 126;   // program found but not executable
+inline constexpr int kExitNotFound = 127;     // program not found
+// Death by signal N: 128 + N.
+
+}  // namespace cordon::launcher

@@ -1,0 +1,29 @@
+// Path patterns of filesystem.read/write/deny/deny_write/protect and process.exec_allow.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cordon::policy {
+
+// Syntax: "~" and "~/" expand to the home directory given at parse time; "*" matches within one
+// path segment, "?" one character, "**" any number of whole segments (including none).
+// Absolute patterns ("/etc/x", "~/.ssh") name host paths. Relative patterns (".env", "**/*.pem",
+// ".git/hooks/**") are anchored at the workspace root; "**/x" also matches "x" at the root.
+// A pattern matches a path if it matches the path itself or any of its ancestors, so denying a
+// directory denies everything beneath it.
+struct PathPattern {
+  std::string text;      // as written
+  std::string expanded;  // "~" replaced, "." and duplicate "/" removed
+  bool absolute = false;
+  bool has_glob = false;
+
+  static std::optional<PathPattern> parse(std::string_view text, std::string_view home,
+                                          std::string* why);
+  // `path`: absolute host path for absolute patterns, workspace-relative ("a/b", no leading "/")
+  // for relative ones. Passing the other kind never matches.
+  bool matches(std::string_view path) const;
+};
+
+}  // namespace cordon::policy

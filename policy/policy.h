@@ -1,0 +1,122 @@
+// The policy model: an immutable, validated description of what a sandboxed program may do.
+// Parsing and validation live in loader.h; matching in host_pattern.h / path_pattern.h.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/host_pattern.h"
+#include "policy/path_pattern.h"
+
+namespace cordon::policy {
+
+using Millis = std::chrono::milliseconds;
+
+// A decision and the policy path that made it, e.g. {false, "network.deny[0]"} or
+// {false, "network.allow (no match)"}; events carry `rule` verbatim.
+struct Decision {
+  bool allow = false;
+  std::string rule;
+};
+
+struct NetworkPolicy {
+  std::vector<HostPattern> allow;  // network.allow
+  std::vector<HostPattern> deny;   // network.deny; wins over allow
+  uint32_t max_connections = 64;           // concurrent, whole session; 0 = no connections at all
+  uint32_t max_connections_per_host = 16;  // concurrent, per destination name (or IP)
+  uint32_t connections_per_minute = 600;   // new connections, sliding minute
+  uint64_t max_bytes_out = 0;              // 0 = unlimited (the exfiltration budget)
+  uint64_t max_bytes_in = 0;               // 0 = unlimited
+  Millis idle_timeout{std::chrono::minutes(5)};
+  Millis connect_timeout{std::chrono::seconds(10)};
+  // network.resolve: names pinned to addresses (like curl --resolve). Keys lowercased, no trailing dot.
+  std::map<std::string, std::vector<IpAddress>> resolve;
+  // network.dns.types: record types answered for allowed names; default {"A","AAAA"}.
+  // Anything else (TXT, ANY, NULL, ...) is refused unless listed here.
+  std::vector<std::string> dns_types{"A", "AAAA"};
+  // network.proxy_env: announce HTTP_PROXY/HTTPS_PROXY/ALL_PROXY/NO_PROXY inside the sandbox.
+  bool proxy_env = true;
+
+  // Decides a destination given by name (what DNS, SNI, Host, CONNECT or SOCKS named).
+  // Deny wins; then the first matching allow; otherwise {false, "network.allow (no match)"}.
+  Decision decide_name(std::string_view host, uint16_t port) const;
+  // Decides a raw address with no name behind it: only IP/CIDR patterns can allow it, and private,
+  // loopback, link-local, metadata, multicast addresses need a pattern that names them explicitly.
+  Decision decide_ip(const IpAddress& ip, uint16_t port) const;
+};
+
+enum class WorkspaceMode { Cow, Ro, Rw };
+enum class DenyStyle { Eacces, Hide };  // how a read-denied path inside the workspace looks
+
+struct QuotaPolicy {
+  uint64_t bytes = 1ull << 30;  // upper-layer bytes; 0 = unlimited
+  uint64_t inodes = 100000;     // upper-layer inodes; 0 = unlimited
+};
+
+struct FilesystemPolicy {
+  std::string workspace = ".";  // as written; launcher resolves relative to cwd (~ expanded)
+  WorkspaceMode mode = WorkspaceMode::Cow;
+  std::vector<PathPattern> read;        // extra host paths visible read-only
+  std::vector<PathPattern> write;       // extra host paths visible read-write
+  std::vector<PathPattern> deny;        // neither readable nor writable; wins over everything
+  std::vector<PathPattern> deny_write;  // readable, never writable
+  // Paths that would run code on the host later (.git/hooks/**, .envrc, ...): write-protected and
+  // flagged in diff/commit. Defaults to default_protected(); set [] in the file to lift it.
+  std::vector<PathPattern> protect;
+  DenyStyle deny_style = DenyStyle::Eacces;
+  QuotaPolicy quota;
+  uint64_t tmp = 64ull << 20;  // size of the sandbox's /tmp tmpfs
+
+  // For a path relative to the workspace root ("src/a.c") or absolute on the host.
+  // Deny wins; read is allowed otherwise (the workspace is readable by definition).
+  Decision decide_read(std::string_view path) const;
+  Decision decide_write(std::string_view path) const;  // deny, deny_write, protect, then mode
+};
+
+struct EnvPolicy {
+  std::vector<std::string> keep{"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER",
+                                "LOGNAME", "SHELL", "COLORTERM", "NO_COLOR"};
+  std::map<std::string, std::string> set;
+  // Glob patterns (only '*') matched against names, case-insensitively; wins over keep (not over set).
+  std::vector<std::string> deny{"*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*API_KEY*",
+                                "*APIKEY*", "*CREDENTIAL*", "*PRIVATE_KEY*", "AWS_*",
+                                "AZURE_*", "GOOGLE_APPLICATION_CREDENTIALS", "GH_*", "GITHUB_*",
+                                "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "*_AUTH*", "*COOKIE*"};
+  bool is_denied(std::string_view name) const;
+};
+
+struct SeccompPolicy {
+  // Syscall names added to / removed from the default deny list (process.seccomp.deny / .allow).
+  std::vector<std::string> deny;
+  std::vector<std::string> allow;
+};
+
+struct ProcessPolicy {
+  uint64_t memory = 1ull << 30;    // bytes; 0 = unlimited
+  double cpus = 1.0;               // CPU quota in cores; 0 = unlimited
+  uint32_t pids = 512;             // tasks; 0 = unlimited
+  uint32_t nofile = 1024;
+  uint64_t fsize = 0;              // largest file the program may write, bytes; 0 = unlimited
+  Millis timeout{std::chrono::minutes(30)};  // wall clock; 0 = none
+  Millis kill_grace{std::chrono::seconds(5)};  // SIGTERM -> SIGKILL
+  EnvPolicy env;
+  std::vector<PathPattern> exec_allow;  // empty = any
+  SeccompPolicy seccomp;
+  std::string hostname = "cordon";
+};
+
+struct Policy {
+  int version = 1;
+  NetworkPolicy network;
+  FilesystemPolicy filesystem;
+  ProcessPolicy process;
+};
+
+// The sensitive-paths default of filesystem.protect.
+std::vector<PathPattern> default_protected();
+
+}  // namespace cordon::policy

@@ -1,0 +1,95 @@
+// events.jsonl writer: single write(2) per line on an O_APPEND fd.
+#include "policy/record/events.h"
+
+#include <fcntl.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+
+namespace cordon::record {
+
+namespace {
+constexpr size_t kMaxLine = 64 * 1024;
+constexpr size_t kMaxField = 4096;
+
+// Truncates long strings so one event always fits in one atomic write.
+void clamp_strings(nlohmann::json& j) {
+  if (j.is_string()) {
+    auto& s = j.get_ref<std::string&>();
+    if (s.size() > kMaxField) {
+      s.resize(kMaxField);
+      s += "...";
+    }
+  } else if (j.is_structured()) {
+    for (auto& v : j) {
+      clamp_strings(v);
+    }
+  }
+}
+}  // namespace
+
+std::string now_rfc3339() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+  return buf;
+}
+
+Result<EventLog> EventLog::open(const std::string& path, std::string session, std::string source) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return sys_error("open(\"" + path + "\", O_APPEND|O_CREAT)");
+  }
+  return adopt(UniqueFd(fd), std::move(session), std::move(source));
+}
+
+EventLog EventLog::adopt(UniqueFd fd, std::string session, std::string source) {
+  EventLog log;
+  log.fd_ = std::move(fd);
+  log.session_ = std::move(session);
+  log.source_ = std::move(source);
+  return log;
+}
+
+Status EventLog::write(nlohmann::json event) const {
+  if (!fd_.valid()) {
+    return {};
+  }
+  nlohmann::json line = nlohmann::json::object();
+  line["ts"] = now_rfc3339();
+  line["session"] = session_;
+  line["source"] = source_;
+  for (auto& [k, v] : event.items()) {
+    line[k] = std::move(v);
+  }
+  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() + 1 > kMaxLine) {
+    clamp_strings(line);
+    text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  text.push_back('\n');
+  ssize_t n = ::write(fd_.get(), text.data(), text.size());
+  if (n < 0) {
+    return sys_error("write(events.jsonl)");
+  }
+  if (static_cast<size_t>(n) != text.size()) {
+    return make_error("short write to events.jsonl (disk full?)");
+  }
+  return {};
+}
+
+Status EventLog::emit(std::string_view kind, nlohmann::json fields) const {
+  if (!fields.is_object()) {
+    fields = nlohmann::json::object();
+  }
+  fields["kind"] = std::string(kind);
+  return write(std::move(fields));
+}
+
+}  // namespace cordon::record
