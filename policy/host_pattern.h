@@ -32,6 +32,7 @@ struct IpNet {
   IpAddress addr;
   int prefix = 0;  // 0..32 or 0..128
   bool contains(const IpAddress& ip) const;
+  bool operator==(const IpNet&) const = default;
 };
 
 // One entry of network.allow / network.deny:
@@ -56,6 +57,7 @@ struct HostPattern {
   bool matches_name(std::string_view host, uint16_t port) const;
   bool matches_ip(const IpAddress& ip, uint16_t port) const;
   bool is_ip() const { return kind == Kind::Ip || kind == Kind::Cidr; }
+  bool operator==(const HostPattern&) const = default;
 };
 
 // Lowercases and strips one trailing dot; returns "" if `host` is not a valid DNS name or IP literal.

@@ -17,6 +17,11 @@ class PolicyError : public std::runtime_error {
   PolicyError(std::string field_path, std::string message)
       : std::runtime_error(field_path.empty() ? message : field_path + ": " + message),
         field_path_(std::move(field_path)) {}
+  // With the file name first: "policy.json: network.allow[2]: ...". field_path() stays the path.
+  PolicyError(const std::string& source, std::string field_path, const std::string& message)
+      : std::runtime_error(source + ": " +
+                           (field_path.empty() ? message : field_path + ": " + message)),
+        field_path_(std::move(field_path)) {}
   const std::string& field_path() const { return field_path_; }
 
  private:

@@ -24,6 +24,7 @@ struct PathPattern {
   // `path`: absolute host path for absolute patterns, workspace-relative ("a/b", no leading "/")
   // for relative ones. Passing the other kind never matches.
   bool matches(std::string_view path) const;
+  bool operator==(const PathPattern&) const = default;
 };
 
 }  // namespace cordon::policy

@@ -21,6 +21,7 @@ using Millis = std::chrono::milliseconds;
 struct Decision {
   bool allow = false;
   std::string rule;
+  bool operator==(const Decision&) const = default;
 };
 
 struct NetworkPolicy {
@@ -47,6 +48,7 @@ struct NetworkPolicy {
   // Decides a raw address with no name behind it: only IP/CIDR patterns can allow it, and private,
   // loopback, link-local, metadata, multicast addresses need a pattern that names them explicitly.
   Decision decide_ip(const IpAddress& ip, uint16_t port) const;
+  bool operator==(const NetworkPolicy&) const = default;
 };
 
 enum class WorkspaceMode { Cow, Ro, Rw };
@@ -55,6 +57,7 @@ enum class DenyStyle { Eacces, Hide };  // how a read-denied path inside the wor
 struct QuotaPolicy {
   uint64_t bytes = 1ull << 30;  // upper-layer bytes; 0 = unlimited
   uint64_t inodes = 100000;     // upper-layer inodes; 0 = unlimited
+  bool operator==(const QuotaPolicy&) const = default;
 };
 
 struct FilesystemPolicy {
@@ -75,6 +78,7 @@ struct FilesystemPolicy {
   // Deny wins; read is allowed otherwise (the workspace is readable by definition).
   Decision decide_read(std::string_view path) const;
   Decision decide_write(std::string_view path) const;  // deny, deny_write, protect, then mode
+  bool operator==(const FilesystemPolicy&) const = default;
 };
 
 struct EnvPolicy {
@@ -87,12 +91,14 @@ struct EnvPolicy {
                                 "AZURE_*", "GOOGLE_APPLICATION_CREDENTIALS", "GH_*", "GITHUB_*",
                                 "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "*_AUTH*", "*COOKIE*"};
   bool is_denied(std::string_view name) const;
+  bool operator==(const EnvPolicy&) const = default;
 };
 
 struct SeccompPolicy {
   // Syscall names added to / removed from the default deny list (process.seccomp.deny / .allow).
   std::vector<std::string> deny;
   std::vector<std::string> allow;
+  bool operator==(const SeccompPolicy&) const = default;
 };
 
 struct ProcessPolicy {
@@ -107,6 +113,7 @@ struct ProcessPolicy {
   std::vector<PathPattern> exec_allow;  // empty = any
   SeccompPolicy seccomp;
   std::string hostname = "cordon";
+  bool operator==(const ProcessPolicy&) const = default;
 };
 
 struct Policy {
@@ -114,9 +121,13 @@ struct Policy {
   NetworkPolicy network;
   FilesystemPolicy filesystem;
   ProcessPolicy process;
+  bool operator==(const Policy&) const = default;
 };
 
 // The sensitive-paths default of filesystem.protect.
 std::vector<PathPattern> default_protected();
+// The secrets default of filesystem.deny (~/.ssh, **/.env, **/*.pem, ...), "~" expanded to `home`.
+// A policy file that does not mention filesystem.deny keeps it.
+std::vector<PathPattern> default_denied(std::string_view home);
 
 }  // namespace cordon::policy

@@ -1,0 +1,184 @@
+// The decision functions of the policy model: network destinations, file access, environment.
+#include <string>
+#include <string_view>
+
+#include "policy/ip_ranges.h"
+#include "policy/policy.h"
+
+namespace cordon::policy {
+namespace {
+
+std::string indexed(const char* field, size_t i) {
+  return std::string(field) + "[" + std::to_string(i) + "]";
+}
+
+// Whether an allow pattern names `ip` explicitly enough to reach a special address. A metadata
+// address needs the exact address (a "169.254.0.0/16" for link-local services must not hand out
+// cloud credentials); other special addresses need a pattern lying wholly in special space, so
+// "10.0.0.0/8" or "127.0.0.1" reach them but "0.0.0.0/0" does not.
+bool names_special(const HostPattern& p, const IpAddress& ip) {
+  if (ip.is_metadata()) {
+    int full = ip.v6 ? 128 : 32;
+    return p.net.prefix == full && p.net.addr == ip;
+  }
+  return net_within_special(p.net);
+}
+
+// Relative deny-style patterns that start with "**" ("**/.env", "**/*.pem") name a file anywhere,
+// so they also cover extra host paths granted by filesystem.read/write. Allow lists never widen
+// this way.
+bool deny_matches(const PathPattern& p, std::string_view path) {
+  if (p.matches(path)) {
+    return true;
+  }
+  if (!p.absolute && !path.empty() && path.front() == '/' && p.expanded.rfind("**", 0) == 0) {
+    return p.matches(path.substr(1));
+  }
+  return false;
+}
+
+bool is_workspace_path(std::string_view path) {
+  return path.empty() || (path.front() != '/' && path.front() != '~');
+}
+
+// '*'-only glob, ASCII case-insensitive, iterative with one backtrack point.
+bool env_glob(std::string_view pat, std::string_view s) {
+  auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
+  size_t p = 0, i = 0;
+  size_t star = std::string_view::npos, star_i = 0;
+  while (i < s.size()) {
+    if (p < pat.size() && pat[p] != '*' && lower(pat[p]) == lower(s[i])) {
+      ++p;
+      ++i;
+    } else if (p < pat.size() && pat[p] == '*') {
+      star = p++;
+      star_i = i;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      i = ++star_i;
+    } else {
+      return false;
+    }
+  }
+  while (p < pat.size() && pat[p] == '*') {
+    ++p;
+  }
+  return p == pat.size();
+}
+
+}  // namespace
+
+Decision NetworkPolicy::decide_name(std::string_view host, uint16_t port) const {
+  std::string n = normalize_host(host);
+  if (n.empty()) {
+    return {false, "network (not a valid host name)"};
+  }
+  if (auto ip = IpAddress::parse(n)) {
+    return decide_ip(*ip, port);
+  }
+  for (size_t i = 0; i < deny.size(); ++i) {
+    if (deny[i].matches_name(n, port)) {
+      return {false, indexed("network.deny", i)};
+    }
+  }
+  for (size_t i = 0; i < allow.size(); ++i) {
+    if (allow[i].matches_name(n, port)) {
+      return {true, indexed("network.allow", i)};
+    }
+  }
+  return {false, "network.allow (no match)"};
+}
+
+Decision NetworkPolicy::decide_ip(const IpAddress& ip, uint16_t port) const {
+  for (size_t i = 0; i < deny.size(); ++i) {
+    // A deny "*" means "nothing at all", raw addresses included; other name patterns cannot
+    // say anything about an address.
+    bool any = deny[i].kind == HostPattern::Kind::AnyName && deny[i].matches_port(port);
+    if (any || deny[i].matches_ip(ip, port)) {
+      return {false, indexed("network.deny", i)};
+    }
+  }
+  const bool special = ip.is_special() || ip.is_metadata();
+  bool matched_unnamed = false;
+  for (size_t i = 0; i < allow.size(); ++i) {
+    if (!allow[i].matches_ip(ip, port)) {
+      continue;
+    }
+    if (special && !names_special(allow[i], ip)) {
+      matched_unnamed = true;
+      continue;
+    }
+    return {true, indexed("network.allow", i)};
+  }
+  if (special || matched_unnamed) {
+    return {false, "network: private/loopback/metadata address not named by network.allow"};
+  }
+  return {false, "network.allow (no match)"};
+}
+
+Decision FilesystemPolicy::decide_read(std::string_view path) const {
+  for (size_t i = 0; i < deny.size(); ++i) {
+    if (deny_matches(deny[i], path)) {
+      return {false, indexed("filesystem.deny", i)};
+    }
+  }
+  if (is_workspace_path(path)) {
+    return {true, "filesystem.workspace"};
+  }
+  for (size_t i = 0; i < read.size(); ++i) {
+    if (read[i].matches(path)) {
+      return {true, indexed("filesystem.read", i)};
+    }
+  }
+  for (size_t i = 0; i < write.size(); ++i) {
+    if (write[i].matches(path)) {
+      return {true, indexed("filesystem.write", i)};
+    }
+  }
+  return {false, "filesystem.read (no match)"};
+}
+
+Decision FilesystemPolicy::decide_write(std::string_view path) const {
+  for (size_t i = 0; i < deny.size(); ++i) {
+    if (deny_matches(deny[i], path)) {
+      return {false, indexed("filesystem.deny", i)};
+    }
+  }
+  for (size_t i = 0; i < deny_write.size(); ++i) {
+    if (deny_matches(deny_write[i], path)) {
+      return {false, indexed("filesystem.deny_write", i)};
+    }
+  }
+  for (size_t i = 0; i < protect.size(); ++i) {
+    if (deny_matches(protect[i], path)) {
+      return {false, indexed("filesystem.protect", i)};
+    }
+  }
+  if (is_workspace_path(path)) {
+    switch (mode) {
+      case WorkspaceMode::Ro:
+        return {false, "filesystem.mode (ro)"};
+      case WorkspaceMode::Cow:
+        return {true, "filesystem.mode (cow)"};
+      case WorkspaceMode::Rw:
+        return {true, "filesystem.mode (rw)"};
+    }
+  }
+  for (size_t i = 0; i < write.size(); ++i) {
+    if (write[i].matches(path)) {
+      return {true, indexed("filesystem.write", i)};
+    }
+  }
+  return {false, "filesystem.write (no match)"};
+}
+
+bool EnvPolicy::is_denied(std::string_view name) const {
+  for (const auto& pat : deny) {
+    if (env_glob(pat, name)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace cordon::policy

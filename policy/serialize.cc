@@ -1,0 +1,317 @@
+// The effective policy as canonical JSON (to_json) and as one line of prose per rule (explain).
+#include "policy/serialize.h"
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "policy/loader.h"
+
+namespace cordon::policy {
+namespace {
+
+using json = nlohmann::json;
+
+const char* mode_name(WorkspaceMode m) {
+  switch (m) {
+    case WorkspaceMode::Cow:
+      return "cow";
+    case WorkspaceMode::Ro:
+      return "ro";
+    case WorkspaceMode::Rw:
+      return "rw";
+  }
+  return "cow";
+}
+
+const char* deny_style_name(DenyStyle s) { return s == DenyStyle::Hide ? "hide" : "eacces"; }
+
+// Sizes as a number of bytes when they have no exact unit, else "64M": both re-parse exactly.
+json size_json(uint64_t bytes) {
+  std::string s = format_size(bytes);
+  if (s.find_first_not_of("0123456789") == std::string::npos) {
+    return bytes;
+  }
+  return s;
+}
+
+template <typename T>
+json texts(const std::vector<T>& v) {
+  json a = json::array();
+  for (const auto& x : v) {
+    a.push_back(x.text);
+  }
+  return a;
+}
+
+// "1 GiB", "64 MiB", "1.5 GiB", "1000 bytes": for people, not for re-parsing.
+std::string human_size(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) {
+    return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  }
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (std::fabs(v - std::round(v)) < 0.005) {
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, kUnits[u]);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2g %s", v, kUnits[u]);
+    if (v >= 10) {
+      std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+    }
+  }
+  return buf;
+}
+
+std::string ports_text(const HostPattern& p) {
+  if (p.port_lo == 0 && p.port_hi == 65535) {
+    return "any port";
+  }
+  if (p.port_lo == p.port_hi) {
+    return "port " + std::to_string(p.port_lo);
+  }
+  return "ports " + std::to_string(p.port_lo) + "-" + std::to_string(p.port_hi);
+}
+
+std::string host_text(const HostPattern& p) {
+  switch (p.kind) {
+    case HostPattern::Kind::Exact:
+      return p.name;
+    case HostPattern::Kind::Suffix:
+      return "any subdomain of " + p.name.substr(1);
+    case HostPattern::Kind::AnyName:
+      return "any host name (not raw IP addresses)";
+    case HostPattern::Kind::Ip:
+      return p.net.addr.to_string();
+    case HostPattern::Kind::Cidr:
+      return "addresses in " + p.net.addr.to_string() + "/" + std::to_string(p.net.prefix);
+  }
+  return p.text;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : v) {
+    out += (out.empty() ? "" : sep) + s;
+  }
+  return out;
+}
+
+std::string limit(uint64_t n, const std::string& what_unlimited, const std::string& text) {
+  return n == 0 ? what_unlimited : text;
+}
+
+}  // namespace
+
+json to_json(const Policy& p) {
+  const NetworkPolicy& n = p.network;
+  json resolve = json::object();
+  for (const auto& [name, ips] : n.resolve) {
+    json a = json::array();
+    for (const auto& ip : ips) {
+      a.push_back(ip.to_string());
+    }
+    resolve[name] = a;
+  }
+  json network = {
+      {"allow", texts(n.allow)},
+      {"deny", texts(n.deny)},
+      {"max_connections", n.max_connections},
+      {"max_connections_per_host", n.max_connections_per_host},
+      {"connections_per_minute", n.connections_per_minute},
+      {"max_bytes_out", size_json(n.max_bytes_out)},
+      {"max_bytes_in", size_json(n.max_bytes_in)},
+      {"idle_timeout", format_duration(n.idle_timeout)},
+      {"connect_timeout", format_duration(n.connect_timeout)},
+      {"resolve", resolve},
+      {"dns", {{"types", n.dns_types}}},
+      {"proxy_env", n.proxy_env},
+  };
+  const FilesystemPolicy& f = p.filesystem;
+  json filesystem = {
+      {"workspace", f.workspace},
+      {"mode", mode_name(f.mode)},
+      {"read", texts(f.read)},
+      {"write", texts(f.write)},
+      {"deny", texts(f.deny)},
+      {"deny_write", texts(f.deny_write)},
+      {"protect", texts(f.protect)},
+      {"deny_style", deny_style_name(f.deny_style)},
+      {"quota", {{"bytes", size_json(f.quota.bytes)}, {"inodes", f.quota.inodes}}},
+      {"tmp", size_json(f.tmp)},
+  };
+  const ProcessPolicy& pr = p.process;
+  json env = {
+      {"keep", pr.env.keep},
+      {"set", pr.env.set},
+      {"deny", pr.env.deny},
+  };
+  json process = {
+      {"memory", size_json(pr.memory)},
+      {"cpus", pr.cpus},
+      {"pids", pr.pids},
+      {"nofile", pr.nofile},
+      {"fsize", size_json(pr.fsize)},
+      {"timeout", format_duration(pr.timeout)},
+      {"kill_grace", format_duration(pr.kill_grace)},
+      {"env", env},
+      {"exec_allow", texts(pr.exec_allow)},
+      {"seccomp", {{"allow", pr.seccomp.allow}, {"deny", pr.seccomp.deny}}},
+      {"hostname", pr.hostname},
+  };
+  // nlohmann::json objects keep keys sorted, so the output is canonical by construction.
+  return json{{"version", p.version},
+              {"network", network},
+              {"filesystem", filesystem},
+              {"process", process}};
+}
+
+std::string explain(const Policy& p) {
+  std::vector<std::string> lines;
+  const NetworkPolicy& n = p.network;
+
+  // Network.
+  if (n.allow.empty()) {
+    lines.push_back("network: no outbound connections (network.allow is empty)");
+  } else if (n.max_connections == 0) {
+    lines.push_back("network: no outbound connections (network.max_connections is 0)");
+  } else {
+    for (size_t i = 0; i < n.allow.size(); ++i) {
+      lines.push_back("network: allow " + host_text(n.allow[i]) + " " + ports_text(n.allow[i]) +
+                      " (network.allow[" + std::to_string(i) + "])");
+    }
+  }
+  for (size_t i = 0; i < n.deny.size(); ++i) {
+    lines.push_back("network: deny " + host_text(n.deny[i]) + " " + ports_text(n.deny[i]) +
+                    " (network.deny[" + std::to_string(i) + "], wins over allow)");
+  }
+  if (!n.allow.empty()) {
+    lines.push_back(
+        "network: private, loopback, link-local and cloud-metadata addresses refused unless an "
+        "allow entry names them");
+    lines.push_back("network: at most " + std::to_string(n.max_connections) +
+                    " connections open, " + std::to_string(n.max_connections_per_host) +
+                    " per host, " + std::to_string(n.connections_per_minute) + " new per minute");
+    lines.push_back("network: upload budget " +
+                    limit(n.max_bytes_out, "unlimited", human_size(n.max_bytes_out)) +
+                    ", download budget " +
+                    limit(n.max_bytes_in, "unlimited", human_size(n.max_bytes_in)));
+    lines.push_back(
+        "network: connect timeout " + format_duration(n.connect_timeout) + ", idle timeout " +
+        (n.idle_timeout.count() == 0 ? std::string("none") : format_duration(n.idle_timeout)));
+    lines.push_back("network: DNS answers " + join(n.dns_types, "/") +
+                    " records for allowed names only; every other query gets NXDOMAIN");
+    lines.push_back(std::string("network: proxy variables ") + (n.proxy_env ? "set" : "not set") +
+                    " (network.proxy_env)");
+  }
+  for (const auto& [name, ips] : n.resolve) {
+    std::vector<std::string> s;
+    for (const auto& ip : ips) {
+      s.push_back(ip.to_string());
+    }
+    lines.push_back("network: " + name + " resolves to " + join(s) + " (network.resolve)");
+  }
+
+  // Filesystem.
+  const FilesystemPolicy& f = p.filesystem;
+  std::string mode = f.mode == WorkspaceMode::Cow  ? "copy-on-write"
+                     : f.mode == WorkspaceMode::Ro ? "read-only"
+                                                   : "read-write (changes go straight to disk)";
+  std::string quota =
+      (f.quota.bytes == 0 ? std::string("no byte limit") : human_size(f.quota.bytes)) + " / " +
+      (f.quota.inodes == 0 ? std::string("no inode limit")
+                           : std::to_string(f.quota.inodes) + " inodes");
+  lines.push_back("filesystem: workspace " + f.workspace + " " + mode +
+                  (f.mode == WorkspaceMode::Ro ? "" : "; quota " + quota));
+  for (size_t i = 0; i < f.read.size(); ++i) {
+    lines.push_back("filesystem: read-only " + f.read[i].expanded + " (filesystem.read[" +
+                    std::to_string(i) + "])");
+  }
+  for (size_t i = 0; i < f.write.size(); ++i) {
+    lines.push_back("filesystem: read-write " + f.write[i].expanded + " (filesystem.write[" +
+                    std::to_string(i) + "])");
+  }
+  if (f.read.empty() && f.write.empty()) {
+    lines.push_back(
+        "filesystem: nothing of the host outside the workspace except system "
+        "directories (read-only)");
+  }
+  auto texts_of = [](const std::vector<PathPattern>& v) {
+    std::vector<std::string> s;
+    for (const auto& x : v) {
+      s.push_back(x.text);
+    }
+    return s;
+  };
+  if (!f.deny.empty()) {
+    lines.push_back(std::string("filesystem: never readable or writable: ") +
+                    join(texts_of(f.deny)) + " (filesystem.deny, shown as " +
+                    (f.deny_style == DenyStyle::Hide ? "missing" : "permission denied") + ")");
+  }
+  if (!f.deny_write.empty()) {
+    lines.push_back("filesystem: never writable: " + join(texts_of(f.deny_write)) +
+                    " (filesystem.deny_write)");
+  }
+  if (!f.protect.empty()) {
+    lines.push_back("filesystem: write-protected (would run code on the host): " +
+                    join(texts_of(f.protect)) + " (filesystem.protect)");
+  }
+  lines.push_back("filesystem: /tmp " +
+                  (f.tmp == 0 ? std::string("without a size limit") : human_size(f.tmp)));
+
+  // Process.
+  const ProcessPolicy& pr = p.process;
+  char cpus[32];
+  std::snprintf(cpus, sizeof cpus, "%g", pr.cpus);
+  std::string cpu_text = pr.cpus == 0     ? "unlimited CPU"
+                         : pr.cpus == 1.0 ? "1 CPU"
+                                          : std::string(cpus) + " CPUs";
+  lines.push_back("process: memory " + limit(pr.memory, "unlimited", human_size(pr.memory)) + ", " +
+                  cpu_text + ", " +
+                  limit(pr.pids, "unlimited tasks", std::to_string(pr.pids) + " tasks") +
+                  ", timeout " + (pr.timeout.count() == 0 ? "none" : format_duration(pr.timeout)));
+  lines.push_back("process: " + std::to_string(pr.nofile) + " open files, largest file " +
+                  limit(pr.fsize, "unlimited", human_size(pr.fsize)) + ", SIGKILL " +
+                  format_duration(pr.kill_grace) + " after SIGTERM, hostname " + pr.hostname);
+  if (pr.exec_allow.empty()) {
+    lines.push_back("process: any program may be executed");
+  } else {
+    lines.push_back("process: may execute only " + join(texts_of(pr.exec_allow)) +
+                    " (process.exec_allow)");
+  }
+  if (!pr.seccomp.deny.empty()) {
+    lines.push_back("process: syscalls also refused: " + join(pr.seccomp.deny) +
+                    " (process.seccomp.deny)");
+  }
+  if (!pr.seccomp.allow.empty()) {
+    lines.push_back("process: syscalls lifted from the built-in deny list: " +
+                    join(pr.seccomp.allow) + " (process.seccomp.allow)");
+  }
+  std::string env_line =
+      "environment: keeps " + (pr.env.keep.empty() ? std::string("nothing") : join(pr.env.keep));
+  if (!pr.env.deny.empty()) {
+    env_line += "; strips " + join(pr.env.deny);
+  }
+  lines.push_back(env_line);
+  if (!pr.env.set.empty()) {
+    std::vector<std::string> s;
+    for (const auto& [k, v] : pr.env.set) {
+      s.push_back(k);
+    }
+    lines.push_back("environment: sets " + join(s) + " (process.env.set)");
+  }
+
+  std::string out;
+  for (const auto& l : lines) {
+    out += l + "\n";
+  }
+  return out;
+}
+
+}  // namespace cordon::policy

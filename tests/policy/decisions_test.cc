@@ -1,0 +1,173 @@
+// Decisions: deny wins, first allow names the rule, special addresses need explicit naming,
+// file access order, environment globs.
+#include <gtest/gtest.h>
+
+#include "policy/loader.h"
+#include "policy/policy.h"
+
+namespace cordon::policy {
+namespace {
+
+Policy load(std::string_view text) {
+  LoadOptions o;
+  o.home = "/home/alice";
+  return parse_policy(text, o);
+}
+
+IpAddress ip(std::string_view s) { return IpAddress::parse(s).value(); }
+
+TEST(DecideName, DenyWinsThenFirstAllowThenNoMatch) {
+  Policy p = load(R"({"network": {
+      "allow": ["api.example.com:443", "*.example.com", "*.pypi.org:443"],
+      "deny": ["evil.example.com", "*.bad.example.com:443"]}})");
+  const NetworkPolicy& n = p.network;
+  EXPECT_EQ(n.decide_name("api.example.com", 443), (Decision{true, "network.allow[0]"}));
+  EXPECT_EQ(n.decide_name("API.EXAMPLE.COM.", 443), (Decision{true, "network.allow[0]"}));
+  EXPECT_EQ(n.decide_name("api.example.com", 80), (Decision{true, "network.allow[1]"}));
+  EXPECT_EQ(n.decide_name("evil.example.com", 443), (Decision{false, "network.deny[0]"}));
+  EXPECT_EQ(n.decide_name("x.bad.example.com", 443), (Decision{false, "network.deny[1]"}));
+  EXPECT_EQ(n.decide_name("x.bad.example.com", 80), (Decision{true, "network.allow[1]"}));
+  EXPECT_EQ(n.decide_name("example.com", 443), (Decision{false, "network.allow (no match)"}));
+  EXPECT_EQ(n.decide_name("files.pypi.org", 80), (Decision{false, "network.allow (no match)"}));
+  EXPECT_FALSE(n.decide_name("", 443).allow);
+  EXPECT_FALSE(n.decide_name("a b.example.com", 443).allow);
+  EXPECT_FALSE(n.decide_name(std::string_view("x.example.com\0.evil", 19), 443).allow);
+}
+
+TEST(DecideName, IpLiteralsGoThroughDecideIp) {
+  Policy p = load(R"({"network": {"allow": ["*", "203.0.113.0/24:443"]}})");
+  // "*" names every host name, but never a raw address.
+  EXPECT_TRUE(p.network.decide_name("anything.test", 1).allow);
+  EXPECT_EQ(p.network.decide_name("198.51.100.7", 443),
+            (Decision{false, "network.allow (no match)"}));
+  EXPECT_EQ(p.network.decide_name("203.0.113.9", 443), (Decision{true, "network.allow[1]"}));
+  EXPECT_FALSE(p.network.decide_name("203.0.113.9", 80).allow);
+  EXPECT_EQ(p.network.decide_name("::ffff:203.0.113.9", 443), (Decision{true, "network.allow[1]"}));
+  EXPECT_FALSE(p.network.decide_name("127.0.0.1", 443).allow);
+}
+
+TEST(DecideIp, SpecialAddressesNeedAPatternThatNamesThem) {
+  Policy p = load(R"({"network": {"allow": ["0.0.0.0/0", "::/0"]}})");
+  const NetworkPolicy& n = p.network;
+  EXPECT_EQ(n.decide_ip(ip("198.51.100.7"), 443), (Decision{true, "network.allow[0]"}));
+  EXPECT_EQ(n.decide_ip(ip("2001:db8::1"), 443), (Decision{true, "network.allow[1]"}));
+  for (const char* s :
+       {"127.0.0.1", "10.0.0.1", "192.168.1.1", "172.16.0.1", "100.64.0.1", "169.254.169.254",
+        "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "fe80::1", "fd00:ec2::254",
+        "::ffff:127.0.0.1", "64:ff9b::a00:1", "168.63.129.16", "100.100.100.200"}) {
+    Decision d = n.decide_ip(ip(s), 443);
+    EXPECT_FALSE(d.allow) << s;
+    EXPECT_NE(d.rule.find("private/loopback/metadata"), std::string::npos) << s << " " << d.rule;
+  }
+}
+
+TEST(DecideIp, ExplicitSpecialPatternsAllow) {
+  Policy p = load(R"({"network": {"allow": ["127.0.0.1:8080", "10.0.0.0/8", "[::1]:9000",
+      "169.254.169.254:80", "169.254.0.0/16", "168.63.129.16"]}})");
+  const NetworkPolicy& n = p.network;
+  EXPECT_EQ(n.decide_ip(ip("127.0.0.1"), 8080), (Decision{true, "network.allow[0]"}));
+  EXPECT_FALSE(n.decide_ip(ip("127.0.0.1"), 8081).allow);
+  EXPECT_FALSE(n.decide_ip(ip("127.0.0.2"), 8080).allow);
+  EXPECT_EQ(n.decide_ip(ip("10.9.8.7"), 1), (Decision{true, "network.allow[1]"}));
+  EXPECT_EQ(n.decide_ip(ip("::1"), 9000), (Decision{true, "network.allow[2]"}));
+  EXPECT_EQ(n.decide_ip(ip("169.254.169.254"), 80), (Decision{true, "network.allow[3]"}));
+  // The link-local range names link-local hosts, but metadata needs its exact address.
+  EXPECT_EQ(n.decide_ip(ip("169.254.1.1"), 80), (Decision{true, "network.allow[4]"}));
+  EXPECT_FALSE(n.decide_ip(ip("169.254.169.254"), 443).allow);
+  EXPECT_FALSE(n.decide_ip(ip("169.254.170.2"), 80).allow);
+  EXPECT_TRUE(n.decide_ip(ip("168.63.129.16"), 80).allow);
+  // A public address is not allowed by special patterns.
+  EXPECT_EQ(n.decide_ip(ip("198.51.100.1"), 80), (Decision{false, "network.allow (no match)"}));
+}
+
+TEST(DecideIp, DenyWinsOverAllowAndAnyNameDenyCoversAddresses) {
+  Policy p = load(R"({"network": {"allow": ["10.0.0.0/8", "0.0.0.0/0"],
+                                  "deny": ["10.1.0.0/16", "203.0.113.0/24:25"]}})");
+  EXPECT_EQ(p.network.decide_ip(ip("10.1.2.3"), 80), (Decision{false, "network.deny[0]"}));
+  EXPECT_EQ(p.network.decide_ip(ip("::ffff:10.1.2.3"), 80), (Decision{false, "network.deny[0]"}));
+  EXPECT_TRUE(p.network.decide_ip(ip("10.2.0.1"), 80).allow);
+  EXPECT_EQ(p.network.decide_ip(ip("203.0.113.5"), 25), (Decision{false, "network.deny[1]"}));
+  EXPECT_TRUE(p.network.decide_ip(ip("203.0.113.5"), 26).allow);
+  Policy q = load(R"({"network": {"allow": ["0.0.0.0/0", "*"], "deny": ["*"]}})");
+  EXPECT_EQ(q.network.decide_ip(ip("198.51.100.1"), 80), (Decision{false, "network.deny[0]"}));
+  EXPECT_EQ(q.network.decide_name("x.test", 80), (Decision{false, "network.deny[0]"}));
+}
+
+TEST(DecideIp, EmptyAllowRefusesEverything) {
+  NetworkPolicy n;
+  EXPECT_EQ(n.decide_ip(ip("198.51.100.1"), 443), (Decision{false, "network.allow (no match)"}));
+  EXPECT_EQ(n.decide_name("example.com", 443), (Decision{false, "network.allow (no match)"}));
+}
+
+TEST(DecideRead, DenyWinsWorkspaceReadableHostPathsNeedGrant) {
+  Policy p = load(R"({"filesystem": {"read": ["/data", "~/.gitconfig"], "write": ["/scratch"],
+      "deny": ["**/.env", "/data/private", "secrets/**"]}})");
+  const FilesystemPolicy& f = p.filesystem;
+  EXPECT_EQ(f.decide_read("src/main.c"), (Decision{true, "filesystem.workspace"}));
+  EXPECT_EQ(f.decide_read(".env"), (Decision{false, "filesystem.deny[0]"}));
+  EXPECT_EQ(f.decide_read("app/.env"), (Decision{false, "filesystem.deny[0]"}));
+  EXPECT_EQ(f.decide_read("secrets"), (Decision{false, "filesystem.deny[2]"}));
+  EXPECT_EQ(f.decide_read("secrets/a/b"), (Decision{false, "filesystem.deny[2]"}));
+  EXPECT_EQ(f.decide_read("/data/x.csv"), (Decision{true, "filesystem.read[0]"}));
+  EXPECT_EQ(f.decide_read("/data/private/k"), (Decision{false, "filesystem.deny[1]"}));
+  // "**/" deny patterns reach into granted host paths too.
+  EXPECT_EQ(f.decide_read("/data/app/.env"), (Decision{false, "filesystem.deny[0]"}));
+  EXPECT_EQ(f.decide_read("/home/alice/.gitconfig"), (Decision{true, "filesystem.read[1]"}));
+  EXPECT_EQ(f.decide_read("/scratch/t"), (Decision{true, "filesystem.write[0]"}));
+  EXPECT_EQ(f.decide_read("/etc/shadow"), (Decision{false, "filesystem.read (no match)"}));
+  EXPECT_EQ(f.decide_read("/home/alice/notes"), (Decision{false, "filesystem.read (no match)"}));
+}
+
+TEST(DecideWrite, OrderIsDenyDenyWriteProtectModeAllow) {
+  Policy p = load(R"({"filesystem": {"mode": "cow", "write": ["/scratch"], "read": ["/data"],
+      "deny": ["**/*.pem"], "deny_write": ["vendor/**", "/scratch/keep"],
+      "protect": [".git/hooks/**", "**/.envrc"]}})");
+  const FilesystemPolicy& f = p.filesystem;
+  EXPECT_EQ(f.decide_write("src/a.c"), (Decision{true, "filesystem.mode (cow)"}));
+  EXPECT_EQ(f.decide_write("k.pem"), (Decision{false, "filesystem.deny[0]"}));
+  EXPECT_EQ(f.decide_write("vendor/x/y.go"), (Decision{false, "filesystem.deny_write[0]"}));
+  EXPECT_EQ(f.decide_write(".git/hooks/pre-commit"), (Decision{false, "filesystem.protect[0]"}));
+  EXPECT_EQ(f.decide_write("sub/.envrc"), (Decision{false, "filesystem.protect[1]"}));
+  EXPECT_EQ(f.decide_write("/scratch/out"), (Decision{true, "filesystem.write[0]"}));
+  EXPECT_EQ(f.decide_write("/scratch/keep/x"), (Decision{false, "filesystem.deny_write[1]"}));
+  EXPECT_EQ(f.decide_write("/scratch/a.pem"), (Decision{false, "filesystem.deny[0]"}));
+  EXPECT_EQ(f.decide_write("/data/x"), (Decision{false, "filesystem.write (no match)"}));
+  // deny_write leaves reads alone.
+  EXPECT_TRUE(f.decide_read("vendor/x/y.go").allow);
+
+  Policy ro = load(R"({"filesystem": {"mode": "ro", "write": ["/scratch"]}})");
+  EXPECT_EQ(ro.filesystem.decide_write("src/a.c"), (Decision{false, "filesystem.mode (ro)"}));
+  EXPECT_EQ(ro.filesystem.decide_write("/scratch/x"), (Decision{true, "filesystem.write[0]"}));
+  EXPECT_TRUE(ro.filesystem.decide_read("src/a.c").allow);
+  Policy rw = load(R"({"filesystem": {"mode": "rw"}})");
+  EXPECT_EQ(rw.filesystem.decide_write("src/a.c"), (Decision{true, "filesystem.mode (rw)"}));
+  // The default protect list applies when the file does not mention protect.
+  EXPECT_FALSE(rw.filesystem.decide_write(".git/hooks/post-checkout").allow);
+  Policy lifted = load(R"({"filesystem": {"protect": []}})");
+  EXPECT_TRUE(lifted.filesystem.decide_write(".git/hooks/post-checkout").allow);
+}
+
+TEST(EnvPolicy, DenyGlobsAreCaseInsensitive) {
+  EnvPolicy e;
+  for (const char* s : {"GITHUB_TOKEN", "github_token", "MY_SECRET_VALUE", "AWS_ACCESS_KEY_ID",
+                        "OPENAI_API_KEY", "openai_api_key", "DB_PASSWORD", "SSH_AUTH_SOCK",
+                        "GOOGLE_APPLICATION_CREDENTIALS", "X_AUTHORIZATION", "token"}) {
+    EXPECT_TRUE(e.is_denied(s)) << s;
+  }
+  for (const char* s : {"PATH", "HOME", "LANG", "TERM", "GH", "AWS", "EDITOR"}) {
+    EXPECT_FALSE(e.is_denied(s)) << s;
+  }
+  EnvPolicy exact;
+  exact.deny = {"FOO", "A*B*C"};
+  EXPECT_TRUE(exact.is_denied("foo"));
+  EXPECT_FALSE(exact.is_denied("FOOD"));
+  EXPECT_TRUE(exact.is_denied("AxxBxxC"));
+  EXPECT_TRUE(exact.is_denied("ABC"));
+  EXPECT_FALSE(exact.is_denied("ABCD"));
+  EnvPolicy none;
+  none.deny.clear();
+  EXPECT_FALSE(none.is_denied("GITHUB_TOKEN"));
+}
+
+}  // namespace
+}  // namespace cordon::policy

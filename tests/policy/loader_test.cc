@@ -1,0 +1,457 @@
+// Loading: the schema, defaults for keys not given, and every refusal naming field and value.
+#include "policy/loader.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "tests/support/test_env.h"
+
+namespace cordon::policy {
+namespace {
+
+LoadOptions opts() {
+  LoadOptions o;
+  o.home = "/home/alice";
+  o.source_name = "p.json";
+  return o;
+}
+
+Policy load(std::string_view text) { return parse_policy(text, opts()); }
+
+// Parses `text`, expects a PolicyError, and returns it.
+PolicyError error_of(std::string_view text) {
+  try {
+    load(text);
+  } catch (const PolicyError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted: " << text;
+  return PolicyError("", "");
+}
+
+TEST(ParsePolicy, EmptyObjectKeepsDefaults) {
+  Policy p = load("{}");
+  Policy d;
+  EXPECT_EQ(p.network, d.network);
+  EXPECT_EQ(p.process, d.process);
+  EXPECT_EQ(p.filesystem.mode, WorkspaceMode::Cow);
+  EXPECT_EQ(p.filesystem.protect, default_protected());
+  EXPECT_EQ(p.filesystem.deny, default_denied("/home/alice"));
+  EXPECT_FALSE(p.filesystem.deny.empty());
+}
+
+TEST(ParsePolicy, ReadsEveryField) {
+  Policy p = load(R"(
+  // comments are allowed
+  {
+    "version": 1,
+    "network": {
+      "allow": ["api.openai.com:443", "*.githubusercontent.com", "10.0.0.0/8"],
+      "deny": ["169.254.169.254"],
+      "max_connections": 8, "max_connections_per_host": 2, "connections_per_minute": 60,
+      "max_bytes_out": "100M", "max_bytes_in": 1048576, "idle_timeout": "90s",
+      "connect_timeout": 2.5,
+      "resolve": {"API.Test.": "127.0.0.1", "multi.test": ["::1", "127.0.0.2"]},
+      "dns": {"types": ["a", "AAAA", "txt"]},
+      "proxy_env": false
+    },
+    /* block comment */
+    "filesystem": {
+      "workspace": "~/proj", "mode": "ro", "read": ["~/.gitconfig"], "write": ["/tmp/out"],
+      "deny": ["**/*.pem"], "deny_write": ["vendor"], "protect": [".envrc"],
+      "deny_style": "hide", "quota": {"bytes": "2G", "inodes": 0}, "tmp": "128M"
+    },
+    "process": {
+      "memory": "512M", "cpus": 0.5, "pids": 0, "nofile": 4096, "fsize": "1G",
+      "timeout": "1h30m", "kill_grace": 0,
+      "env": {"keep": ["PATH"], "set": {"CI": "1"}, "deny": ["*TOKEN*"]},
+      "exec_allow": ["/usr/bin/*"], "seccomp": {"allow": ["ptrace"], "deny": ["io_uring_setup"]},
+      "hostname": "box-1"
+    }
+  })");
+  const NetworkPolicy& n = p.network;
+  ASSERT_EQ(n.allow.size(), 3u);
+  EXPECT_EQ(n.allow[0].name, "api.openai.com");
+  EXPECT_EQ(n.allow[2].kind, HostPattern::Kind::Cidr);
+  EXPECT_EQ(n.deny.size(), 1u);
+  EXPECT_EQ(n.max_connections, 8u);
+  EXPECT_EQ(n.max_connections_per_host, 2u);
+  EXPECT_EQ(n.connections_per_minute, 60u);
+  EXPECT_EQ(n.max_bytes_out, 100ull << 20);
+  EXPECT_EQ(n.max_bytes_in, 1048576u);
+  EXPECT_EQ(n.idle_timeout, std::chrono::seconds(90));
+  EXPECT_EQ(n.connect_timeout, std::chrono::milliseconds(2500));
+  ASSERT_EQ(n.resolve.count("api.test"), 1u);
+  EXPECT_EQ(n.resolve.at("api.test")[0].to_string(), "127.0.0.1");
+  EXPECT_EQ(n.resolve.at("multi.test").size(), 2u);
+  EXPECT_EQ(n.dns_types, (std::vector<std::string>{"A", "AAAA", "TXT"}));
+  EXPECT_FALSE(n.proxy_env);
+  const FilesystemPolicy& f = p.filesystem;
+  EXPECT_EQ(f.workspace, "~/proj");
+  EXPECT_EQ(f.mode, WorkspaceMode::Ro);
+  EXPECT_EQ(f.read[0].expanded, "/home/alice/.gitconfig");
+  EXPECT_EQ(f.write[0].expanded, "/tmp/out");
+  EXPECT_EQ(f.deny.size(), 1u);  // given: replaces the default list
+  EXPECT_EQ(f.deny_write[0].text, "vendor");
+  EXPECT_EQ(f.protect.size(), 1u);
+  EXPECT_EQ(f.deny_style, DenyStyle::Hide);
+  EXPECT_EQ(f.quota.bytes, 2ull << 30);
+  EXPECT_EQ(f.quota.inodes, 0u);
+  EXPECT_EQ(f.tmp, 128ull << 20);
+  const ProcessPolicy& pr = p.process;
+  EXPECT_EQ(pr.memory, 512ull << 20);
+  EXPECT_DOUBLE_EQ(pr.cpus, 0.5);
+  EXPECT_EQ(pr.pids, 0u);
+  EXPECT_EQ(pr.nofile, 4096u);
+  EXPECT_EQ(pr.fsize, 1ull << 30);
+  EXPECT_EQ(pr.timeout, std::chrono::minutes(90));
+  EXPECT_EQ(pr.kill_grace, std::chrono::milliseconds(0));
+  EXPECT_EQ(pr.env.keep, (std::vector<std::string>{"PATH"}));
+  EXPECT_EQ(pr.env.set.at("CI"), "1");
+  EXPECT_EQ(pr.env.deny, (std::vector<std::string>{"*TOKEN*"}));
+  EXPECT_TRUE(pr.exec_allow[0].matches("/usr/bin/python3"));
+  EXPECT_EQ(pr.seccomp.allow, (std::vector<std::string>{"ptrace"}));
+  EXPECT_EQ(pr.seccomp.deny, (std::vector<std::string>{"io_uring_setup"}));
+  EXPECT_EQ(pr.hostname, "box-1");
+}
+
+TEST(ParsePolicy, UnknownKeysGetASuggestion) {
+  struct Case {
+    const char* text;
+    const char* path;
+    const char* suggestion;
+  } cases[] = {
+      {R"({"network": {"max_conections": 3}})", "network.max_conections", "`max_connections`"},
+      {R"({"netwrok": {}})", "netwrok", "`network`"},
+      {R"({"filesystem": {"quota": {"byte": 1}}})", "filesystem.quota.byte", "`bytes`"},
+      {R"({"process": {"env": {"Keep": []}}})", "process.env.Keep", "`keep`"},
+      {R"({"process": {"seccomp": {"denied": []}}})", "process.seccomp.denied", "`deny`"},
+      {R"({"network": {"dns": {"type": ["A"]}}})", "network.dns.type", "`types`"},
+      {R"({"filesystem": {"deny-write": []}})", "filesystem.deny-write", "`deny_write`"},
+  };
+  for (const auto& c : cases) {
+    PolicyError e = error_of(c.text);
+    EXPECT_EQ(e.field_path(), c.path) << c.text;
+    std::string what = e.what();
+    EXPECT_NE(what.find(std::string("did you mean ") + c.suggestion + "?"), std::string::npos)
+        << what;
+    EXPECT_EQ(what.rfind("p.json: ", 0), 0u) << what;
+  }
+  // Right key, wrong section.
+  PolicyError moved = error_of(R"({"allow": ["pypi.org"]})");
+  EXPECT_EQ(moved.field_path(), "allow");
+  EXPECT_NE(std::string(moved.what()).find("belongs in `network` (`network.allow`)"),
+            std::string::npos)
+      << moved.what();
+  PolicyError moved2 = error_of(R"({"process": {"workspace": "."}})");
+  EXPECT_NE(std::string(moved2.what()).find("`filesystem.workspace`"), std::string::npos)
+      << moved2.what();
+  // Nothing close: no guess, but the accepted keys are listed.
+  PolicyError e = error_of(R"({"zzzzzzzzzzzzzzzz": 1})");
+  EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos);
+  EXPECT_NE(std::string(e.what()).find("network"), std::string::npos);
+}
+
+TEST(ParsePolicy, EveryErrorNamesFieldPathValueAndWhatIsAccepted) {
+  struct Case {
+    const char* text;
+    const char* path;
+    std::vector<const char*> parts;  // substrings of what()
+  } cases[] = {
+      {R"({"version": 2})", "version", {"2", "accepted: 1"}},
+      {R"({"version": "1"})", "version", {"\"1\"", "accepted: 1"}},
+      {R"({"network": []})", "network", {"expected an object", "[]"}},
+      {R"({"network": {"allow": "a.com"}})", "network.allow", {"expected an array", "\"a.com\""}},
+      {R"({"network": {"allow": ["a.com", "b.com", "exa mple.com:443"]}})",
+       "network.allow[2]",
+       {"\"exa mple.com:443\" is not a host pattern", "spaces", "accepted: name, *.suffix"}},
+      {R"({"network": {"allow": [42]}})", "network.allow[0]", {"42", "host pattern"}},
+      {R"({"network": {"allow": ["https://pypi.org/simple"]}})",
+       "network.allow[0]",
+       {"\"pypi.org:443\""}},
+      {R"({"network": {"deny": ["a.*.com"]}})", "network.deny[0]", {"\"a.*.com\"", "'*'"}},
+      {R"({"network": {"allow": ["h:70000"]}})", "network.allow[0]", {"70000", "1-65535"}},
+      {R"({"network": {"allow": ["10.0.0.1/8"]}})",
+       "network.allow[0]",
+       {"host bits", "10.0.0.0/8"}},
+      {R"({"network": {"max_connections": -1}})",
+       "network.max_connections",
+       {"-1", "negative", "0 to 1000000"}},
+      {R"({"network": {"max_connections": 1.5}})",
+       "network.max_connections",
+       {"1.5", "whole number"}},
+      {R"({"network": {"max_connections": "10"}})",
+       "network.max_connections",
+       {"\"10\"", "whole number"}},
+      {R"({"network": {"max_connections_per_host": 0}})",
+       "network.max_connections_per_host",
+       {"0", "1 to 1000000"}},
+      {R"({"network": {"max_bytes_out": "12X"}})",
+       "network.max_bytes_out",
+       {"\"12X\" is not a size", "\"64M\""}},
+      {R"({"network": {"max_bytes_out": -5}})", "network.max_bytes_out", {"-5", "negative"}},
+      {R"({"network": {"max_bytes_out": 1.5}})", "network.max_bytes_out", {"1.5", "whole number"}},
+      {R"({"network": {"idle_timeout": "5 minutes"}})",
+       "network.idle_timeout",
+       {"\"5 minutes\"", "\"1m30s\""}},
+      {R"({"network": {"idle_timeout": -1}})", "network.idle_timeout", {"-1", "duration"}},
+      {R"({"network": {"connect_timeout": 0}})", "network.connect_timeout", {"0", "zero"}},
+      {R"({"network": {"connect_timeout": "400d"}})",
+       "network.connect_timeout",
+       {"\"400d\"", "365d"}},
+      {R"({"network": {"resolve": {"api.test": "localhost"}}})",
+       "network.resolve[\"api.test\"]",
+       {"\"localhost\"", "not an IP"}},
+      {R"({"network": {"resolve": {"api.test": ["127.0.0.1", "x"]}}})",
+       "network.resolve[\"api.test\"][1]",
+       {"\"x\""}},
+      {R"({"network": {"resolve": {"api.test": []}}})",
+       "network.resolve[\"api.test\"]",
+       {"1 to 64"}},
+      {R"({"network": {"resolve": {"*.test": "127.0.0.1"}}})",
+       "network.resolve[\"*.test\"]",
+       {"\"*.test\"", "not a host name"}},
+      {R"({"network": {"resolve": {"a.test": "127.0.0.1", "A.TEST.": "::1"}}})",
+       "network.resolve[\"a.test\"]",
+       {"second time"}},
+      {R"({"network": {"dns": {"types": ["A", "BOGUS"]}}})",
+       "network.dns.types[1]",
+       {"\"BOGUS\"", "AAAA", "TXT"}},
+      {R"({"network": {"proxy_env": "yes"}})", "network.proxy_env", {"\"yes\"", "true or false"}},
+      {R"({"filesystem": {"mode": "copy"}})",
+       "filesystem.mode",
+       {"\"copy\"", "\"cow\"", "\"ro\"", "\"rw\""}},
+      {R"({"filesystem": {"deny_style": "EACCES"}})",
+       "filesystem.deny_style",
+       {"\"EACCES\"", "\"hide\""}},
+      {R"({"filesystem": {"read": ["relative/dir"]}})",
+       "filesystem.read[0]",
+       {"\"relative/dir\"", "absolute"}},
+      {R"({"filesystem": {"write": ["/tmp/*"]}})", "filesystem.write[0]", {"\"/tmp/*\"", "glob"}},
+      {R"({"filesystem": {"deny": ["~/.ssh", "~root/.ssh"]}})",
+       "filesystem.deny[1]",
+       {"\"~root/.ssh\"", "~user"}},
+      {R"({"filesystem": {"deny": ["a/../b"]}})", "filesystem.deny[0]", {"\"a/../b\"", ".."}},
+      {R"({"filesystem": {"protect": [""]}})", "filesystem.protect[0]", {"\"\"", "empty"}},
+      {R"({"filesystem": {"quota": {"bytes": true}}})",
+       "filesystem.quota.bytes",
+       {"expected a size like \"512M\", got true"}},
+      {R"({"filesystem": {"quota": {"inodes": -1}}})", "filesystem.quota.inodes", {"-1"}},
+      {R"({"filesystem": {"tmp": "1K"}})", "filesystem.tmp", {"\"1K\"", "too small", "1M"}},
+      {R"({"filesystem": {"workspace": ""}})", "filesystem.workspace", {"\"\""}},
+      {R"({"filesystem": {"workspace": 7}})",
+       "filesystem.workspace",
+       {"7", "expected a directory path"}},
+      {R"({"process": {"memory": true}})",
+       "process.memory",
+       {"expected a size like \"512M\", got true"}},
+      {R"({"process": {"memory": "100K"}})", "process.memory", {"\"100K\"", "too small"}},
+      {R"({"process": {"cpus": 0.0001}})", "process.cpus", {"0.0001", "0.01 to 1024"}},
+      {R"({"process": {"cpus": 2000}})", "process.cpus", {"2000", "1024"}},
+      {R"({"process": {"cpus": -1}})", "process.cpus", {"-1"}},
+      {R"({"process": {"cpus": "2"}})", "process.cpus", {"\"2\""}},
+      {R"({"process": {"pids": 5000000}})", "process.pids", {"5000000", "4194304"}},
+      {R"({"process": {"nofile": 8}})", "process.nofile", {"8", "16 to 1048576"}},
+      {R"({"process": {"nofile": 0}})", "process.nofile", {"0", "16 to 1048576"}},
+      {R"({"process": {"nofile": 99999999999999999999}})", "process.nofile", {"1048576"}},
+      {R"({"process": {"timeout": "forever"}})", "process.timeout", {"\"forever\"", "\"30m\""}},
+      {R"({"process": {"env": {"keep": ["PATH", "BAD-NAME"]}}})",
+       "process.env.keep[1]",
+       {"\"BAD-NAME\""}},
+      {R"({"process": {"env": {"set": {"1X": "v"}}}})", "process.env.set.1X", {"\"1X\""}},
+      {R"({"process": {"env": {"set": {"X": 1}}}})", "process.env.set.X", {"1", "string"}},
+      {R"({"process": {"env": {"deny": ["A?B"]}}})", "process.env.deny[0]", {"\"A?B\"", "*TOKEN*"}},
+      {R"({"process": {"seccomp": {"deny": ["PTRACE"]}}})",
+       "process.seccomp.deny[0]",
+       {"\"PTRACE\"", "lowercase"}},
+      {R"({"process": {"seccomp": {"allow": ["a b"]}}})", "process.seccomp.allow[0]", {"\"a b\""}},
+      {R"({"process": {"hostname": "-bad"}})", "process.hostname", {"\"-bad\"", "hostname"}},
+      {R"({"process": {"hostname": "a_b"}})", "process.hostname", {"\"a_b\""}},
+      {R"({"process": {"hostname": ""}})", "process.hostname", {"\"\""}},
+      {R"({"process": {"exec_allow": [null]}})", "process.exec_allow[0]", {"null"}},
+  };
+  for (const auto& c : cases) {
+    PolicyError e = error_of(c.text);
+    EXPECT_EQ(e.field_path(), c.path) << c.text << "\n  -> " << e.what();
+    std::string what = e.what();
+    EXPECT_EQ(what.rfind(std::string("p.json: ") + c.path + ": ", 0), 0u) << what;
+    for (const char* part : c.parts) {
+      EXPECT_NE(what.find(part), std::string::npos) << "missing [" << part << "] in: " << what;
+    }
+  }
+}
+
+TEST(ParsePolicy, AcceptsBoundaryValues) {
+  Policy p = load(R"({"network": {"max_connections": 0, "allow": ["a.b:65535", "c.d:1"]},
+      "process": {"nofile": 16, "cpus": 1024, "pids": 1, "memory": "1M", "timeout": 0,
+                  "hostname": "a"}, "filesystem": {"tmp": 0}})");
+  EXPECT_EQ(p.network.max_connections, 0u);
+  EXPECT_EQ(p.process.nofile, 16u);
+  EXPECT_EQ(p.process.cpus, 1024.0);
+  EXPECT_EQ(p.process.pids, 1u);
+  EXPECT_EQ(p.process.memory, 1ull << 20);
+  EXPECT_EQ(p.process.timeout.count(), 0);
+  EXPECT_EQ(p.filesystem.tmp, 0u);
+  Policy q = load(R"({"process": {"nofile": 1048576, "cpus": 0, "memory": "unlimited"},
+                      "network": {"max_bytes_out": "0"}})");
+  EXPECT_EQ(q.process.nofile, 1048576u);
+  EXPECT_EQ(q.process.cpus, 0.0);
+  EXPECT_EQ(q.process.memory, 0u);
+}
+
+TEST(ParsePolicy, RejectsDuplicateKeys) {
+  PolicyError e = error_of(R"({"network": {"allow": [], "allow": ["*"]}})");
+  EXPECT_EQ(e.field_path(), "network.allow");
+  EXPECT_NE(std::string(e.what()).find("twice"), std::string::npos);
+  PolicyError e2 = error_of(R"({"process": {"env": {"set": {"A": "1", "A": "2"}}}})");
+  EXPECT_EQ(e2.field_path(), "process.env.set.A");
+  // Paths through arrays count elements correctly.
+  PolicyError e3 = error_of(R"({"network": {"allow": [], "x": [1, {}, {"k": 1, "k": 2}]}})");
+  EXPECT_EQ(e3.field_path(), "network.x[2].k");
+  // The same key in different objects is fine.
+  EXPECT_NO_THROW(load(R"({"network": {"deny": []}, "filesystem": {"deny": []}})"));
+}
+
+TEST(ParsePolicy, SyntaxErrorsGiveLineAndColumn) {
+  PolicyError e = error_of("{\n  \"network\": {\n    \"allow\": [\"a.com\",]\n  }\n}");
+  std::string what = e.what();
+  EXPECT_EQ(e.field_path(), "");
+  EXPECT_NE(what.find("line 3"), std::string::npos) << what;
+  EXPECT_NE(what.find("column"), std::string::npos) << what;
+  EXPECT_EQ(what.rfind("p.json: invalid JSON", 0), 0u) << what;
+  EXPECT_NE(std::string(error_of("{} x").what()).find("line 1"), std::string::npos);
+  EXPECT_NE(std::string(error_of("").what()).find("invalid JSON"), std::string::npos);
+  EXPECT_NE(std::string(error_of("{\"a\": 1} // ok\n {}").what()).find("invalid JSON"),
+            std::string::npos);
+}
+
+TEST(ParsePolicy, TopLevelMustBeAnObject) {
+  for (const char* t : {"[]", "1", "\"x\"", "null", "true"}) {
+    PolicyError e = error_of(t);
+    EXPECT_NE(std::string(e.what()).find("a policy is a JSON object"), std::string::npos) << t;
+  }
+}
+
+TEST(ParsePolicy, HostileInputIsRefusedCleanly) {
+  // 100000 levels of nesting: refused by depth, no stack exhaustion.
+  std::string deep(100000, '[');
+  deep += std::string(100000, ']');
+  EXPECT_NE(std::string(error_of(deep).what()).find("nested deeper"), std::string::npos);
+  std::string deep_obj;
+  for (int i = 0; i < 100000; ++i) {
+    deep_obj += "{\"a\":";
+  }
+  EXPECT_NE(std::string(error_of(deep_obj).what()).find("nested deeper"), std::string::npos);
+  std::string deep_in_field = R"({"network": {"allow": )" + std::string(1000, '[');
+  EXPECT_EQ(error_of(deep_in_field).field_path().rfind("network.allow[0]", 0), 0u);
+
+  // A 2 MB string value (twice what a policy file may hold): refused with a short message.
+  std::string giant = R"({"process": {"hostname": ")" + std::string(2 << 20, 'a') + "\"}}";
+  PolicyError g = error_of(giant);
+  EXPECT_EQ(g.field_path(), "process.hostname");
+  EXPECT_LT(std::string(g.what()).size(), 600u);
+  std::string giant_key = "{\"" + std::string(1 << 20, 'k') + "\": 1}";
+  EXPECT_LT(std::string(error_of(giant_key).what()).size(), 1000u);
+
+  // NUL bytes: outside strings, inside strings (raw and escaped).
+  EXPECT_NE(std::string(error_of(std::string_view("{\0}", 3)).what()).find("invalid JSON"),
+            std::string::npos);
+  std::string raw_nul("{\"process\": {\"hostname\": \"a\0b\"}}", 33);
+  PolicyError rn = error_of(raw_nul);
+  EXPECT_EQ(std::string(rn.what()).find('\0'), std::string::npos);
+  PolicyError en = error_of(R"({"process": {"hostname": "a\u0000b"}})");
+  EXPECT_EQ(en.field_path(), "process.hostname");
+  EXPECT_EQ(error_of(R"({"network": {"allow": ["a.com\u0000.evil"]}})").field_path(),
+            "network.allow[0]");
+  EXPECT_EQ(error_of(R"({"filesystem": {"deny": ["/a\u0000b"]}})").field_path(),
+            "filesystem.deny[0]");
+
+  // Invalid UTF-8 in a string; error messages must not echo raw control bytes.
+  std::string bad_utf8 = "{\"network\": {\"allow\": [\"\xff\xfe\"]}}";
+  std::string w = error_of(bad_utf8).what();
+  EXPECT_NE(w.find("invalid JSON"), std::string::npos) << w;
+  for (char c : w) {
+    EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f) << w;
+  }
+
+  // Numbers out of every range.
+  EXPECT_NE(
+      std::string(error_of(R"({"network": {"max_bytes_out": 1e400}})").what()).find("invalid JSON"),
+      std::string::npos);
+  EXPECT_EQ(error_of(R"({"network": {"max_bytes_out": 1e300}})").field_path(),
+            "network.max_bytes_out");
+  EXPECT_EQ(error_of(R"({"network": {"max_bytes_out": -1e300}})").field_path(),
+            "network.max_bytes_out");
+  EXPECT_EQ(error_of(R"({"process": {"timeout": 1e300}})").field_path(), "process.timeout");
+  EXPECT_EQ(error_of(R"({"process": {"pids": 1e300}})").field_path(), "process.pids");
+  EXPECT_EQ(error_of(R"({"process": {"pids": 4294967297}})").field_path(), "process.pids");
+  EXPECT_EQ(error_of(R"({"network": {"max_bytes_out": "99999999999999999999999"}})").field_path(),
+            "network.max_bytes_out");
+  EXPECT_EQ(error_of(R"({"network": {"allow": ["a:99999999999999999999999"]}})").field_path(),
+            "network.allow[0]");
+  EXPECT_EQ(error_of(R"({"network": {"allow": ["a:-1"]}})").field_path(), "network.allow[0]");
+}
+
+TEST(LoadPolicyFile, ReadsAFileAndNamesItInErrors) {
+  testing::TempDir dir;
+  std::string good = dir / "good.json";
+  std::ofstream(good) << R"({"network": {"allow": ["pypi.org:443"]}})";
+  Policy p = load_policy_file(good, LoadOptions{"/home/alice", "policy"});
+  ASSERT_EQ(p.network.allow.size(), 1u);
+
+  std::string bad = dir / "bad.json";
+  std::ofstream(bad) << R"({"network": {"alow": []}})";
+  try {
+    load_policy_file(bad, LoadOptions{"/home/alice", "policy"});
+    ADD_FAILURE() << "accepted";
+  } catch (const PolicyError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(bad + ": network.alow: ", 0), 0u) << e.what();
+    EXPECT_EQ(e.field_path(), "network.alow");
+  }
+}
+
+std::string file_error(const std::string& path) {
+  try {
+    load_policy_file(path, LoadOptions{"/home/alice", "policy"});
+  } catch (const PolicyError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted " << path;
+  return {};
+}
+
+TEST(LoadPolicyFile, ClearErrorsForMissingDirectoryUnreadableAndHuge) {
+  testing::TempDir dir;
+  std::string missing = file_error(dir / "nope.json");
+  EXPECT_NE(missing.find(dir / "nope.json"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("No such file"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("cordon policy default"), std::string::npos) << missing;
+
+  std::string isdir = file_error(dir.path());
+  EXPECT_NE(isdir.find("is a directory"), std::string::npos) << isdir;
+
+  std::string huge = dir / "huge.json";
+  {
+    std::ofstream out(huge);
+    out << "{" << std::string((1 << 20) + 10, ' ') << "}";
+  }
+  EXPECT_NE(file_error(huge).find("at most 1 MiB"), std::string::npos);
+
+  std::string fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(file_error(fifo).find("not a regular file"), std::string::npos);
+
+  std::string locked = dir / "locked.json";
+  std::ofstream(locked) << "{}";
+  ::chmod(locked.c_str(), 0);
+  if (::geteuid() != 0) {  // root reads it anyway (CAP_DAC_OVERRIDE)
+    std::string e = file_error(locked);
+    EXPECT_NE(e.find("Permission denied"), std::string::npos) << e;
+  }
+}
+
+}  // namespace
+}  // namespace cordon::policy

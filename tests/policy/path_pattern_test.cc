@@ -1,0 +1,201 @@
+// Path patterns: ~ expansion, normalization, globs within and across segments, ancestors.
+#include "policy/path_pattern.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace cordon::policy {
+namespace {
+
+constexpr std::string_view kHome = "/home/alice";
+
+PathPattern must_parse(std::string_view text) {
+  std::string why;
+  auto p = PathPattern::parse(text, kHome, &why);
+  EXPECT_TRUE(p.has_value()) << text << ": " << why;
+  return p.value_or(PathPattern{});
+}
+
+std::string refusal(std::string_view text, std::string_view home = kHome) {
+  std::string why;
+  auto p = PathPattern::parse(text, home, &why);
+  EXPECT_FALSE(p.has_value()) << text;
+  EXPECT_FALSE(why.empty()) << text;
+  return why;
+}
+
+TEST(PathPattern, ExpandsHomeAndNormalizes) {
+  PathPattern p = must_parse("~/.ssh");
+  EXPECT_TRUE(p.absolute);
+  EXPECT_FALSE(p.has_glob);
+  EXPECT_EQ(p.text, "~/.ssh");
+  EXPECT_EQ(p.expanded, "/home/alice/.ssh");
+  EXPECT_EQ(must_parse("~").expanded, "/home/alice");
+  EXPECT_EQ(must_parse("//etc/./ssl//certs/").expanded, "/etc/ssl/certs");
+  EXPECT_EQ(must_parse("/").expanded, "/");
+  PathPattern rel = must_parse("./src//a.c");
+  EXPECT_FALSE(rel.absolute);
+  EXPECT_EQ(rel.expanded, "src/a.c");
+  EXPECT_TRUE(must_parse("**/*.pem").has_glob);
+  EXPECT_TRUE(must_parse("a?c").has_glob);
+}
+
+TEST(PathPattern, RefusesAmbiguousForms) {
+  EXPECT_NE(refusal("").find("empty"), std::string::npos);
+  EXPECT_NE(refusal(std::string_view("/etc/\0passwd", 12)).find("NUL"), std::string::npos);
+  EXPECT_NE(refusal("~bob/.ssh").find("~user"), std::string::npos);
+  EXPECT_NE(refusal("/a/../etc").find(".."), std::string::npos);
+  refusal("..");
+  refusal("a/..");
+  EXPECT_NE(refusal("~/.ssh", "").find("home"), std::string::npos);
+  refusal("~/.ssh", "relative/home");
+  refusal(std::string(5000, 'a'));
+}
+
+TEST(PathPattern, MatchesItselfAndEverythingBeneath) {
+  PathPattern p = must_parse("~/.ssh");
+  EXPECT_TRUE(p.matches("/home/alice/.ssh"));
+  EXPECT_TRUE(p.matches("/home/alice/.ssh/id_rsa"));
+  EXPECT_TRUE(p.matches("/home/alice//.ssh/./keys/x"));
+  EXPECT_FALSE(p.matches("/home/alice/.sshx"));
+  EXPECT_FALSE(p.matches("/home/alice"));
+  EXPECT_FALSE(p.matches("home/alice/.ssh"));  // relative paths never match absolute patterns
+  // ".." in a queried path is resolved before matching, so it cannot step around a deny.
+  EXPECT_TRUE(p.matches("/home/alice/x/../.ssh/id_rsa"));
+  EXPECT_TRUE(p.matches("/../home/alice/.ssh"));
+  // "~/" queries are matched against the pattern as written.
+  EXPECT_TRUE(p.matches("~/.ssh/id_rsa"));
+  EXPECT_FALSE(p.matches("~/.sshx"));
+  EXPECT_FALSE(must_parse("/home/alice/.ssh").matches("~/.ssh"));
+  EXPECT_TRUE(p.matches("~/x/../.ssh/config"));
+  EXPECT_FALSE(p.matches("~/../alice/.ssh"));  // above "~" is unknown here: matches nothing
+  EXPECT_FALSE(must_parse("**").matches("~/.."));
+}
+
+TEST(PathPattern, StarAndQuestionStayWithinOneSegment) {
+  PathPattern p = must_parse("src/*.c");
+  EXPECT_TRUE(p.matches("src/a.c"));
+  EXPECT_TRUE(p.matches("src/.c"));
+  EXPECT_FALSE(p.matches("src/sub/a.c"));
+  EXPECT_FALSE(p.matches("src/a.h"));
+  EXPECT_FALSE(p.matches("a.c"));
+  PathPattern q = must_parse("a?c");
+  EXPECT_TRUE(q.matches("abc"));
+  EXPECT_FALSE(q.matches("a/c"));
+  EXPECT_FALSE(q.matches("ac"));
+  PathPattern mid = must_parse("/data/*/secret");
+  EXPECT_TRUE(mid.matches("/data/x/secret"));
+  EXPECT_TRUE(mid.matches("/data/x/secret/inner"));
+  EXPECT_FALSE(mid.matches("/data/x/y/secret"));
+  EXPECT_FALSE(mid.matches("/data/secret"));
+}
+
+TEST(PathPattern, DoubleStarSpansSegmentsIncludingNone) {
+  PathPattern p = must_parse("**/*.pem");
+  EXPECT_TRUE(p.matches("key.pem"));
+  EXPECT_TRUE(p.matches("a/b/c/key.pem"));
+  EXPECT_FALSE(p.matches("a/b/key.pem.txt"));
+  EXPECT_FALSE(p.matches("/etc/key.pem"));  // relative: anchored at the workspace
+  PathPattern env = must_parse("**/.env");
+  EXPECT_TRUE(env.matches(".env"));
+  EXPECT_TRUE(env.matches("app/.env"));
+  EXPECT_TRUE(env.matches("app/.env/inner"));
+  EXPECT_FALSE(env.matches("app/.envrc"));
+  PathPattern hooks = must_parse(".git/hooks/**");
+  EXPECT_TRUE(hooks.matches(".git/hooks"));
+  EXPECT_TRUE(hooks.matches(".git/hooks/pre-commit"));
+  EXPECT_FALSE(hooks.matches(".git/config"));
+  EXPECT_FALSE(hooks.matches("sub/.git/hooks/x"));
+  PathPattern mid = must_parse("a/**/z");
+  EXPECT_TRUE(mid.matches("a/z"));
+  EXPECT_TRUE(mid.matches("a/b/c/z"));
+  EXPECT_TRUE(mid.matches("a/b/c/z/deeper"));
+  EXPECT_FALSE(mid.matches("b/a/z"));
+  PathPattern abs = must_parse("/srv/**/logs");
+  EXPECT_TRUE(abs.matches("/srv/logs"));
+  EXPECT_TRUE(abs.matches("/srv/x/y/logs/today"));
+  EXPECT_FALSE(abs.matches("/srv/x/y/log"));
+}
+
+TEST(PathPattern, AgreesWithABruteForceMatcherOnSmallCases) {
+  // Exhaustive check of the single-backtrack matcher against a plain recursive definition.
+  std::function<bool(const std::vector<std::string>&, size_t, const std::vector<std::string>&,
+                     size_t)>
+      ref = [&](const std::vector<std::string>& pat, size_t pi,
+                const std::vector<std::string>& path, size_t si) -> bool {
+    if (pi == pat.size()) {
+      return true;  // ancestor or the path itself
+    }
+    if (pat[pi] == "**") {
+      for (size_t k = si; k <= path.size(); ++k) {
+        if (ref(pat, pi + 1, path, k)) {
+          return true;
+        }
+      }
+      return false;
+    }
+    return si < path.size() && (pat[pi] == "*" || pat[pi] == path[si]) &&
+           ref(pat, pi + 1, path, si + 1);
+  };
+  const std::vector<std::string> alphabet = {"a", "b", "*", "**"};
+  const std::vector<std::string> names = {"a", "b"};
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) {
+      s += (i ? "/" : "") + v[i];
+    }
+    return s;
+  };
+  size_t checked = 0;
+  for (int plen = 1; plen <= 4; ++plen) {
+    for (int pcode = 0; pcode < (1 << (2 * plen)); ++pcode) {
+      std::vector<std::string> pat;
+      for (int i = 0; i < plen; ++i) {
+        pat.push_back(alphabet[static_cast<size_t>((pcode >> (2 * i)) & 3)]);
+      }
+      PathPattern pp = must_parse(join(pat));
+      for (int slen = 0; slen <= 5; ++slen) {
+        for (int scode = 0; scode < (1 << slen); ++scode) {
+          std::vector<std::string> path;
+          for (int i = 0; i < slen; ++i) {
+            path.push_back(names[static_cast<size_t>((scode >> i) & 1)]);
+          }
+          ASSERT_EQ(pp.matches(join(path)), ref(pat, 0, path, 0))
+              << join(pat) << " vs " << join(path);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000u);
+}
+
+TEST(PathPattern, RelativeQueriesCannotLeaveTheWorkspace) {
+  PathPattern all = must_parse("**");
+  EXPECT_TRUE(all.matches("x"));
+  EXPECT_TRUE(all.matches(""));
+  EXPECT_FALSE(all.matches("../outside"));
+  EXPECT_TRUE(must_parse(".env").matches("a/../.env"));
+}
+
+TEST(PathPattern, HostilePatternsStayFast) {
+  // Many stars against a long non-matching segment: linear-ish, not exponential.
+  std::string pat = "/" + std::string(200, '*') + "b";
+  PathPattern p = must_parse(pat);
+  EXPECT_FALSE(p.matches("/" + std::string(3000, 'a')));
+  std::string deep;
+  for (int i = 0; i < 200; ++i) {
+    deep += "**/";
+  }
+  PathPattern d = must_parse(deep + "x");
+  std::string path;
+  for (int i = 0; i < 500; ++i) {
+    path += "a/";
+  }
+  EXPECT_FALSE(d.matches(path + "y"));
+  EXPECT_TRUE(d.matches(path + "x"));
+}
+
+}  // namespace
+}  // namespace cordon::policy

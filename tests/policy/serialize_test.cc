@@ -1,0 +1,129 @@
+// to_json round-trips through parse_policy; explain says one line per effective rule.
+#include "policy/serialize.h"
+
+#include <gtest/gtest.h>
+
+#include "policy/loader.h"
+
+namespace cordon::policy {
+namespace {
+
+LoadOptions opts() {
+  LoadOptions o;
+  o.home = "/home/alice";
+  return o;
+}
+
+constexpr std::string_view kRich = R"({
+  "network": {
+    "allow": ["api.openai.com:443", "*.githubusercontent.com", "API.Example.COM.",
+              "10.0.0.0/8", "[2001:db8::1]:443", "2001:db8::/32", "localhost:8000-8100", "*"],
+    "deny": ["169.254.169.254", "evil.test"],
+    "max_connections": 7, "max_connections_per_host": 3, "connections_per_minute": 99,
+    "max_bytes_out": "1.5G", "max_bytes_in": 1000, "idle_timeout": "1m30s",
+    "connect_timeout": "250ms",
+    "resolve": {"API.Test.": "127.0.0.1", "multi.test": ["::1", "::ffff:127.0.0.2"]},
+    "dns": {"types": ["A", "AAAA", "TXT"]}, "proxy_env": false
+  },
+  "filesystem": {
+    "workspace": "~/proj", "mode": "rw", "read": ["~/.gitconfig", "/opt/data"],
+    "write": ["/tmp/out"], "deny": ["**/*.pem", "~/.ssh"], "deny_write": ["vendor/**"],
+    "protect": [], "deny_style": "hide", "quota": {"bytes": 0, "inodes": 12345},
+    "tmp": "unlimited"
+  },
+  "process": {
+    "memory": "3M", "cpus": 0.25, "pids": 0, "nofile": 2048, "fsize": 123457,
+    "timeout": "1d2h3m4s5ms", "kill_grace": "1s",
+    "env": {"keep": ["PATH", "HOME"], "set": {"CI": "1", "EMPTY": ""}, "deny": ["*KEY*"]},
+    "exec_allow": ["/usr/bin/*", "bin/tool"],
+    "seccomp": {"allow": ["ptrace"], "deny": ["io_uring_setup", "bpf"]},
+    "hostname": "sandbox.local"
+  }
+})";
+
+TEST(ToJson, RoundTripsTheDefaultPolicy) {
+  Policy d = default_policy(opts());
+  nlohmann::json j = to_json(d);
+  Policy again = parse_policy(j.dump(), opts());
+  EXPECT_EQ(again, d);
+  EXPECT_EQ(to_json(again), j);  // canonical: a second trip changes nothing
+}
+
+TEST(ToJson, RoundTripsARichPolicy) {
+  Policy p = parse_policy(kRich, opts());
+  nlohmann::json j = to_json(p);
+  Policy again = parse_policy(j.dump(2), opts());
+  EXPECT_EQ(again, p);
+  EXPECT_EQ(to_json(again), j);
+  // Spot checks of the canonical forms.
+  EXPECT_EQ(j["network"]["max_bytes_out"], "1536M");
+  EXPECT_EQ(j["network"]["max_bytes_in"], 1000);
+  EXPECT_EQ(j["network"]["idle_timeout"], "1m30s");
+  EXPECT_EQ(j["network"]["resolve"]["api.test"][0], "127.0.0.1");
+  EXPECT_EQ(j["network"]["resolve"]["multi.test"][1], "127.0.0.2");
+  EXPECT_EQ(j["filesystem"]["quota"]["bytes"], 0);
+  EXPECT_EQ(j["filesystem"]["protect"], nlohmann::json::array());
+  EXPECT_EQ(j["process"]["timeout"], "1d2h3m4s5ms");
+  EXPECT_EQ(j["process"]["cpus"], 0.25);
+  EXPECT_EQ(j["version"], 1);
+}
+
+TEST(ToJson, RoundTripsAPolicyBuiltInCode) {
+  Policy p;
+  p.network.max_bytes_out = 1;
+  p.network.idle_timeout = std::chrono::milliseconds(1);
+  p.process.cpus = 1.0 / 3;
+  p.process.memory = (1ull << 20) + 1;
+  p.filesystem.protect = default_protected();
+  p.filesystem.deny = default_denied("/home/alice");
+  Policy again = parse_policy(to_json(p).dump(), opts());
+  EXPECT_EQ(again, p);
+}
+
+TEST(Explain, DefaultPolicyInPlainWords) {
+  std::string e = explain(default_policy(opts()));
+  for (const char* line : {
+           "network: no outbound connections (network.allow is empty)\n",
+           "filesystem: workspace . copy-on-write; quota 1 GiB / 100000 inodes\n",
+           "process: memory 1 GiB, 1 CPU, 512 tasks, timeout 30m\n",
+           "environment: keeps PATH, HOME, LANG",
+           "strips *TOKEN*, *SECRET*",
+           "filesystem: /tmp 64 MiB\n",
+           "~/.ssh",
+           ".git/hooks/**",
+       }) {
+    EXPECT_NE(e.find(line), std::string::npos) << "missing [" << line << "] in:\n" << e;
+  }
+  EXPECT_EQ(e.find("network: allow"), std::string::npos);
+}
+
+TEST(Explain, NamesEachRuleWithItsPath) {
+  std::string e = explain(parse_policy(kRich, opts()));
+  for (const char* line : {
+           "network: allow api.openai.com port 443 (network.allow[0])\n",
+           "network: allow any subdomain of githubusercontent.com any port (network.allow[1])\n",
+           "network: allow addresses in 10.0.0.0/8 any port (network.allow[3])\n",
+           "network: allow 2001:db8::1 port 443 (network.allow[4])\n",
+           "network: allow localhost ports 8000-8100 (network.allow[6])\n",
+           "network: deny 169.254.169.254 any port (network.deny[0], wins over allow)\n",
+           "network: api.test resolves to 127.0.0.1 (network.resolve)\n",
+           "network: upload budget 1.5 GiB, download budget 1000 bytes\n",
+           "filesystem: workspace ~/proj read-write",
+           "quota no byte limit / 12345 inodes",
+           "filesystem: read-only /home/alice/.gitconfig (filesystem.read[0])\n",
+           "filesystem: read-write /tmp/out (filesystem.write[0])\n",
+           "shown as missing",
+           "filesystem: /tmp without a size limit\n",
+           "process: memory 3 MiB, 0.25 CPUs, unlimited tasks, timeout 1d2h3m4s5ms\n",
+           "process: may execute only /usr/bin/*, bin/tool (process.exec_allow)\n",
+           "process: syscalls also refused: io_uring_setup, bpf (process.seccomp.deny)\n",
+           "environment: keeps PATH, HOME; strips *KEY*\n",
+           "environment: sets CI, EMPTY (process.env.set)\n",
+       }) {
+    EXPECT_NE(e.find(line), std::string::npos) << "missing [" << line << "] in:\n" << e;
+  }
+  EXPECT_EQ(e.find("write-protected"), std::string::npos);  // protect: [] lifted it
+}
+
+}  // namespace
+}  // namespace cordon::policy
