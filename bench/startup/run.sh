@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Start-up cost of a sandbox, all in one hyperfine run: plain /bin/true, `unshare -Urnm --pid
+# --fork`, bubblewrap with every namespace, and `cordon run` (embedded default policy: all
+# namespaces, composed root, limits, seccomp, session record). Prints medians and ratios.
+# Usage: bench/startup/run.sh [BUILD_DIR]   (root or an ordinary user; not part of CI pass/fail)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=$(realpath "${1:-build}")
+CORDON="$BUILD/launcher/cordon"
+RUNS=${RUNS:-200}
+for tool in hyperfine bwrap unshare python3; do
+  command -v "$tool" >/dev/null || { echo "bench/startup: $tool missing (sudo .ci/setup)" >&2; exit 2; }
+done
+[ -x "$CORDON" ] || { echo "bench/startup: $CORDON not built (sudo .ci/setup)" >&2; exit 2; }
+
+WS=$(mktemp -d /dev/shm/cordon-bench-ws.XXXXXX)
+STATE=$(mktemp -d /dev/shm/cordon-bench-state.XXXXXX)
+OUT=$(mktemp /tmp/cordon-bench.XXXXXX.json)
+trap 'rm -rf "$WS" "$STATE" "$OUT"' EXIT
+chmod 755 "$WS"
+export CORDON_STATE_DIR=$STATE
+
+hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$OUT" \
+  -n "true" "/bin/true" \
+  -n "unshare" "unshare -Urnm --pid --fork /bin/true" \
+  -n "bwrap" "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true" \
+  -n "cordon" "$CORDON run -q -w $WS -- /bin/true" >/dev/null
+
+python3 - "$OUT" <<'PY'
+import json, sys
+res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
+bw = res["bwrap"]["median"]
+print(f"{'command':10} {'median ms':>10} {'mean ms':>9} {'stddev':>8} {'vs bwrap':>9}")
+for name in ["true", "unshare", "bwrap", "cordon"]:
+    r = res[name]
+    print(f"{name:10} {r['median']*1e3:10.2f} {r['mean']*1e3:9.2f} {r['stddev']*1e3:8.2f} "
+          f"{r['median']/bw:8.2f}x")
+PY

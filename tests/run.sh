@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs cordon's test suite: everything as root (strict: a privileged test that skips fails), then
+# again as an ordinary user for the rootless path. Usage: sudo tests/run.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=$(realpath "${1:-build}")
+TEST_USER=${CORDON_TEST_USER:-cordon-test}
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "tests/run.sh: run as root (the suite needs real namespaces, cgroups, netfilter and FUSE as"\
+       "root, and creates the user $TEST_USER for the rootless run): sudo $0" >&2
+  exit 2
+fi
+if [ ! -x "$BUILD/launcher/cordon" ]; then
+  echo "tests/run.sh: $BUILD/launcher/cordon not built; run: sudo .ci/setup" >&2
+  exit 2
+fi
+
+# Scratch on a tmpfs: the root fs here crawls on creates after mass deletes.
+SCRATCH=$(mktemp -d /tmp/cordon-tests.XXXXXX)
+mount -t tmpfs -o size=4g,mode=1777 cordon-tests "$SCRATCH"
+cleanup() { umount -l "$SCRATCH" 2>/dev/null || true; rmdir "$SCRATCH" 2>/dev/null || true; }
+trap cleanup EXIT
+export CORDON_TEST_TMP=$SCRATCH
+
+echo "== tests as root =="
+CORDON_TEST_STRICT=1 CORDON_STATE_DIR="$SCRATCH/state-root" \
+  ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j2
+
+echo "== tests as the ordinary user $TEST_USER (rootless) =="
+id -u "$TEST_USER" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$TEST_USER"
+# The user must reach the build and source trees.
+for d in "$BUILD" "$PWD"; do
+  if ! su "$TEST_USER" -s /bin/sh -c "test -r '$d' && test -x '$d'"; then
+    echo "tests/run.sh: $TEST_USER cannot read $d; put the checkout somewhere world-readable" \
+         "(e.g. /opt or /var/tmp) for the rootless run" >&2
+    exit 2
+  fi
+done
+su "$TEST_USER" -s /bin/bash -c \
+  "cd '$PWD' && CORDON_TEST_TMP='$SCRATCH' ctest --test-dir '$BUILD' --output-on-failure --no-tests=error -j2"
+echo "tests/run.sh: all passed (root and rootless)"
