@@ -1,11 +1,56 @@
 // `cordon`: parses the command line (CLI11) and dispatches to a subcommand.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "launcher/commands.h"
 #include "launcher/session.h"
 
 using namespace cordon::launcher;
+
+namespace {
+
+// Finds where `cordon run`'s options end and the program begins: at "--", or at the first word
+// that is neither an option nor the value of one. Moves the program's words into `command` and
+// leaves cordon's own in `args`. Returns whether a program was found.
+bool split_run_command(const CLI::App& app, const CLI::App& run, std::vector<std::string>& args,
+                       std::vector<std::string>& command) {
+  size_t i = 0;
+  // Top-level options (--help, --version) come before the subcommand name.
+  while (i < args.size() && args[i].rfind("-", 0) == 0) {
+    ++i;
+  }
+  if (i >= args.size() || args[i] != "run") {
+    return false;
+  }
+  (void)app;
+  for (++i; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      args.resize(i);
+      return !command.empty();
+    }
+    if (a.size() > 1 && a[0] == '-') {
+      // An option: skip its value when it takes one and it isn't attached ("--memory=1G").
+      std::string name = a.substr(0, a.find('='));
+      const CLI::Option* opt = run.get_option_no_throw(name);
+      if (opt != nullptr && opt->get_expected_max() > 0 && a.find('=') == std::string::npos &&
+          !(a.size() > 2 && a[1] != '-')) {
+        ++i;
+      }
+      continue;  // unknown options stay in `args` for CLI11 to reject by name
+    }
+    command.assign(args.begin() + static_cast<long>(i), args.end());
+    args.resize(i);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -33,13 +78,18 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--timeout", run.timeout,
                       "Wall-clock limit, e.g. 90s, 30m, 0 for none (process.timeout); on expiry "
                       "SIGTERM, then SIGKILL after the grace period, exit 124");
-  run_cmd->add_option("--env-keep", run.env_keep, "Keep this host variable (repeatable)");
-  run_cmd->add_option("--env-set", run.env_set, "Set K=V inside the sandbox (repeatable)");
+  // One value per occurrence: a greedy vector option would swallow the "--" before CMD.
+  run_cmd->add_option("--env-keep", run.env_keep, "Keep this host variable (repeatable)")
+      ->allow_extra_args(false);
+  run_cmd->add_option("--env-set", run.env_set, "Set K=V inside the sandbox (repeatable)")
+      ->allow_extra_args(false);
   run_cmd->add_option("--allow-host", run.allow_host,
-                      "Allow connections to this host pattern, as in network.allow (repeatable)");
+                      "Allow connections to this host pattern, as in network.allow (repeatable)")
+      ->allow_extra_args(false);
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");
-  run_cmd->add_option("command", run.argv, "The program and its arguments")->required();
-  run_cmd->prefix_command();  // everything after the program name belongs to the program
+  run_cmd->footer(
+      "COMMAND and its arguments follow the options, after `--` or at the first non-option "
+      "word;\neverything from there on belongs to the program.");
 
   auto* policy_cmd = app.add_subcommand("policy", "Show, check and explain policies");
   policy_cmd->require_subcommand(1);
@@ -60,8 +110,13 @@ int main(int argc, char** argv) {
       ->required();
   log_cmd->add_flag("--json", log_json, "Print the raw JSON Lines");
 
+  // `run`'s program and its arguments are cut off before CLI11 sees them: CLI11 would otherwise
+  // read the program's own flags as cordon's, or take a mistyped cordon flag as the program name.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool has_command = split_run_command(app, *run_cmd, args, run.argv);
   try {
-    app.parse(argc, argv);
+    std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     // Usage errors exit 125 like env(1)/timeout(1) do for their own failures; --help exits 0.
@@ -69,6 +124,11 @@ int main(int argc, char** argv) {
   }
 
   if (*run_cmd) {
+    if (!has_command) {
+      std::fprintf(stderr,
+                   "cordon run: no command given; usage: cordon run [OPTIONS] -- COMMAND [ARGS...]\n");
+      return kExitCordonFailed;
+    }
     return run_command(run);
   }
   if (*pol_default) {
