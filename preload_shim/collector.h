@@ -1,0 +1,78 @@
+// The launcher-side end of the shim's event channel: a listening unix SOCK_SEQPACKET socket whose
+// messages become events.jsonl records with source "shim".
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "policy/base/result.h"
+#include "policy/base/unique_fd.h"
+#include "policy/record/events.h"
+#include "preload_shim/wire.h"
+
+namespace cordon::preload_shim {
+
+class Collector {
+ public:
+  struct Stats {
+    std::atomic<uint64_t> events{0};       // records written
+    std::atomic<uint64_t> malformed{0};    // messages rejected by decode_message
+    std::atomic<uint64_t> dropped{0};      // events shims reported as dropped (full buffers)
+    std::atomic<uint64_t> connections{0};  // process images that connected
+  };
+
+  // Binds `socket_path` (a stale socket there is replaced; any other file is an error), mode 0666
+  // so every uid in the sandbox can report; `log` receives the records.
+  static Result<std::unique_ptr<Collector>> listen(const std::string& socket_path,
+                                                   record::EventLog log);
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+
+  // Serves until `stop_fd` (an eventfd or pipe) becomes readable, then drains what is queued.
+  // Meant for a thread of its own; exceptions never leave it.
+  Status run(int stop_fd);
+  // One bounded step for callers with their own loop: waits up to timeout_ms, handles what is
+  // ready.
+  Status poll_once(int timeout_ms);
+
+  int epoll_fd() const { return epoll_.get(); }
+  const std::string& socket_path() const { return path_; }
+  const Stats& stats() const { return stats_; }
+
+ private:
+  Collector() = default;
+  Status wait_and_dispatch(int timeout_ms, bool* stop, uint64_t* handled = nullptr);
+  void accept_all();
+  // Reads every queued message on `fd`; false when the peer is gone.
+  bool read_all(int fd);
+  struct Connection {
+    UniqueFd fd;
+    nlohmann::json identity;  // exe/argv/argc from the connection's hello
+  };
+  void handle(Connection& conn, const uint8_t* data, size_t len, const ::ucred* cred);
+
+  std::string path_;
+  record::EventLog log_;
+  UniqueFd listen_fd_;
+  UniqueFd epoll_;
+  std::unordered_map<int, Connection> conns_;
+  struct RecvBatch {
+    static constexpr int kSize = 32;
+    alignas(8) uint8_t data[kSize][wire::kMaxMessage + 64];
+    alignas(cmsghdr) char control[kSize][CMSG_SPACE(sizeof(::ucred))];
+    iovec iov[kSize];
+    mmsghdr msgs[kSize];
+  };
+  std::unique_ptr<RecvBatch> batch_;  // receive buffers, allocated once
+  Stats stats_;
+};
+
+}  // namespace cordon::preload_shim

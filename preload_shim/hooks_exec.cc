@@ -1,0 +1,207 @@
+// Exec interposers. glibc's exec* variants and posix_spawn reach the kernel through internal
+// aliases (__execve), so each public entry point is hooked on its own. system() and popen() are
+// not hookable that way; the child image's proc.start covers them.
+#include <errno.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "preload_shim/shim.h"
+
+using namespace cordon::preload_shim;
+
+extern char** environ;
+
+namespace {
+
+// Sent before the exec: on success there is no "after" in this image.
+void send_exec_event(const char* path, char* const argv[], const char* via, pid_t child) {
+  if (!g_config.loaded) {
+    return;
+  }
+  Event ev(wire::kProcExec);
+  ev.add_str(wire::kPath, path, wire::kMaxPathBytes);
+  ev.add_argv(argv, wire::kTargetArg, wire::kTargetArgvTruncated);
+  ev.add_str(wire::kVia, via, 32);
+  if (child > 0) {
+    ev.add_u32(wire::kChildPid, static_cast<uint32_t>(child));
+  }
+  ev.send();
+}
+
+// execl-style argument lists, collected on the stack (exec* may run in a vfork child: no malloc).
+constexpr int kMaxListArgs = 4096;
+
+int count_list(va_list* ap) {
+  va_list aq;
+  va_copy(aq, *ap);
+  int n = 1;
+  while (va_arg(aq, char*) != nullptr && n < kMaxListArgs) {
+    ++n;
+  }
+  va_end(aq);
+  return n;
+}
+
+}  // namespace
+
+CORDON_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  auto real = CORDON_REAL(execve);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  {
+    ErrnoGuard guard;
+    send_exec_event(path, argv, "execve", 0);
+  }
+  return real(path, argv, envp);
+}
+
+CORDON_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
+                           int flags) {
+  auto real = CORDON_REAL(execveat);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  {
+    ErrnoGuard guard;
+    send_exec_event(path, argv, "execveat", 0);
+  }
+  return real(dirfd, path, argv, envp, flags);
+}
+
+CORDON_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  auto real = CORDON_REAL(fexecve);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  {
+    ErrnoGuard guard;
+    send_exec_event(nullptr, argv, "fexecve", 0);
+  }
+  return real(fd, argv, envp);
+}
+
+CORDON_EXPORT int execv(const char* path, char* const argv[]) {
+  auto real = CORDON_REAL(execv);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  {
+    ErrnoGuard guard;
+    send_exec_event(path, argv, "execv", 0);
+  }
+  return real(path, argv);
+}
+
+CORDON_EXPORT int execvp(const char* file, char* const argv[]) {
+  auto real = CORDON_REAL(execvp);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  {
+    ErrnoGuard guard;
+    send_exec_event(file, argv, "execvp", 0);
+  }
+  return real(file, argv);
+}
+
+CORDON_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  auto real = CORDON_REAL(execvpe);
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  {
+    ErrnoGuard guard;
+    send_exec_event(file, argv, "execvpe", 0);
+  }
+  return real(file, argv, envp);
+}
+
+CORDON_EXPORT int execl(const char* path, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  int n = count_list(&ap);
+  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
+  argv[0] = const_cast<char*>(arg0);
+  for (int i = 1; i < n; ++i) {
+    argv[i] = va_arg(ap, char*);
+  }
+  argv[n] = nullptr;
+  va_end(ap);
+  return execve(path, argv, environ);
+}
+
+CORDON_EXPORT int execle(const char* path, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  int n = count_list(&ap);
+  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
+  argv[0] = const_cast<char*>(arg0);
+  for (int i = 1; i < n; ++i) {
+    argv[i] = va_arg(ap, char*);
+  }
+  argv[n] = nullptr;
+  (void)va_arg(ap, char*);  // the terminating NULL
+  char** envp = va_arg(ap, char**);
+  va_end(ap);
+  return execve(path, argv, envp);
+}
+
+CORDON_EXPORT int execlp(const char* file, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  int n = count_list(&ap);
+  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
+  argv[0] = const_cast<char*>(arg0);
+  for (int i = 1; i < n; ++i) {
+    argv[i] = va_arg(ap, char*);
+  }
+  argv[n] = nullptr;
+  va_end(ap);
+  return execvp(file, argv);
+}
+
+CORDON_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
+                              const posix_spawnattr_t* attr, char* const argv[],
+                              char* const envp[]) {
+  auto real = CORDON_REAL(posix_spawn);
+  if (real == nullptr) {
+    return ENOSYS;
+  }
+  pid_t child = 0;
+  int rc = real(&child, path, fa, attr, argv, envp);
+  if (pid != nullptr) {
+    *pid = child;
+  }
+  if (rc == 0) {
+    ErrnoGuard guard;
+    send_exec_event(path, argv, "posix_spawn", child);
+  }
+  return rc;
+}
+
+CORDON_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
+                               const posix_spawnattr_t* attr, char* const argv[],
+                               char* const envp[]) {
+  auto real = CORDON_REAL(posix_spawnp);
+  if (real == nullptr) {
+    return ENOSYS;
+  }
+  pid_t child = 0;
+  int rc = real(&child, file, fa, attr, argv, envp);
+  if (pid != nullptr) {
+    *pid = child;
+  }
+  if (rc == 0) {
+    ErrnoGuard guard;
+    send_exec_event(file, argv, "posix_spawnp", child);
+  }
+  return rc;
+}

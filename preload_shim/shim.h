@@ -1,0 +1,136 @@
+// Internal contract between the shim's files: process-wide configuration, real libc entry points,
+// the event channel and the advisory network policy. Nothing here is exported from the .so.
+#pragma once
+
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <atomic>
+
+#include "preload_shim/wire.h"
+
+// glibc's _FORTIFY_SOURCE entry points (declared by its headers only when fortifying).
+extern "C" int __open_2(const char* path, int flags);
+extern "C" int __open64_2(const char* path, int flags);
+extern "C" int __openat_2(int dirfd, const char* path, int flags);
+extern "C" int __openat64_2(int dirfd, const char* path, int flags);
+
+// Interposers must be visible to the dynamic linker; everything else stays hidden.
+#define CORDON_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace cordon::preload_shim {
+
+// The shim lives inside someone else's process, so its state is necessarily process-global. It is
+// written once by the constructor (before main, single-threaded) and only read afterwards, except
+// the atomics in channel.cc and netpolicy.cc.
+enum class FsEvents : uint8_t { kOff, kRefused, kAll };
+
+struct AllowEntry {
+  sa_family_t family;  // AF_INET or AF_INET6
+  uint8_t addr[16];
+  uint16_t port;  // host order; 0 = any port
+};
+
+struct Config {
+  bool loaded = false;       // the constructor ran
+  bool have_socket = false;  // a collector path is known
+  sockaddr_un sock_addr{};
+  socklen_t sock_len = 0;
+  bool deny_net = false;  // CORDON_SHIM_DENY_NET=1: refuse non-loopback, non-allowed peers
+  FsEvents fs_events = FsEvents::kRefused;
+  AllowEntry allow[32]{};
+  int allow_count = 0;
+  int fd_floor = 0;  // the event socket is moved to >= this fd (out of the program's way)
+  // exe and argv, pre-encoded as wire fields so each event just copies them.
+  uint8_t identity[wire::kMaxPathBytes + wire::kMaxArgvBytes + 16 * wire::kFieldHeaderSize]{};
+  size_t identity_len = 0;
+  char session[128]{};
+};
+extern Config g_config;
+
+// ---- real libc functions (real.cc) ----
+// Every interposed entry point, resolved with dlsym(RTLD_NEXT) into g_real. The constructor
+// resolves them all up front, so signal handlers and vfork children never reach dlsym (which takes
+// the loader lock); a hook called before the constructor resolves lazily (idempotent, racy-safe).
+// We interpose no allocator, so dlsym's own calloc cannot recurse into us.
+// clang-format off
+#define CORDON_REAL_FUNCTIONS(X)                                                  \
+  X(connect) X(sendto) X(sendmsg) X(bind) X(listen) X(getaddrinfo)                \
+  X(execve) X(execveat) X(fexecve) X(execv) X(execvp) X(execvpe)                  \
+  X(posix_spawn) X(posix_spawnp)                                                  \
+  X(open) X(open64) X(openat) X(openat64) X(creat) X(creat64) X(fopen) X(fopen64) \
+  X(__open_2) X(__open64_2) X(__openat_2) X(__openat64_2)
+// clang-format on
+
+enum RealId : int {
+#define CORDON_REAL_ID(name) kReal_##name,
+  CORDON_REAL_FUNCTIONS(CORDON_REAL_ID)
+#undef CORDON_REAL_ID
+      kRealCount
+};
+
+void* resolve_real(RealId id);
+void resolve_all_reals();
+
+#define CORDON_REAL(fn)              \
+  reinterpret_cast<decltype(&::fn)>( \
+      ::cordon::preload_shim::resolve_real(::cordon::preload_shim::kReal_##fn))
+
+// ---- events (event.cc, channel.cc) ----
+// Builds one message on the stack: no allocation, no locks, async-signal-safe.
+class Event {
+ public:
+  explicit Event(wire::Kind kind, wire::Decision decision = wire::kNoDecision);
+  void add(wire::Tag tag, const void* data, size_t len);
+  void add_str(wire::Tag tag, const char* s, size_t max_len);
+  void add_u32(wire::Tag tag, uint32_t v);
+  void add_sockaddr(wire::Tag tag, const sockaddr* sa, socklen_t len);
+  void add_identity();
+  void add_argv(char* const argv[], wire::Tag arg_tag, wire::Tag truncated_tag);
+  // Stamps pid/ppid/drop count and hands the message to the channel; never blocks.
+  void send();
+  // Stamps pid/ppid and sends on `fd` directly (the channel's hello).
+  bool send_on(int fd);
+
+ private:
+  void stamp();
+  uint8_t buf_[wire::kMaxMessage];
+  size_t len_ = 0;
+};
+
+// Sends one finished message; returns false when it had to be dropped (counted).
+bool channel_send(uint8_t* msg, size_t len);
+bool channel_send_raw(int fd, const uint8_t* msg, size_t len);
+// Takes (and zeroes) the number of events dropped since the last successful send.
+uint32_t channel_take_drops();
+void channel_count_drops(uint32_t n);
+void channel_after_fork_in_child();
+
+// ---- advisory network policy (netpolicy.cc) ----
+bool is_inet(const sockaddr* sa, socklen_t len);
+// True when deny mode is on and `sa` is neither loopback nor in the allowlist.
+bool net_refused(const sockaddr* sa, socklen_t len);
+// Writes "cordon: <what> to <addr> refused (not in network.allow)" once per destination.
+void report_refusal(const char* what, const sockaddr* sa, socklen_t len);
+// Formats an inet sockaddr as "1.2.3.4:80" / "[::1]:80" into buf; returns the length.
+size_t format_sockaddr(const sockaddr* sa, socklen_t len, char* buf, size_t cap);
+// True the first time a destination is seen in this process (bounded table, lock-free).
+bool first_sight(const sockaddr* sa, socklen_t len, uint32_t salt);
+
+// Restores errno on scope exit: every hook returns the real call's errno untouched.
+class ErrnoGuard {
+ public:
+  ErrnoGuard();
+  ~ErrnoGuard();
+  void set(int e) { saved_ = e; }
+  int saved() const { return saved_; }
+
+ private:
+  int saved_;
+};
+
+}  // namespace cordon::preload_shim
