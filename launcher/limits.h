@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "policy/base/result.h"
 #include "policy/policy.h"
@@ -49,6 +50,8 @@ class Limits {
   Usage usage() const;
   // SIGKILLs every process left in the cgroups (no-op for rlimits).
   void kill_all() const;
+  // The cgroup directories this sandbox owns (empty for rlimits), for diagnostics and tests.
+  std::vector<std::string> cgroup_paths() const;
 
  private:
   Limits() = default;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,8 @@ struct SessionPaths {
 
 // The sessions root for the invoking user: $XDG_STATE_HOME/cordon/sessions,
 // ~/.local/state/cordon/sessions, or /var/lib/cordon/sessions for root.
+// $CORDON_STATE_DIR, when set, replaces the state directory: sessions go to
+// $CORDON_STATE_DIR/sessions (tests use it to isolate themselves).
 std::string sessions_root();
 SessionPaths session_paths(const std::string& root, const std::string& id);
 
@@ -34,6 +37,11 @@ struct SessionEnd {
   Usage usage;
   std::string limits_backend;        // Limits::describe()
   std::string error;                 // cordon's own failure, if any
+  // The limits as configured, named in messages ("memory limit (256 MiB) reached"); 0 = unknown.
+  // Session::summary() fills them from the effective policy.
+  uint64_t memory_limit = 0;
+  uint32_t pids_limit = 0;
+  std::chrono::milliseconds timeout{0};
 };
 
 class Session {
@@ -50,14 +58,26 @@ class Session {
   Status started(pid_t init_pid, const std::string& limits_line);
   // Writes limit.hit for each limit reached, session.end and summary.json (atomically: tmp+rename).
   Status finish(const SessionEnd& end);
+  // format_summary(id(), end) with end's configured limits filled in from the effective policy.
+  std::string summary(const SessionEnd& end) const;
 
  private:
+  SessionEnd with_limits(SessionEnd end) const;
+
   std::string id_;
   SessionPaths paths_;
   record::EventLog events_;
   std::vector<std::string> argv_;
   std::string workspace_;
   std::chrono::steady_clock::time_point t0_;
+  UniqueFd dir_;                 // the session directory; files are written relative to it
+  std::string started_at_;       // RFC 3339, at create()
+  std::string limits_line_;      // from started()
+  pid_t init_pid_ = 0;
+  uint64_t memory_limit_ = 0;    // the effective policy's limits, for limit.hit and the summary
+  uint32_t pids_limit_ = 0;
+  std::chrono::milliseconds timeout_{0};
+  bool finished_ = false;        // finish() writes session.end once
 };
 
 // The short summary printed on stderr at exit (unless --quiet), a few lines, each starting "cordon: ".
@@ -66,8 +86,26 @@ std::string format_summary(const std::string& id, const SessionEnd& end);
 // `ID` as users type it: a full id, a unique prefix of one, or "last". Errors list candidates.
 Result<std::string> resolve_session(const std::string& root, std::string_view id);
 
+// Which events `cordon log` shows; every field empty = all. Filters such as --net slot in here.
+struct LogFilter {
+  std::vector<std::string> kind_prefixes;  // e.g. {"net."}: kind starts with one of them
+  std::string source;                      // launcher | netproxy | fusefs | shim
+  std::string decision;                    // allow | deny
+  bool empty() const { return kind_prefixes.empty() && source.empty() && decision.empty(); }
+};
+
+struct LogOptions {
+  bool json = false;   // the raw lines, unchanged
+  bool color = false;  // red/green decisions (log_command(id, json): on a tty, unless NO_COLOR)
+  LogFilter filter;
+};
+
 // `cordon ls` and `cordon log ID [--json]`. Return the process exit code.
 int ls_command();
 int log_command(const std::string& id, bool json);
+// The same over an explicit root and streams (tests, and later filters from main.cc).
+int ls_command(const std::string& root, std::ostream& out, std::ostream& err);
+int log_command(const std::string& root, const std::string& id, const LogOptions& opts,
+                std::ostream& out, std::ostream& err);
 
 }  // namespace cordon::launcher

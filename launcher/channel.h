@@ -1,0 +1,46 @@
+// The sandbox -> cordon report channel: one SOCK_SEQPACKET socketpair carrying small typed
+// messages (setup error, exec error, the program's wait status, the pty master fd) and, in the
+// other direction, the one-byte "go" that releases the child once its id maps are written.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "policy/base/result.h"
+#include "policy/base/unique_fd.h"
+
+namespace cordon::launcher {
+
+enum class MsgKind : uint32_t {
+  SetupError = 1,   // cordon's own setup failed in the child; text = the message, value = errno
+  ExecError = 2,    // execve of the program failed; value = errno
+  ProgramExit = 3,  // init: the program ended; value = its raw wait status
+  PtyMaster = 4,    // the pty master fd rides along (SCM_RIGHTS)
+};
+
+struct Msg {
+  MsgKind kind{};
+  int32_t value = 0;
+  std::string text;
+  UniqueFd fd;  // only for PtyMaster
+};
+
+// Both ends are SOCK_SEQPACKET: message boundaries hold, so no framing and no partial reads.
+struct ChannelPair {
+  UniqueFd parent, child;
+};
+Result<ChannelPair> make_channel();
+
+// Child side. No allocation beyond the stack buffer; errors are ignored by callers that are about
+// to _exit anyway, so these return bool.
+bool send_msg(int sock, MsgKind kind, int32_t value, const char* text = nullptr, int fd = -1);
+// Parent side: reads one message; std::nullopt at EOF (every child end closed).
+Result<std::optional<Msg>> recv_msg(int sock);
+
+// The release handshake: parent writes one byte; the child blocks until it comes (false if the
+// parent died before releasing it).
+Status release_child(int sock);
+bool wait_for_release(int sock);
+
+}  // namespace cordon::launcher

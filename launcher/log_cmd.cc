@@ -1,0 +1,244 @@
+// `cordon log ID [--json]`: the session's events.jsonl, pretty-printed one line per event, or raw.
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "launcher/session.h"
+#include "launcher/session_store.h"
+#include "launcher/session_text.h"
+
+namespace cordon::launcher {
+
+namespace {
+
+constexpr size_t kMaxValue = 200;    // per field
+constexpr size_t kMaxPretty = 4096;  // per event: a line of 50k tiny fields stays readable
+
+// Shown first, in this order, when present; every other field follows alphabetically.
+constexpr std::array<std::string_view, 22> kPreferred = {
+    "rule",   "host",      "port",        "ip",          "sni",   "method", "url",   "status",
+    "path",   "op",        "pid",         "exe",         "argv",  "limit",  "value", "unit",
+    "reason", "exit_code", "signal_name", "duration_ms", "error", "bytes"};
+// Already in the fixed columns (or redundant with a shown field).
+constexpr std::array<std::string_view, 6> kHidden = {"ts",   "session",  "source",
+                                                     "kind", "decision", "signal"};
+
+template <size_t N>
+bool in(const std::array<std::string_view, N>& set, std::string_view key) {
+  for (auto k : set) {
+    if (k == key) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string str_field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+bool matches(const LogFilter& f, const nlohmann::json& ev) {
+  if (!f.source.empty() && str_field(ev, "source") != f.source) {
+    return false;
+  }
+  if (!f.decision.empty() && str_field(ev, "decision") != f.decision) {
+    return false;
+  }
+  if (!f.kind_prefixes.empty()) {
+    std::string kind = str_field(ev, "kind");
+    bool any = false;
+    for (const auto& p : f.kind_prefixes) {
+      any = any || kind.rfind(p, 0) == 0;
+    }
+    if (!any) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string value_text(const nlohmann::json& v) {
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    std::string t = text::one_line(s, kMaxValue);
+    if (s.empty() || s.find_first_of(" \t\"") != std::string::npos) {
+      std::string q = "\"";
+      for (char c : t) {
+        q += c == '"' ? std::string("\\\"") : std::string(1, c);
+      }
+      return q + "\"";
+    }
+    return t;
+  }
+  return text::one_line(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                        kMaxValue);
+}
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) {
+    s.append(width - s.size(), ' ');
+  }
+  return s;
+}
+
+std::string pretty(const nlohmann::json& ev, bool color) {
+  std::string line = pad(text::local_clock(str_field(ev, "ts")), 12) + "  ";
+  line += pad(text::one_line(str_field(ev, "source"), 16), 8) + "  ";
+  line += pad(text::one_line(str_field(ev, "kind"), 40), 14) + "  ";
+  std::string decision = text::one_line(str_field(ev, "decision"), 16);
+  std::string shown = pad(decision, 5);
+  if (color && (decision == "deny" || decision == "allow")) {
+    shown = (decision == "deny" ? "\033[31m" : "\033[32m") + shown + "\033[0m";
+  }
+  line += shown;
+  auto add = [&](const std::string& key, const nlohmann::json& v) {
+    // Human units for the launcher's measurements ("duration_ms": 1500 -> "duration=1.5s");
+    // the raw numbers stay in --json.
+    if (v.is_number_unsigned() || v.is_number_integer()) {
+      auto n = v.get<int64_t>();
+      bool ms = key.size() > 3 && key.compare(key.size() - 3, 3, "_ms") == 0;
+      if (ms && n >= 0) {
+        line += "  " + text::one_line(key.substr(0, key.size() - 3), 64) + "=" +
+                text::duration(std::chrono::milliseconds(n));
+        return;
+      }
+      line += "  " + text::one_line(key, 64) + "=";
+      if (key == "peak_memory" && n > 0) {
+        std::string sz = text::size(static_cast<uint64_t>(n));
+        sz.erase(sz.find(' '), 1);  // "23MiB": fields are separated by spaces
+        line += sz;
+        return;
+      }
+      line += value_text(v);
+      return;
+    }
+    line += "  " + text::one_line(key, 64) + "=" + value_text(v);
+  };
+  for (auto key : kPreferred) {
+    auto it = ev.find(std::string(key));
+    if (it != ev.end()) {
+      add(std::string(key), *it);
+    }
+  }
+  for (const auto& [key, v] : ev.items()) {
+    if (line.size() > kMaxPretty) {
+      break;
+    }
+    if (!in(kPreferred, key) && !in(kHidden, key)) {
+      add(key, v);
+    }
+  }
+  if (line.size() > kMaxPretty) {
+    line.resize(kMaxPretty);
+    line += " ...";
+  }
+  while (!line.empty() && line.back() == ' ') {
+    line.pop_back();
+  }
+  return line;
+}
+
+Status copy_raw(int fd, std::ostream& out) {
+  char chunk[65536];
+  char last = '\n';
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return sys_error("read(events.jsonl)");
+    }
+    if (n == 0) {
+      break;
+    }
+    out.write(chunk, n);
+    last = chunk[n - 1];
+  }
+  if (last != '\n') {
+    out << '\n';
+  }
+  out.flush();
+  return {};
+}
+
+}  // namespace
+
+int log_command(const std::string& root, const std::string& id, const LogOptions& opts,
+                std::ostream& out, std::ostream& err) {
+  auto resolved = resolve_session(root, id);
+  if (!resolved.ok()) {
+    err << "cordon: " << resolved.error().to_string() << "\n";
+    return 1;
+  }
+  auto root_fd = store::open_root(root);
+  if (!root_fd.ok()) {
+    err << "cordon: " << root_fd.error().to_string() << "\n";
+    return 1;
+  }
+  auto dir = store::open_session_dir(root_fd->get(), *resolved);
+  if (!dir.ok()) {
+    err << "cordon: " << dir.error().to_string() << "\n";
+    return 1;
+  }
+  auto fd = store::open_file(dir->get(), "events.jsonl");
+  if (!fd.ok()) {
+    err << "cordon: session " << *resolved << ": " << fd.error().to_string() << "\n";
+    return 1;
+  }
+  if (opts.json && opts.filter.empty()) {
+    // --json: the bytes as written, every line of any length, plus a newline after a torn tail.
+    auto st = copy_raw(fd->get(), out);
+    if (!st.ok()) {
+      err << "cordon: session " << *resolved << ": " << st.error().to_string() << "\n";
+      return 1;
+    }
+    return 0;
+  }
+  auto st =
+      store::for_each_line(fd->get(), 0, [&](size_t number, std::string_view line, bool complete) {
+        if (line.empty() && complete) {
+          return;  // an empty line is not an event (finish() may end a torn line with one)
+        }
+        nlohmann::json ev;
+        if (complete) {
+          ev = store::parse_event(line);
+        }
+        if (!complete || ev.is_discarded() || !ev.is_object()) {
+          if (opts.filter.empty()) {
+            out << "(unparseable line " << number << ")\n";
+          }
+          return;
+        }
+        if (!matches(opts.filter, ev)) {
+          return;
+        }
+        if (opts.json) {
+          out << line << "\n";
+        } else {
+          out << pretty(ev, opts.color) << "\n";
+        }
+      });
+  out.flush();
+  if (!st.ok()) {
+    err << "cordon: session " << *resolved << ": " << st.error().to_string() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int log_command(const std::string& id, bool json) {
+  LogOptions opts;
+  opts.json = json;
+  // https://no-color.org: any non-empty NO_COLOR disables colour.
+  const char* no_color = std::getenv("NO_COLOR");
+  opts.color = !json && ::isatty(STDOUT_FILENO) == 1 && (no_color == nullptr || *no_color == '\0');
+  return log_command(sessions_root(), id, opts, std::cout, std::cerr);
+}
+
+}  // namespace cordon::launcher

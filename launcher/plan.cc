@@ -1,0 +1,444 @@
+// Building the LaunchPlan: validation, identity choice, the mount list and deny expansion, all on
+// the host before any namespace exists.
+#include "launcher/plan.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "launcher/env.h"
+
+namespace cordon::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+using policy::WorkspaceMode;
+
+// Upper bound on the workspace walk that expands relative deny globs at start. Past it cordon
+// refuses rather than silently leaving some matches unmasked (fail closed).
+constexpr size_t kMaxWalkEntries = 200000;
+
+std::optional<uint32_t> env_id(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  errno = 0;
+  unsigned long n = std::strtoul(v, &end, 10);
+  if (errno != 0 || *end != '\0' || n > UINT32_MAX) {
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(n);
+}
+
+size_t depth(const std::string& p) {
+  return static_cast<size_t>(std::count(p.begin(), p.end(), '/'));
+}
+
+bool is_under(const std::string& path, const std::string& root) {
+  if (root == "/") {
+    return true;
+  }
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                          path[root.size()] == '/');
+}
+
+std::string expand_home(const std::string& p, const std::string& home) {
+  if (p == "~") {
+    return home;
+  }
+  if (p.rfind("~/", 0) == 0) {
+    return home + p.substr(1);
+  }
+  return p;
+}
+
+Result<std::string> resolve_dir(const std::string& what, const std::string& path,
+                                const std::string& cwd) {
+  std::string abs = path.empty() || path[0] == '/' ? path : cwd + "/" + path;
+  char buf[PATH_MAX];
+  if (::realpath(abs.c_str(), buf) == nullptr) {
+    return sys_error(what + " \"" + path + "\" (" + abs + "): realpath",
+                     "check that it exists and that you can reach it");
+  }
+  struct stat st {};
+  if (::stat(buf, &st) != 0) {
+    return sys_error(what + " \"" + path + "\": stat(\"" + std::string(buf) + "\")");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return make_error(what + " \"" + path + "\" (" + buf + ") is not a directory");
+  }
+  return std::string(buf);
+}
+
+IdPlan choose_ids(const HostFacts& host, const struct stat& ws) {
+  IdPlan ids;
+  if (host.euid != 0) {
+    // Rootless: the invoking user maps itself; nothing else is possible without privilege.
+    ids.rootless = true;
+    ids.uid = host.euid;
+    ids.gid = host.egid;
+    return ids;
+  }
+  // As root the sandbox must never be host uid 0: pick the user who invoked sudo, else the
+  // workspace's owner, else nobody.
+  ids.rootless = false;
+  if (host.sudo_uid && *host.sudo_uid != 0) {
+    ids.uid = *host.sudo_uid;
+    ids.gid = host.sudo_gid && *host.sudo_gid != 0 ? *host.sudo_gid : 65534;
+  } else if (ws.st_uid != 0) {
+    ids.uid = ws.st_uid;
+    ids.gid = ws.st_gid != 0 ? ws.st_gid : 65534;
+  } else {
+    ids.uid = 65534;
+    ids.gid = 65534;
+  }
+  return ids;
+}
+
+// /etc files that hold secrets on common distributions. Masked when present (the sandbox user
+// normally cannot read them anyway; this keeps it so if the sandbox ever runs with more rights).
+const char* const kEtcSecretFiles[] = {
+    "shadow",           "gshadow",          "shadow-",           "gshadow-",
+    "sudoers",          "security/opasswd", "krb5.keytab",       "ipsec.secrets",
+    "ppp/chap-secrets", "ppp/pap-secrets",  "machine-id.secret",
+};
+const char* const kEtcSecretDirs[] = {
+    "sudoers.d", "ssl/private",    "NetworkManager/system-connections",
+    "wireguard", "openvpn/server", "libvirt/secrets",
+    "cups/ssl",
+};
+
+void plan_etc(const std::string& hostname, LaunchPlan& plan) {
+  plan.etc_files.push_back({"hosts",
+                            "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost " + hostname +
+                                " ip6-localhost ip6-loopback\n",
+                            0644});
+  // No network yet: the DNS proxy will answer here once it is integrated.
+  plan.etc_files.push_back({"resolv.conf", "nameserver 127.0.0.1\n", 0644});
+  // Empty for now; the preload-shim issue fills it (an /etc file, so it survives env scrubbing).
+  plan.etc_files.push_back({"ld.so.preload", "", 0644});
+  plan.etc_files.push_back({"hostname", hostname + "\n", 0644});
+
+  struct stat st {};
+  for (const char* f : kEtcSecretFiles) {
+    if (::lstat((std::string("/etc/") + f).c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      plan.etc_files.push_back({f, "", 0});
+    }
+  }
+  if (DIR* d = ::opendir("/etc/ssh")) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      // ssh_host_*_key are private; the .pub halves are public.
+      if (n.rfind("ssh_host_", 0) == 0 && n.size() > 4 && n.compare(n.size() - 4, 4, "_key") == 0) {
+        plan.etc_files.push_back({"ssh/" + n, "", 0});
+      }
+    }
+    ::closedir(d);
+  }
+  plan.mounts.push_back({MountKind::EtcOverlay, "/etc", "/etc"});
+  for (const char* dname : kEtcSecretDirs) {
+    std::string p = std::string("/etc/") + dname;
+    if (::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      plan.mounts.push_back({MountKind::MaskDir, "", p});
+    }
+  }
+}
+
+void plan_dev(LaunchPlan& plan) {
+  plan.mounts.push_back(
+      {MountKind::Tmpfs, "", "/dev", "mode=0755,size=64k", MS_NOSUID | MS_NOEXEC, /*ro=*/true});
+  for (const char* d : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    std::string p = std::string("/dev/") + d;
+    plan.mounts.push_back({MountKind::BindDev, p, p});
+  }
+  plan.mounts.push_back({MountKind::Devpts, "", "/dev/pts"});
+  plan.mounts.push_back(
+      {MountKind::Tmpfs, "", "/dev/shm", "mode=1777,size=64m", MS_NOSUID | MS_NODEV, false});
+  plan.mounts.push_back({MountKind::Symlink, "/proc/self/fd", "/dev/fd"});
+  plan.mounts.push_back({MountKind::Symlink, "/proc/self/fd/0", "/dev/stdin"});
+  plan.mounts.push_back({MountKind::Symlink, "/proc/self/fd/1", "/dev/stdout"});
+  plan.mounts.push_back({MountKind::Symlink, "/proc/self/fd/2", "/dev/stderr"});
+}
+
+struct DenyCtx {
+  const policy::FilesystemPolicy& fsp;
+  bool rw;
+};
+
+bool any_match(const std::vector<policy::PathPattern>& pats, const std::string& rel,
+               const std::string& abs) {
+  for (const auto& p : pats) {
+    if (p.matches(p.absolute ? abs : rel)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Walks the workspace once and masks what filesystem.deny names (and, in rw mode, write-protects
+// what deny_write/protect name). Only paths that exist now are covered: a file created later at a
+// denied path is not masked. Only cow mode (cordon-fs) enforces the rules on files created later.
+Status plan_workspace_rules(const std::string& ws, const DenyCtx& ctx, LaunchPlan& plan) {
+  const auto& f = ctx.fsp;
+  bool need_walk = !f.deny.empty() || (ctx.rw && (!f.deny_write.empty() || !f.protect.empty()));
+  if (!need_walk) {
+    return {};
+  }
+  std::error_code ec;
+  fs::recursive_directory_iterator it(ws, fs::directory_options::skip_permission_denied, ec);
+  if (ec) {
+    return make_error("walking the workspace " + ws + " for filesystem.deny: " + ec.message());
+  }
+  size_t n = 0;
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) {
+      return make_error("walking the workspace " + ws + " for filesystem.deny: " + ec.message());
+    }
+    if (++n > kMaxWalkEntries) {
+      return make_error("the workspace " + ws + " has more than " +
+                            std::to_string(kMaxWalkEntries) +
+                            " entries; cordon will not start with filesystem.deny patterns it "
+                            "could not apply to all of them",
+                        "use a smaller workspace or --mode cow");
+    }
+    const fs::path& p = it->path();
+    std::string abs = p.string();
+    std::string rel = abs.substr(ws == "/" ? 1 : ws.size() + 1);
+    auto st = it->symlink_status(ec);
+    if (ec) {
+      continue;
+    }
+    // A symlink is resolved inside the sandbox, where its target is masked or absent on its own.
+    if (fs::is_symlink(st)) {
+      continue;
+    }
+    bool dir = fs::is_directory(st);
+    if (any_match(f.deny, rel, abs)) {
+      plan.mounts.push_back({dir ? MountKind::MaskDir : MountKind::MaskFile, "", abs});
+      if (dir) {
+        it.disable_recursion_pending();
+      }
+      continue;
+    }
+    if (ctx.rw && (any_match(f.deny_write, rel, abs) || any_match(f.protect, rel, abs))) {
+      plan.mounts.push_back({MountKind::BindRo, abs, abs});
+      if (dir) {
+        it.disable_recursion_pending();
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+HostFacts HostFacts::current() {
+  HostFacts h;
+  h.euid = ::geteuid();
+  h.egid = ::getegid();
+  char buf[PATH_MAX];
+  if (::getcwd(buf, sizeof buf) != nullptr) {
+    h.cwd = buf;
+  }
+  if (const char* home = std::getenv("HOME")) {
+    h.home = home;
+  }
+  if (auto u = env_id("SUDO_UID")) {
+    h.sudo_uid = *u;
+  }
+  if (auto g = env_id("SUDO_GID")) {
+    h.sudo_gid = *g;
+  }
+  h.stdin_tty = ::isatty(0) == 1;
+  if (h.stdin_tty) {
+    winsize ws{};
+    if (::ioctl(0, TIOCGWINSZ, &ws) == 0) {
+      h.window = ws;
+    }
+  }
+  h.env = environ;
+  return h;
+}
+
+const std::vector<std::string>& system_dirs() {
+  static const std::vector<std::string> dirs = {"/usr",   "/bin",   "/sbin",  "/lib",
+                                                "/lib32", "/lib64", "/libx32"};
+  return dirs;
+}
+
+Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::string>& argv,
+                              const HostFacts& host) {
+  LaunchPlan plan;
+  if (argv.empty() || argv[0].empty()) {
+    return make_error("no command given", "usage: cordon run [OPTIONS] -- CMD [ARGS...]");
+  }
+  plan.argv = argv;
+
+  if (!p.network.allow.empty()) {
+    // Fail closed: without the proxy there is no way to grant only what network.allow names.
+    return make_error("network.allow (\"" + p.network.allow.front().text +
+                          "\"...) needs cordon-netproxy, which is not integrated yet",
+                      "drop --allow-host / network.allow; the sandbox then has no network at all");
+  }
+  switch (p.filesystem.mode) {
+    case WorkspaceMode::Cow:
+      return make_error("filesystem.mode cow needs cordon-fs (not built yet); use --mode rw or ro");
+    case WorkspaceMode::Ro:
+    case WorkspaceMode::Rw:
+      plan.mode = p.filesystem.mode;
+      break;
+  }
+  if (host.cwd.empty()) {
+    return make_error("getcwd failed: the current directory is gone",
+                      "cd to an existing directory or pass --workspace with an absolute path");
+  }
+
+  std::string ws_text = p.filesystem.workspace.empty() ? "." : p.filesystem.workspace;
+  ASSIGN_OR_RETURN(plan.workspace,
+                   resolve_dir("workspace", expand_home(ws_text, host.home), host.cwd));
+  if (plan.workspace == "/") {
+    return make_error("workspace \"" + ws_text +
+                          "\" resolves to \"/\": that would put the whole "
+                          "host in the sandbox",
+                      "pass --workspace DIR naming the project directory");
+  }
+  std::string home;
+  if (!host.home.empty() && host.home[0] == '/') {
+    char buf[PATH_MAX];
+    home = ::realpath(host.home.c_str(), buf) != nullptr ? std::string(buf) : host.home;
+  }
+  if (!home.empty() && home != "/" && plan.workspace == home && plan.mode == WorkspaceMode::Rw) {
+    return make_error("workspace \"" + ws_text + "\" is your home directory " + home +
+                          "; read-write it would hand the sandbox your keys and dotfiles",
+                      "use --workspace with a project directory, or --mode ro");
+  }
+  for (size_t i = 0; i < p.filesystem.deny.size(); ++i) {
+    const auto& d = p.filesystem.deny[i];
+    if (d.absolute && d.matches(plan.workspace)) {
+      return make_error("workspace " + plan.workspace + " is denied by filesystem.deny[" +
+                        std::to_string(i) + "] (\"" + d.text + "\")");
+    }
+  }
+  struct stat ws_st {};
+  if (::stat(plan.workspace.c_str(), &ws_st) != 0) {
+    return sys_error("stat(\"" + plan.workspace + "\")");
+  }
+  plan.ids = choose_ids(host, ws_st);
+  plan.cwd = is_under(host.cwd, plan.workspace) ? host.cwd : plan.workspace;
+  plan.home = home;
+  plan.hostname = p.process.hostname.empty() ? "cordon" : p.process.hostname;
+  plan.tty = host.stdin_tty;
+  plan.window = host.window;
+  plan.tmp_size = p.filesystem.tmp;
+  plan.timeout = p.process.timeout;
+  plan.kill_grace = p.process.kill_grace;
+  plan.envp = build_environment(p.process.env, host.env);
+
+  // The system: read-only binds of what exists, symlinks (usr-merged /bin -> usr/bin) as symlinks.
+  for (const auto& d : system_dirs()) {
+    struct stat st {};
+    if (::lstat(d.c_str(), &st) != 0) {
+      continue;
+    }
+    if (S_ISLNK(st.st_mode)) {
+      char buf[PATH_MAX];
+      ssize_t n = ::readlink(d.c_str(), buf, sizeof buf - 1);
+      if (n < 0) {
+        return sys_error("readlink(\"" + d + "\")");
+      }
+      plan.mounts.push_back({MountKind::Symlink, std::string(buf, static_cast<size_t>(n)), d});
+    } else if (S_ISDIR(st.st_mode)) {
+      plan.mounts.push_back({MountKind::BindRo, d, d});
+    }
+  }
+  plan_etc(plan.hostname, plan);
+  plan.mounts.push_back({MountKind::Proc, "", "/proc"});
+  plan_dev(plan);
+
+  // The user layer, parents before children: /tmp, an empty $HOME, the workspace, extra paths.
+  std::vector<MountOp> user;
+  user.push_back({MountKind::Tmpfs, "", "/tmp",
+                  "mode=1777,size=" + std::to_string(std::max<uint64_t>(p.filesystem.tmp, 4096)),
+                  MS_NOSUID | MS_NODEV | MS_NOEXEC, false});
+  if (!home.empty() && home != "/" && home != "/tmp") {
+    user.push_back({MountKind::Tmpfs, "", home,
+                    "mode=0700,size=" + std::to_string(std::max<uint64_t>(p.filesystem.tmp, 4096)) +
+                        ",uid=" + std::to_string(plan.ids.uid) +
+                        ",gid=" + std::to_string(plan.ids.gid),
+                    MS_NOSUID | MS_NODEV, false});
+  }
+  user.push_back({plan.mode == WorkspaceMode::Rw ? MountKind::BindRw : MountKind::BindRo,
+                  plan.workspace, plan.workspace});
+  std::optional<Error> extra_error;
+  auto extra = [&](const std::vector<policy::PathPattern>& pats, MountKind kind,
+                   const char* field) {
+    for (size_t i = 0; i < pats.size(); ++i) {
+      const auto& pat = pats[i];
+      // Globs and workspace-relative entries need no mount of their own: relative ones are in the
+      // workspace already; absolute globs are not expanded on the host (too broad to walk).
+      if (!pat.absolute || pat.has_glob) {
+        continue;
+      }
+      struct stat st {};
+      if (::stat(pat.expanded.c_str(), &st) != 0) {
+        if (errno == ENOENT) {
+          continue;  // an optional extra (e.g. ~/.gitconfig) that this host does not have
+        }
+        if (!extra_error) {
+          extra_error = sys_error(std::string(field) + "[" + std::to_string(i) + "] \"" + pat.text +
+                                      "\": stat(\"" + pat.expanded + "\")",
+                                  "cordon runs as you: grant only paths you can reach");
+        }
+        continue;
+      }
+      if (any_match(p.filesystem.deny, "", pat.expanded)) {
+        continue;  // deny wins over read/write
+      }
+      user.push_back({kind, pat.expanded, pat.expanded});
+    }
+  };
+  extra(p.filesystem.read, MountKind::BindRo, "filesystem.read");
+  extra(p.filesystem.write, MountKind::BindRw, "filesystem.write");
+  if (extra_error) {
+    return *extra_error;
+  }
+  std::stable_sort(user.begin(), user.end(), [](const MountOp& a, const MountOp& b) {
+    return depth(a.target) < depth(b.target);
+  });
+  plan.mounts.insert(plan.mounts.end(), user.begin(), user.end());
+
+  // Deny rules last, so they cover whatever an allow rule made visible.
+  TRY(plan_workspace_rules(plan.workspace, DenyCtx{p.filesystem, plan.mode == WorkspaceMode::Rw},
+                           plan));
+  for (const auto& d : p.filesystem.deny) {
+    if (!d.absolute || d.has_glob || is_under(d.expanded, plan.workspace)) {
+      continue;  // globs and workspace paths were handled by the walk
+    }
+    bool visible = false;
+    for (const auto& m : user) {
+      if ((m.kind == MountKind::BindRo || m.kind == MountKind::BindRw) &&
+          is_under(d.expanded, m.source) && d.expanded != m.source) {
+        visible = true;
+      }
+    }
+    struct stat st {};
+    if (visible && ::lstat(d.expanded.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) {
+      plan.mounts.push_back(
+          {S_ISDIR(st.st_mode) ? MountKind::MaskDir : MountKind::MaskFile, "", d.expanded});
+    }
+  }
+  return plan;
+}
+
+}  // namespace cordon::launcher

@@ -1,0 +1,98 @@
+// LaunchPlan: everything `cordon run` will do, decided and validated on the host before any
+// namespace exists (parse -> plan -> apply). Immutable once built; the child only replays it.
+#pragma once
+
+#include <sys/ioctl.h>
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/base/result.h"
+#include "policy/policy.h"
+
+namespace cordon::launcher {
+
+// Who the sandbox runs as. Inside and outside use the same number, so a file the program creates
+// in an rw workspace is owned on the host by the id the program saw.
+struct IdPlan {
+  uid_t uid = 0;  // inside == outside
+  gid_t gid = 0;
+  // Rootless: the invoking user maps itself (setgroups must be denied first). As root: the ids are
+  // an unprivileged host id and the child must also setresuid/setresgid/setgroups into them,
+  // because its kernel credentials are still host root's until it does.
+  bool rootless = true;
+};
+
+enum class MountKind {
+  BindRo,      // read-only recursive bind, nosuid, nodev (locked flags of the source kept)
+  BindRw,      // read-write recursive bind, nosuid, nodev
+  BindDev,     // a device node from the host /dev (nosuid, noexec; NOT nodev, or it stops working)
+  Symlink,     // source = link text
+  Tmpfs,       // data = mount options; ro = remount read-only once populated
+  EtcOverlay,  // read-only overlay: cordon's files over the host's /etc
+  Proc,        // a fresh procfs of the sandbox's pid namespace
+  Devpts,      // a private devpts instance + /dev/ptmx
+  MaskFile,    // an empty read-only file over a host file
+  MaskDir,     // an empty read-only directory over a host directory
+};
+
+struct MountOp {
+  MountKind kind;
+  std::string source;       // host path (binds), link text (Symlink)
+  std::string target;       // absolute path inside the sandbox (same as on the host for binds)
+  std::string data;         // tmpfs options
+  unsigned long flags = 0;  // extra MS_* flags for Tmpfs
+  bool ro = false;          // Tmpfs: read-only after everything beneath is mounted
+};
+
+// A file cordon writes into the sandbox's /etc (hosts, resolv.conf, ld.so.preload) or an empty
+// one that masks a secret (shadow, ...). `path` is relative to /etc.
+struct EtcFile {
+  std::string path;
+  std::string content;
+  mode_t mode = 0644;
+};
+
+struct LaunchPlan {
+  std::vector<std::string> argv;
+  std::vector<std::string> envp;  // "K=V", already filtered by process.env
+  std::string workspace;          // realpath on the host == path inside
+  policy::WorkspaceMode mode = policy::WorkspaceMode::Rw;
+  std::string cwd;   // inside the sandbox
+  std::string home;  // the user's $HOME: an empty tmpfs inside
+  std::string hostname;
+  IdPlan ids;
+  std::vector<EtcFile> etc_files;
+  std::vector<MountOp> mounts;    // in order; targets are sandbox paths
+  bool tty = false;               // stdin is a terminal: relay through a pty
+  std::optional<winsize> window;  // the terminal's size at start
+  uint64_t tmp_size = 0;
+  policy::Millis timeout{0};
+  policy::Millis kill_grace{0};
+};
+
+// What the plan reads from the host, gathered in one place so tests can build plans for any
+// situation.
+struct HostFacts {
+  uid_t euid = 0;
+  gid_t egid = 0;
+  std::string cwd;
+  std::string home;  // $HOME
+  std::optional<uid_t> sudo_uid;
+  std::optional<gid_t> sudo_gid;
+  bool stdin_tty = false;
+  std::optional<winsize> window;
+  char** env = nullptr;
+
+  static HostFacts current();
+};
+
+Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::string>& argv,
+                              const HostFacts& host);
+
+// "/" plus the system directories that are bound read-only (those that exist on this host).
+const std::vector<std::string>& system_dirs();
+
+}  // namespace cordon::launcher

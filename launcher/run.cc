@@ -1,0 +1,311 @@
+// `cordon run`: overrides -> Policy -> LaunchPlan -> clone -> supervise -> exit status. The one
+// place cordon's own failures are reported ("cordon: ...", exit 125).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "launcher/channel.h"
+#include "launcher/commands.h"
+#include "launcher/contain.h"
+#include "launcher/limits.h"
+#include "launcher/namespaces.h"
+#include "launcher/plan.h"
+#include "launcher/seccomp.h"
+#include "launcher/session.h"
+#include "launcher/supervise.h"
+#include "launcher/userns.h"
+#include "policy/loader.h"
+
+namespace cordon::launcher {
+namespace {
+
+using policy::PolicyError;
+
+// A bad command-line value: `--memory: "12Q" is not a size (use e.g. 512M, 2G)`.
+[[noreturn]] void bad_flag(const std::string& flag, const std::string& value,
+                           const std::string& what) {
+  throw PolicyError("", flag + ": \"" + value + "\" " + what);
+}
+
+std::optional<uint64_t> parse_uint(const std::string& s) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 10) {
+    return std::nullopt;
+  }
+  uint64_t v = std::stoull(s);
+  if (v > UINT32_MAX) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+void apply_overrides(const RunOptions& o, policy::Policy& p, const std::string& home) {
+  auto& fs = p.filesystem;
+  auto& pr = p.process;
+  if (o.workspace) {
+    fs.workspace = *o.workspace;
+  }
+  if (o.mode) {
+    if (*o.mode == "cow") {
+      fs.mode = policy::WorkspaceMode::Cow;
+    } else if (*o.mode == "ro") {
+      fs.mode = policy::WorkspaceMode::Ro;
+    } else if (*o.mode == "rw") {
+      fs.mode = policy::WorkspaceMode::Rw;
+    } else {
+      bad_flag("--mode", *o.mode, "is not a workspace mode (use cow, ro or rw)");
+    }
+  }
+  if (o.memory) {
+    auto v = policy::parse_size(*o.memory);
+    if (!v) {
+      bad_flag("--memory", *o.memory, "is not a size (use e.g. 512M, 2G)");
+    }
+    pr.memory = *v;
+  }
+  if (o.cpus) {
+    char* end = nullptr;
+    double v = std::strtod(o.cpus->c_str(), &end);
+    if (o.cpus->empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 4096) {
+      bad_flag("--cpus", *o.cpus, "is not a number of cores (use e.g. 0.5, 2; 0 for no limit)");
+    }
+    pr.cpus = v;
+  }
+  if (o.pids) {
+    auto v = parse_uint(*o.pids);
+    if (!v) {
+      bad_flag("--pids", *o.pids, "is not a count (use e.g. 512; 0 for no limit)");
+    }
+    pr.pids = static_cast<uint32_t>(*v);
+  }
+  if (o.nofile) {
+    auto v = parse_uint(*o.nofile);
+    if (!v || *v == 0) {
+      bad_flag("--nofile", *o.nofile, "is not a count of open files (use e.g. 1024)");
+    }
+    pr.nofile = static_cast<uint32_t>(*v);
+  }
+  if (o.timeout) {
+    auto v = policy::parse_duration(*o.timeout);
+    if (!v) {
+      bad_flag("--timeout", *o.timeout, "is not a duration (use e.g. 90s, 30m, 2h; 0 for none)");
+    }
+    pr.timeout = *v;
+  }
+  for (const auto& name : o.env_keep) {
+    if (name.empty() || name.find('=') != std::string::npos) {
+      bad_flag("--env-keep", name, "is not a variable name");
+    }
+    pr.env.keep.push_back(name);
+  }
+  for (const auto& kv : o.env_set) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      bad_flag("--env-set", kv, "is not NAME=VALUE");
+    }
+    pr.env.set[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& h : o.allow_host) {
+    std::string why;
+    auto pat = policy::HostPattern::parse(h, &why);
+    if (!pat) {
+      bad_flag("--allow-host", h, "is not a host pattern: " + why);
+    }
+    p.network.allow.push_back(*pat);
+  }
+  (void)home;
+}
+
+std::string human_size(uint64_t b) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (v == std::floor(v)) {
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, units[u]);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  }
+  return buf;
+}
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "cordon: %s\n", msg.c_str());
+  return kExitCordonFailed;
+}
+
+// Kills and reaps a child that never got released (setup failed on the parent side).
+void abandon(const ClonedChild& c) {
+  ::kill(c.pid, SIGKILL);
+  int st;
+  ::waitpid(c.pid, &st, 0);
+}
+
+}  // namespace
+
+int run_command(const RunOptions& opts) {
+  auto t0 = std::chrono::steady_clock::now();
+  HostFacts host = HostFacts::current();
+
+  // Parse: policy file (or the embedded default) plus command-line overrides.
+  policy::Policy pol;
+  try {
+    policy::LoadOptions lo;
+    lo.home = host.home;
+    pol = opts.policy_file ? policy::load_policy_file(*opts.policy_file, lo)
+                           : policy::default_policy(lo);
+    apply_overrides(opts, pol, host.home);
+  } catch (const PolicyError& e) {
+    return fail(e.what());
+  }
+
+  // Plan: everything decided and validated before any namespace exists.
+  auto plan = build_plan(pol, opts.argv, host);
+  if (!plan.ok()) {
+    return fail(plan.error().to_string());
+  }
+  auto seccomp = compile_seccomp(pol.process.seccomp);
+  if (!seccomp.ok()) {
+    return fail("seccomp: " + seccomp.error().to_string());
+  }
+  auto session = Session::create(pol, opts.argv, plan->workspace);
+  if (!session.ok()) {
+    return fail("session record: " + session.error().to_string());
+  }
+  auto limits = Limits::create(pol.process, session->id());
+  if (!limits.ok()) {
+    return fail("limits: " + limits.error().to_string());
+  }
+
+  SessionEnd end;
+  end.limits_backend = limits->describe();
+  auto finish = [&](int code) {
+    end.exit_code = code;
+    end.duration = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - t0);
+    auto f = session->finish(end);
+    if (!f.ok()) {
+      std::fprintf(stderr, "cordon: session record: %s\n", f.error().to_string().c_str());
+    }
+    if (!opts.quiet) {
+      std::fputs(session->summary(end).c_str(), stderr);
+    }
+    return code;
+  };
+  auto setup_failed = [&](const std::string& msg) {
+    std::fprintf(stderr, "cordon: %s\n", msg.c_str());
+    end.error = msg;
+    return finish(kExitCordonFailed);
+  };
+
+  // Apply: signals are blocked before clone so none is lost between clone and the signalfd. They
+  // stay blocked until cordon exits: one arriving after the program ended (a hangup while the
+  // record is written) must not turn the program's exit status into cordon's death by signal.
+  sigset_t host_mask;
+  sigset_t sup = supervised_signals();
+  ::sigprocmask(SIG_BLOCK, &sup, &host_mask);
+
+  auto channel = make_channel();
+  if (!channel.ok()) {
+    return setup_failed(channel.error().to_string());
+  }
+  const LaunchPlan& lp = *plan;
+  const Limits& lim = *limits;
+  const SeccompProgram& sc = *seccomp;
+  int child_end = channel->child.get();
+  auto child = clone_sandbox([&] {
+    channel->parent.reset();
+    contain({lp, lim, sc, child_end, host_mask});
+  });
+  channel->child.reset();
+  if (!child.ok()) {
+    return setup_failed(child.error().to_string());
+  }
+  // The child waits on the channel while its ids are mapped and its cgroup is set.
+  if (auto s = write_id_maps_from_parent(child->pid, lp.ids); !s.ok()) {
+    abandon(*child);
+    return setup_failed("user namespace: " + s.error().to_string());
+  }
+  if (auto s = limits->add_process(child->pid); !s.ok()) {
+    abandon(*child);
+    return setup_failed("limits: " + s.error().to_string());
+  }
+  if (auto s = release_child(channel->parent.get()); !s.ok()) {
+    abandon(*child);
+    return setup_failed(s.error().to_string());
+  }
+
+  // Off the critical path: the child is composing its root meanwhile.
+  if (auto s = session->started(child->pid, end.limits_backend); !s.ok()) {
+    std::fprintf(stderr, "cordon: session record: %s\n", s.error().to_string().c_str());
+  }
+  if (!opts.quiet && ::isatty(2) == 1) {
+    std::fprintf(stderr, "cordon: %s\n", end.limits_backend.c_str());
+  }
+
+  SuperviseSpec spec;
+  spec.init_pid = child->pid;
+  spec.pidfd = child->pidfd.get();
+  spec.channel = channel->parent.get();
+  spec.signals = sup;
+  spec.timeout = lp.timeout;
+  spec.kill_grace = lp.kill_grace;
+  spec.limits = &lim;
+  Outcome out = supervise(spec);
+  end.usage = limits->usage();
+
+  if (out.setup_error) {
+    return setup_failed(*out.setup_error);
+  }
+  if (out.exec_errno) {
+    int e = *out.exec_errno;
+    const std::string& cmd = lp.argv[0];
+    if (e == ENOENT || e == ENOTDIR) {
+      std::fprintf(stderr, "cordon: %s: command not found\n", cmd.c_str());
+      end.error = cmd + ": command not found";
+      return finish(kExitNotFound);
+    }
+    std::fprintf(stderr, "cordon: %s: %s\n", cmd.c_str(), std::strerror(e));
+    end.error = cmd + ": " + std::strerror(e);
+    return finish(kExitCannotExec);
+  }
+  if (out.timed_out) {
+    end.timed_out = true;
+    end.limit_hit = "timeout";
+    std::fprintf(stderr, "cordon: killed: timeout (%s) reached\n",
+                 policy::format_duration(lp.timeout).c_str());
+    return finish(kExitTimeout);
+  }
+  // The program's own status (from init); init's status if init died before it could report.
+  int st = out.program_status.value_or(out.init_status);
+  if (WIFSIGNALED(st)) {
+    int sig = WTERMSIG(st);
+    end.signal = sig;
+    if (sig == SIGKILL && end.usage.oom_killed) {
+      end.limit_hit = "memory";
+      std::fprintf(stderr, "cordon: killed: memory limit (%s) reached\n",
+                   human_size(pol.process.memory).c_str());
+    } else if (end.usage.pids_limit_hit) {
+      end.limit_hit = "pids";
+    }
+    return finish(128 + sig);
+  }
+  if (end.usage.oom_killed) {
+    end.limit_hit = "memory";
+  } else if (end.usage.pids_limit_hit) {
+    end.limit_hit = "pids";
+  }
+  return finish(WIFEXITED(st) ? WEXITSTATUS(st) : kExitCordonFailed);
+}
+
+}  // namespace cordon::launcher

@@ -1,0 +1,502 @@
+// The session record written by `cordon run`: the directory, policy.json, session.start,
+// limit.hit/session.end events and summary.json.
+#include "launcher/session.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "launcher/session_store.h"
+#include "launcher/session_text.h"
+#include "policy/serialize.h"
+
+namespace cordon::launcher {
+
+namespace {
+
+constexpr int kMaxIdAttempts = 16;
+// summary.json's event counts come from a bounded scan so a huge log cannot stall the exit.
+constexpr size_t kMaxScanBytes = 16u << 20;
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+std::string home_dir() {
+  std::string home = env_or_empty("HOME");
+  if (!home.empty()) {
+    return home;
+  }
+  struct passwd pw;
+  struct passwd* res = nullptr;
+  char buf[4096];
+  if (getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &res) == 0 && res != nullptr &&
+      res->pw_dir != nullptr) {
+    return res->pw_dir;
+  }
+  return "/";
+}
+
+// mkdir -p with mode 0700 for every directory cordon creates; existing ones are left alone.
+Status make_dirs(const std::string& path) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') {
+      continue;
+    }
+    std::string prefix = path.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+      return sys_error("mkdir(\"" + prefix + "\", 0700)",
+                       "set CORDON_STATE_DIR to a writable directory");
+    }
+  }
+  return {};
+}
+
+std::string current_dir() {
+  char buf[4096];
+  return ::getcwd(buf, sizeof buf) != nullptr ? std::string(buf) : std::string();
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) {
+    return {};
+  }
+  return buf;
+}
+
+std::string rfc3339_of(std::chrono::system_clock::time_point tp) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch()).count();
+  time_t secs = static_cast<time_t>(us / 1000000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(us % 1000000));
+  return buf;
+}
+
+Status write_all(int fd, const std::string& data, const std::string& what) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return sys_error("write(" + what + ")");
+    }
+    off += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+std::string pretty_json(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+// Creates dir/<name> exclusively (never through a symlink) and writes `data` to it; `mtime`, when
+// given, is stamped on it with full nanosecond precision.
+Status write_new_file(int dir_fd, const char* name, const std::string& data, bool sync,
+                      const struct timespec* mtime = nullptr) {
+  int fd = ::openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return sys_error(std::string("openat(session dir, \"") + name + "\", O_CREAT|O_EXCL)");
+  }
+  UniqueFd f(fd);
+  TRY(write_all(fd, data, name));
+  if (mtime != nullptr) {
+    const struct timespec times[2] = {*mtime, *mtime};
+    if (::futimens(fd, times) != 0) {
+      return sys_error(std::string("futimens(") + name + ")");
+    }
+  }
+  if (sync && ::fsync(fd) != 0) {
+    return sys_error(std::string("fsync(") + name + ")");
+  }
+  if (::close(f.release()) != 0) {
+    return sys_error(std::string("close(") + name + ")");
+  }
+  return {};
+}
+
+// The top-level "kind" of one events.jsonl line, found by a structural scan instead of a full
+// parse (5-10x faster, and finish() is on the exit path). nullopt when the line is not a
+// balanced JSON object or has no string "kind" at the top level.
+std::optional<std::string> top_level_kind(std::string_view line) {
+  if (line.size() < 2 || line.front() != '{' || line.back() != '}') {
+    return std::nullopt;
+  }
+  int depth = 0;
+  bool in_string = false, escaped = false, expect_key = false, want_value = false;
+  size_t str_start = 0;
+  std::optional<std::string> kind;
+  bool key_is_kind = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+        if (depth == 1) {
+          std::string_view text = line.substr(str_start, i - str_start);
+          if (expect_key) {
+            key_is_kind = text == "kind";
+            expect_key = false;
+          } else if (want_value && key_is_kind) {
+            if (text.find('\\') != std::string_view::npos) {
+              return std::nullopt;  // escaped kind: let the caller parse it properly
+            }
+            kind = std::string(text);
+          }
+          want_value = false;
+        }
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        str_start = i + 1;
+        break;
+      case '{':
+      case '[':
+        ++depth;
+        expect_key = depth == 1;
+        want_value = false;
+        break;
+      case '}':
+      case ']':
+        if (--depth < 0 || (depth == 0 && i + 1 != line.size())) {
+          return std::nullopt;
+        }
+        break;
+      case ',':
+        expect_key = depth == 1;
+        break;
+      case ':':
+        want_value = depth == 1;
+        break;
+      default:
+        want_value = want_value && (c == ' ');
+        break;
+    }
+  }
+  if (depth != 0 || in_string) {
+    return std::nullopt;
+  }
+  return kind;
+}
+
+// Counts events by kind over the first kMaxScanBytes of events.jsonl.
+nlohmann::json count_events(int dir_fd) {
+  nlohmann::json out = nlohmann::json::object();
+  std::map<std::string, uint64_t, std::less<>> kinds;
+  uint64_t total = 0, unparseable = 0;
+  bool truncated = false;
+  if (auto fd = store::open_file(dir_fd, "events.jsonl"); fd.ok()) {
+    auto scanned = store::for_each_line(
+        fd->get(), kMaxScanBytes, [&](size_t, std::string_view line, bool complete) {
+          if (line.empty() && complete) {
+            return;
+          }
+          ++total;
+          std::optional<std::string> kind;
+          if (complete) {
+            kind = top_level_kind(line);
+            if (!kind) {
+              auto j = store::parse_event(line);
+              if (j.is_object() && j.contains("kind") && j["kind"].is_string()) {
+                kind = j["kind"].get<std::string>();
+              }
+            }
+          }
+          if (kind) {
+            ++kinds[*kind];
+          } else {
+            ++unparseable;
+          }
+        });
+    truncated = scanned.ok() && *scanned;
+  }
+  out["total"] = total;
+  out["by_kind"] = kinds;
+  if (unparseable > 0) {
+    out["unparseable"] = unparseable;
+  }
+  if (truncated) {
+    out["truncated_at_bytes"] = kMaxScanBytes;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string sessions_root() {
+  std::string state = env_or_empty("CORDON_STATE_DIR");
+  if (!state.empty()) {
+    return state + "/sessions";
+  }
+  if (::geteuid() == 0) {
+    return "/var/lib/cordon/sessions";
+  }
+  std::string xdg = env_or_empty("XDG_STATE_HOME");
+  // The XDG spec says a relative value is invalid and must be ignored.
+  if (!xdg.empty() && xdg[0] == '/') {
+    return xdg + "/cordon/sessions";
+  }
+  return home_dir() + "/.local/state/cordon/sessions";
+}
+
+SessionPaths session_paths(const std::string& root, const std::string& id) {
+  SessionPaths p;
+  p.dir = root + "/" + id;
+  p.policy = p.dir + "/policy.json";
+  p.events = p.dir + "/events.jsonl";
+  p.summary = p.dir + "/summary.json";
+  p.upper = p.dir + "/upper";
+  p.snapshots = p.dir + "/snapshots";
+  p.control = p.dir + "/control.sock";
+  return p;
+}
+
+Result<Session> Session::create(const policy::Policy& effective,
+                                const std::vector<std::string>& argv,
+                                const std::string& workspace) {
+  const std::string root = sessions_root();
+  TRY(make_dirs(root));
+  ASSIGN_OR_RETURN(UniqueFd root_fd, store::open_root(root));
+
+  // mkdir, not mkdir -p: EEXIST means another session took this id in the same second.
+  auto now = std::chrono::system_clock::now();
+  int64_t secs = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  std::string id;
+  for (int attempt = 0;; ++attempt) {
+    uint8_t rnd[3];
+    if (::getrandom(rnd, sizeof rnd, 0) != static_cast<ssize_t>(sizeof rnd)) {
+      return sys_error("getrandom(3 bytes) for a session id");
+    }
+    id = store::make_session_id(secs, (uint32_t{rnd[0]} << 16) | (uint32_t{rnd[1]} << 8) | rnd[2]);
+    if (::mkdirat(root_fd.get(), id.c_str(), 0700) == 0) {
+      break;
+    }
+    if (errno != EEXIST || attempt + 1 >= kMaxIdAttempts) {
+      return sys_error("mkdirat(\"" + root + "\", \"" + id + "\", 0700)",
+                       "set CORDON_STATE_DIR to a writable directory");
+    }
+  }
+
+  Session s;
+  s.id_ = id;
+  s.paths_ = session_paths(root, id);
+  s.argv_ = argv;
+  s.workspace_ = workspace;
+  s.t0_ = std::chrono::steady_clock::now();
+  s.started_at_ = rfc3339_of(now);
+  s.memory_limit_ = effective.process.memory;
+  s.pids_limit_ = effective.process.pids;
+  s.timeout_ = effective.process.timeout;
+
+  // On failure below, remove the half-made directory so `cordon ls` does not list a ghost.
+  auto fail = [&](Error e) -> Error {
+    for (const char* name : {"events.jsonl", "policy.json", "upper", "snapshots"}) {
+      ::unlinkat(root_fd.get(), (id + "/" + name).c_str(), 0);
+      ::unlinkat(root_fd.get(), (id + "/" + name).c_str(), AT_REMOVEDIR);
+    }
+    ::unlinkat(root_fd.get(), id.c_str(), AT_REMOVEDIR);
+    return std::move(e).with_context("creating session " + s.paths_.dir);
+  };
+
+  int dfd = ::openat(root_fd.get(), id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) {
+    return fail(sys_error("openat(\"" + id + "\", O_DIRECTORY)"));
+  }
+  s.dir_.reset(dfd);
+
+  // No fsync here: create() is on the start-up path; finish() syncs what must survive.
+  // Paths and argv are bytes, not necessarily UTF-8: replace, never throw, when serialising.
+  std::string policy_text = pretty_json(policy::to_json(effective));
+  // policy.json's mtime is the creation instant to the nanosecond (the kernel's own timestamps
+  // are only jiffy-precise): it orders sessions whose ids share a second.
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  const struct timespec created = {static_cast<time_t>(ns / 1000000000),
+                                   static_cast<long>(ns % 1000000000)};
+  if (auto st = write_new_file(dfd, "policy.json", policy_text, false, &created); !st.ok()) {
+    return fail(std::move(st).error());
+  }
+  for (const char* sub : {"upper", "snapshots"}) {
+    if (::mkdirat(dfd, sub, 0700) != 0) {
+      return fail(sys_error(std::string("mkdirat(\"") + sub + "\", 0700)"));
+    }
+  }
+  int efd = ::openat(dfd, "events.jsonl",
+                     O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (efd < 0) {
+    return fail(sys_error("openat(\"events.jsonl\", O_APPEND|O_CREAT|O_EXCL)"));
+  }
+  s.events_ = record::EventLog::adopt(UniqueFd(efd), id, "launcher");
+  return s;
+}
+
+Status Session::started(pid_t init_pid, const std::string& limits_line) {
+  init_pid_ = init_pid;
+  limits_line_ = limits_line;
+  nlohmann::json f = {
+      {"argv", argv_},
+      {"workspace", workspace_},
+      {"cwd", current_dir()},
+      {"uid", ::getuid()},
+      {"limits", limits_line},
+      {"init_pid", init_pid},
+      {"cordon_version", CORDON_VERSION},
+      {"hostname", host_name()},
+  };
+  return events_.emit("session.start", std::move(f));
+}
+
+SessionEnd Session::with_limits(SessionEnd end) const {
+  if (end.memory_limit == 0) {
+    end.memory_limit = memory_limit_;
+  }
+  if (end.pids_limit == 0) {
+    end.pids_limit = pids_limit_;
+  }
+  if (end.timeout.count() == 0) {
+    end.timeout = timeout_;
+  }
+  return end;
+}
+
+std::string Session::summary(const SessionEnd& end) const {
+  return format_summary(id_, with_limits(end));
+}
+
+Status Session::finish(const SessionEnd& given) {
+  if (!dir_.valid()) {
+    return make_error("Session::finish on a session that was never created");
+  }
+  if (finished_) {
+    return make_error("Session::finish called twice for " + id_ + "; the first end stands");
+  }
+  finished_ = true;
+  const SessionEnd end = with_limits(given);
+  Status first_error;
+  auto keep = [&](Status st) {
+    if (!st.ok() && first_error.ok()) {
+      first_error = std::move(st);
+    }
+  };
+
+  // A writer that died mid-line (or hit a full disk) left a line without its newline: end it, so
+  // the torn fragment does not swallow the session.end appended after it. Racing appenders can
+  // only turn this into an empty line, which readers skip.
+  // (A separate read fd: the log's own fd stays write-only, it may be handed to other pieces.)
+  if (auto rfd = store::open_file(dir_.get(), "events.jsonl"); rfd.ok() && events_.enabled()) {
+    struct stat st;
+    char last = '\n';
+    if (::fstat(rfd->get(), &st) == 0 && st.st_size > 0 &&
+        ::pread(rfd->get(), &last, 1, st.st_size - 1) == 1 && last != '\n') {
+      keep(write_all(events_.fd(), "\n", "events.jsonl"));
+    }
+  }
+
+  // Every limit that was reached, once, whichever way the launcher learned about it.
+  std::set<std::string> hits;
+  if (!end.limit_hit.empty()) {
+    hits.insert(end.limit_hit);
+  }
+  if (end.usage.oom_killed) {
+    hits.insert("memory");
+  }
+  if (end.usage.pids_limit_hit) {
+    hits.insert("pids");
+  }
+  if (end.timed_out) {
+    hits.insert("timeout");
+  }
+  for (const auto& limit : hits) {
+    nlohmann::json f = {{"limit", limit}};
+    // The configured limit that was reached, always as {"value", "unit"}.
+    if (limit == "memory") {
+      f["value"] = end.memory_limit;
+      f["unit"] = "bytes";
+    } else if (limit == "pids") {
+      f["value"] = end.pids_limit;
+      f["unit"] = "tasks";
+    } else if (limit == "timeout") {
+      f["value"] = end.timeout.count();
+      f["unit"] = "ms";
+    }
+    keep(events_.emit("limit.hit", std::move(f)));
+  }
+
+  nlohmann::json fields = {
+      {"exit_code", end.exit_code},
+      {"timed_out", end.timed_out},
+      {"duration_ms", end.duration.count()},
+      {"peak_memory", end.usage.peak_memory},
+      {"cpu_ms", end.usage.cpu.count() / 1000},
+      {"limits_backend", end.limits_backend},
+  };
+  if (end.signal) {
+    fields["signal"] = *end.signal;
+    fields["signal_name"] = text::signal_name(*end.signal);
+  }
+  if (!hits.empty()) {
+    fields["limits_hit"] = hits;
+  }
+  if (!end.error.empty()) {
+    fields["error"] = end.error;
+  }
+  keep(events_.emit("session.end", fields));
+
+  // The log is complete from here on for what matters: make it durable before the summary that
+  // describes it, so a crash never leaves a summary that counts events the disk lost.
+  if (events_.enabled() && ::fdatasync(events_.fd()) != 0) {
+    keep(sys_error("fdatasync(events.jsonl)"));
+  }
+
+  nlohmann::json summary = fields;
+  summary["session"] = id_;
+  summary["argv"] = argv_;
+  summary["workspace"] = workspace_;
+  summary["uid"] = ::getuid();
+  summary["cordon_version"] = CORDON_VERSION;
+  summary["started_at"] = started_at_;
+  summary["ended_at"] = record::now_rfc3339();
+  summary["init_pid"] = init_pid_;
+  summary["limits"] = limits_line_;
+  summary["events"] = count_events(dir_.get());
+
+  // tmp + fsync + rename + fsync(dir): readers see no summary or the whole of it, never a part.
+  const char* tmp = "summary.json.tmp";
+  ::unlinkat(dir_.get(), tmp, 0);  // left by a crash between write and rename
+  Status written = write_new_file(dir_.get(), tmp, pretty_json(summary), true);
+  if (!written.ok()) {
+    ::unlinkat(dir_.get(), tmp, 0);
+    keep(std::move(written));
+  } else if (::renameat(dir_.get(), tmp, dir_.get(), "summary.json") != 0) {
+    keep(sys_error("renameat(summary.json.tmp, summary.json)"));
+  } else if (::fsync(dir_.get()) != 0) {
+    keep(sys_error("fsync(session dir)"));
+  }
+  return first_error;
+}
+
+}  // namespace cordon::launcher

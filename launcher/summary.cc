@@ -1,0 +1,72 @@
+// format_summary: the few "cordon: " lines printed on stderr when `cordon run` ends.
+#include <signal.h>
+#include <string.h>
+
+#include <cstdio>
+
+#include "launcher/session.h"
+#include "launcher/session_text.h"
+
+namespace cordon::launcher {
+
+std::string format_summary(const std::string& id, const SessionEnd& end) {
+  std::string out = "cordon: session " + id + " ";
+  std::string how;
+  if (end.signal) {
+    how = "terminated by " + text::signal_name(*end.signal) + " (exit " +
+          std::to_string(end.exit_code) + ")";
+  } else {
+    how = "exit " + std::to_string(end.exit_code);
+  }
+  out +=
+      (end.error.empty() ? "ended: " : "failed: ") + how + " after " + text::duration(end.duration);
+  std::string usage;
+  if (end.usage.cpu.count() > 0) {
+    usage = "cpu " +
+            text::duration(std::chrono::duration_cast<std::chrono::milliseconds>(end.usage.cpu));
+  }
+  if (end.usage.peak_memory > 0) {
+    usage += (usage.empty() ? "" : ", ") + std::string("peak memory ") +
+             text::size(end.usage.peak_memory);
+  }
+  if (!usage.empty()) {
+    out += " (" + usage + ")";
+  }
+  out += "\n";
+
+  if (!end.error.empty()) {
+    out += "cordon: error: " + text::one_line(end.error, 200) + "\n";
+  }
+  if (end.timed_out || end.limit_hit == "timeout") {
+    out += "cordon: timed out after " +
+           text::duration(end.timeout.count() > 0 ? end.timeout : end.duration) + "; sent SIGTERM";
+    if (end.signal && *end.signal == SIGKILL) {
+      out += ", then SIGKILL";
+    }
+    out += "\n";
+  } else if (end.limit_hit == "memory" || (end.limit_hit.empty() && end.usage.oom_killed)) {
+    out += "cordon: killed: memory limit";
+    if (end.memory_limit > 0) {
+      out += " (" + text::size(end.memory_limit) + ")";
+    }
+    out += " reached\n";
+  } else if (end.limit_hit == "pids" || (end.limit_hit.empty() && end.usage.pids_limit_hit)) {
+    out += "cordon: process limit";
+    if (end.pids_limit > 0) {
+      out += " (" + std::to_string(end.pids_limit) + " tasks)";
+    }
+    out += " reached: a fork or clone was refused\n";
+  } else if (!end.limit_hit.empty()) {
+    out += "cordon: " + text::one_line(end.limit_hit, 60) + " limit reached\n";
+  }
+  if (!end.limits_backend.empty()) {
+    // Limits::describe() already reads "limits: ...".
+    std::string line = text::one_line(end.limits_backend, 200);
+    out +=
+        line.rfind("limits:", 0) == 0 ? "cordon: " + line + "\n" : "cordon: limits: " + line + "\n";
+  }
+  out += "cordon: log: cordon log " + id + "\n";
+  return out;
+}
+
+}  // namespace cordon::launcher

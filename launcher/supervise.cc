@@ -1,0 +1,171 @@
+// The parent's poll loop: report channel, signalfd, pidfd, timerfd and the pty relay.
+#include "launcher/supervise.h"
+
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "launcher/channel.h"
+#include "launcher/init.h"
+#include "launcher/pty.h"
+
+namespace cordon::launcher {
+namespace {
+
+// After init exits every process of the sandbox is gone, so the pty hangs up at once; this only
+// bounds the drain if something unforeseen keeps it open.
+constexpr int kDrainMs = 2000;
+
+void arm(int tfd, policy::Millis d) {
+  itimerspec its{};
+  auto ms = std::max<int64_t>(d.count(), 1);
+  its.it_value.tv_sec = ms / 1000;
+  its.it_value.tv_nsec = (ms % 1000) * 1000000;
+  ::timerfd_settime(tfd, 0, &its, nullptr);
+}
+
+int pidfd_signal(int pidfd, int sig) {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+}  // namespace
+
+sigset_t supervised_signals() {
+  sigset_t s;
+  sigemptyset(&s);
+  for (int sig : kForwardedSignals) {
+    sigaddset(&s, sig);
+  }
+  // Blocked, never read: a closed stdout shows up as EPIPE from write() instead of killing cordon
+  // before it restored the terminal and wrote the session record.
+  sigaddset(&s, SIGPIPE);
+  return s;
+}
+
+Outcome supervise(const SuperviseSpec& spec) {
+  Outcome out;
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int sig : kForwardedSignals) {
+    sigaddset(&handled, sig);
+  }
+  UniqueFd sfd(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+  UniqueFd tfd;
+  if (spec.timeout.count() > 0) {
+    tfd.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    if (tfd) {
+      arm(tfd.get(), spec.timeout);
+    }
+  }
+  std::optional<PtyRelay> relay;
+  RawTerminal raw;
+  bool init_exited = false, channel_eof = false, killed = false;
+
+  for (;;) {
+    if (init_exited && channel_eof && (!relay || relay->done())) {
+      break;
+    }
+    pollfd fds[8];
+    int n = 0;
+    fds[n++] = {channel_eof ? -1 : spec.channel, POLLIN, 0};  // 0
+    fds[n++] = {sfd.get(), POLLIN, 0};                        // 1
+    fds[n++] = {init_exited ? -1 : spec.pidfd, POLLIN, 0};    // 2
+    fds[n++] = {tfd.get(), POLLIN, 0};                        // 3
+    int relay_at = n;
+    if (relay) {
+      n += relay->fill(&fds[n]);
+    }
+    int r = ::poll(fds, static_cast<nfds_t>(n), init_exited ? kDrainMs : -1);
+    if (r < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      std::perror("cordon: poll");
+      break;
+    }
+    if (r == 0) {
+      break;  // drain bound reached after init's exit
+    }
+    if (fds[0].fd >= 0 && fds[0].revents != 0) {
+      auto m = recv_msg(spec.channel);
+      if (!m.ok() || !m->has_value()) {
+        channel_eof = true;
+      } else {
+        Msg& msg = **m;
+        switch (msg.kind) {
+          case MsgKind::SetupError:
+            out.setup_error = msg.text;
+            break;
+          case MsgKind::ExecError:
+            out.exec_errno = msg.value;
+            break;
+          case MsgKind::ProgramExit:
+            out.program_status = msg.value;
+            break;
+          case MsgKind::PtyMaster:
+            if (msg.fd && !relay) {
+              relay.emplace(0, 1, std::move(msg.fd));
+              auto t = RawTerminal::enter(0);
+              if (t.ok()) {
+                raw = std::move(*t);
+              }
+              relay->copy_window_size(0);
+            }
+            break;
+        }
+      }
+    }
+    if (fds[1].revents != 0) {
+      signalfd_siginfo si{};
+      while (::read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        int sig = static_cast<int>(si.ssi_signo);
+        if (sig == SIGWINCH && relay) {
+          relay->copy_window_size(0);  // the kernel signals the pty's foreground group itself
+        } else if (!init_exited) {
+          pidfd_signal(spec.pidfd, sig);  // init forwards it to the program
+        }
+      }
+    }
+    if (fds[2].fd >= 0 && fds[2].revents != 0) {
+      int st = 0;
+      if (::waitpid(spec.init_pid, &st, 0) == spec.init_pid) {
+        out.init_status = st;
+        init_exited = true;
+      }
+    }
+    if (tfd && fds[3].revents != 0) {
+      uint64_t ticks;
+      (void)!::read(tfd.get(), &ticks, sizeof ticks);
+      if (!init_exited && !out.timed_out) {
+        // Phase 1: SIGTERM to every process of the sandbox, through init.
+        out.timed_out = true;
+        sigval v{};
+        v.sival_int = kTerminateTree;
+        ::sigqueue(spec.init_pid, SIGTERM, v);
+        arm(tfd.get(), spec.kill_grace);
+      } else if (!init_exited && !killed) {
+        // Phase 2: SIGKILL init; the kernel then kills the whole pid namespace.
+        killed = true;
+        pidfd_signal(spec.pidfd, SIGKILL);
+        if (spec.limits != nullptr) {
+          spec.limits->kill_all();
+        }
+      }
+    }
+    if (relay) {
+      relay->handle(&fds[relay_at], n - relay_at);
+    }
+  }
+  if (out.timed_out && spec.limits != nullptr) {
+    spec.limits->kill_all();
+  }
+  raw.restore();
+  return out;
+}
+
+}  // namespace cordon::launcher

@@ -1,0 +1,43 @@
+// The parent side while the sandbox runs: report channel, signal forwarding, terminal relay,
+// wall-clock timeout, and the sandbox's end.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+#include "launcher/limits.h"
+#include "policy/base/unique_fd.h"
+#include "policy/policy.h"
+
+namespace cordon::launcher {
+
+struct SuperviseSpec {
+  pid_t init_pid = -1;
+  int pidfd = -1;
+  int channel = -1;           // parent end of the report channel
+  sigset_t signals;           // blocked by the caller before clone; read here through a signalfd
+  policy::Millis timeout{0};  // 0 = none
+  policy::Millis kill_grace{0};
+  const Limits* limits = nullptr;
+};
+
+// What happened, as observed; run.cc turns it into an exit code and messages.
+struct Outcome {
+  std::optional<std::string> setup_error;  // cordon's own failure inside the sandbox
+  std::optional<int> exec_errno;           // execve of the program failed
+  std::optional<int> program_status;       // raw wait status of the program (from init)
+  int init_status = 0;                     // raw wait status of init
+  bool timed_out = false;
+};
+
+// The signals cordon blocks before clone and handles synchronously.
+sigset_t supervised_signals();
+
+// Runs until init has exited and everything it said was read (and, with a terminal, the pty
+// drained). Puts the terminal in raw mode once the pty arrives and restores it before returning.
+Outcome supervise(const SuperviseSpec& spec);
+
+}  // namespace cordon::launcher

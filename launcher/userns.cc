@@ -1,0 +1,71 @@
+// The user namespace: id maps (parent side) and the switch into them (child side).
+#include "launcher/userns.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace cordon::launcher {
+namespace {
+
+Status write_proc_file(pid_t pid, const char* name, const std::string& content) {
+  std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return sys_error("open(\"" + path + "\", O_WRONLY)");
+  }
+  ssize_t n = ::write(fd, content.data(), content.size());
+  int saved = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(content.size())) {
+    errno = n < 0 ? saved : EIO;
+    std::string shown = content;
+    if (!shown.empty() && shown.back() == '\n') {
+      shown.pop_back();
+    }
+    return sys_error("write(\"" + path + "\", \"" + shown + "\")",
+                     "the id must be one the invoking user owns (rootless) or an existing "
+                     "unprivileged id (as root)");
+  }
+  return {};
+}
+
+}  // namespace
+
+Status write_id_maps_from_parent(pid_t child, const IdPlan& ids) {
+  TRY(write_proc_file(child, "uid_map",
+                      std::to_string(ids.uid) + " " + std::to_string(ids.uid) + " 1\n"));
+  if (ids.rootless) {
+    TRY(write_proc_file(child, "setgroups", "deny\n"));
+  }
+  TRY(write_proc_file(child, "gid_map",
+                      std::to_string(ids.gid) + " " + std::to_string(ids.gid) + " 1\n"));
+  return {};
+}
+
+Status become_sandbox_user_in_child(const IdPlan& ids) {
+  if (ids.rootless) {
+    return {};
+  }
+  // Host root's supplementary groups (gid 0 among them) would otherwise ride into the sandbox.
+  if (::setgroups(0, nullptr) != 0) {
+    return sys_error("setgroups(0, NULL)");
+  }
+  if (::setresgid(ids.gid, ids.gid, ids.gid) != 0) {
+    return sys_error("setresgid(" + std::to_string(ids.gid) + ")");
+  }
+  if (::setresuid(ids.uid, ids.uid, ids.uid) != 0) {
+    return sys_error("setresuid(" + std::to_string(ids.uid) + ")");
+  }
+  return {};
+}
+
+std::string userns_disabled_hint() {
+  return "unprivileged user namespaces are disabled: sysctl -w "
+         "kernel.unprivileged_userns_clone=1 (Debian) / user.max_user_namespaces=15000 / "
+         "kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu)";
+}
+
+}  // namespace cordon::launcher

@@ -1,0 +1,25 @@
+// The user namespace: id maps written by the parent, the child's switch into the mapped ids.
+#pragma once
+
+#include <sys/types.h>
+
+#include "launcher/plan.h"
+#include "policy/base/result.h"
+
+namespace cordon::launcher {
+
+// Parent side, while the child waits: /proc/PID/uid_map "U U 1", setgroups "deny" (rootless, or
+// the kernel refuses the gid map), gid_map "G G 1". As root the map is still a single
+// unprivileged id: host uid 0 is never mapped into the sandbox.
+Status write_id_maps_from_parent(pid_t child, const IdPlan& ids);
+
+// Child side, right after release: as root, drops supplementary groups and switches the child's
+// kernel credentials (still host root's until now) to the mapped ids. Capabilities in the new
+// namespace survive the switch because uid 0 is not mapped there (no "root -> non-root"
+// transition exists for the kernel to clear them on). Rootless: nothing to do.
+Status become_sandbox_user_in_child(const IdPlan& ids);
+
+// The message for EPERM/ENOSPC from clone(CLONE_NEWUSER).
+std::string userns_disabled_hint();
+
+}  // namespace cordon::launcher

@@ -1,0 +1,383 @@
+// `cordon log` and `cordon ls` over real session directories: pretty and raw output, torn lines,
+// hostile bytes, colour, filters; and the whole `cordon` binary after a real `cordon run`.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "launcher/session.h"
+#include "policy/loader.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/test_env.h"
+
+namespace cordon::launcher {
+namespace {
+
+using cordon::testing::TempDir;
+using nlohmann::json;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    out.push_back(l);
+  }
+  return out;
+}
+
+class LogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* old = std::getenv("CORDON_STATE_DIR");
+    had_old_ = old != nullptr;
+    if (had_old_) {
+      old_ = old;
+    }
+    state_ = tmp_ / "state";
+    ASSERT_EQ(::setenv("CORDON_STATE_DIR", state_.c_str(), 1), 0);
+    root_ = state_ + "/sessions";
+  }
+  void TearDown() override {
+    if (had_old_) {
+      ::setenv("CORDON_STATE_DIR", old_.c_str(), 1);
+    } else {
+      ::unsetenv("CORDON_STATE_DIR");
+    }
+  }
+
+  // A finished session with a launcher start/end around netproxy and fusefs events.
+  Session make_session(bool finish = true) {
+    auto s = Session::create(policy::default_policy(), {"curl", "https://example.test/"}, "/w");
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().to_string());
+    Session session = std::move(s).value();
+    EXPECT_TRUE(session.started(99, "limits: rlimits only").ok());
+    auto proxy = record::EventLog::open(session.paths().events, session.id(), "netproxy");
+    EXPECT_TRUE(proxy.ok());
+    EXPECT_TRUE(proxy
+                    ->emit("net.connect", {{"decision", "allow"},
+                                           {"rule", "network.allow[0]"},
+                                           {"host", "example.test"},
+                                           {"port", 443},
+                                           {"pid", 12}})
+                    .ok());
+    EXPECT_TRUE(proxy
+                    ->emit("net.refused", {{"decision", "deny"},
+                                           {"rule", "network.allow (no match)"},
+                                           {"host", "evil.test"},
+                                           {"port", 80}})
+                    .ok());
+    auto fs = record::EventLog::open(session.paths().events, session.id(), "fusefs");
+    EXPECT_TRUE(fs.ok());
+    EXPECT_TRUE(fs->emit("fs.refused", {{"decision", "deny"},
+                                        {"rule", "filesystem.deny[0]"},
+                                        {"path", "/home/u/.ssh/id_rsa"},
+                                        {"op", "open"}})
+                    .ok());
+    if (finish) {
+      SessionEnd end;
+      end.exit_code = 3;
+      end.duration = std::chrono::milliseconds(2500);
+      EXPECT_TRUE(session.finish(end).ok());
+    }
+    return session;
+  }
+
+  int log(const std::string& id, const LogOptions& opts, std::string* out, std::string* err) {
+    std::ostringstream o, e;
+    int rc = log_command(root_, id, opts, o, e);
+    *out = o.str();
+    *err = e.str();
+    return rc;
+  }
+
+  TempDir tmp_;
+  std::string state_, root_, old_;
+  bool had_old_ = false;
+};
+
+TEST_F(LogTest, PrettyOneLinePerEvent) {
+  Session s = make_session();
+  std::string out, err;
+  ASSERT_EQ(log("last", {}, &out, &err), 0) << err;
+  auto lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 5u) << out;
+  EXPECT_NE(lines[0].find("launcher  session.start"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("argv=[\"curl\",\"https://example.test/\"]"), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("netproxy  net.connect     allow  rule=network.allow[0]  "
+                          "host=example.test  port=443  pid=12"),
+            std::string::npos)
+      << lines[1];
+  EXPECT_NE(lines[2].find("net.refused     deny   rule=\"network.allow (no match)\"  "
+                          "host=evil.test  port=80"),
+            std::string::npos)
+      << lines[2];
+  EXPECT_NE(lines[3].find("fusefs    fs.refused      deny   rule=filesystem.deny[0]  "
+                          "path=/home/u/.ssh/id_rsa  op=open"),
+            std::string::npos)
+      << lines[3];
+  EXPECT_NE(lines[4].find("session.end"), std::string::npos) << lines[4];
+  EXPECT_NE(lines[4].find("exit_code=3"), std::string::npos) << lines[4];
+  EXPECT_NE(lines[4].find("duration=2.5s"), std::string::npos) << "human units: " << lines[4];
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << "no colour unless asked";
+  // Local wall-clock time first: HH:MM:SS.mmm
+  EXPECT_EQ(lines[0][2], ':');
+  EXPECT_EQ(lines[0][8], '.');
+}
+
+TEST_F(LogTest, JsonPrintsRawLinesUnchanged) {
+  Session s = make_session();
+  std::string out, err;
+  LogOptions opts;
+  opts.json = true;
+  ASSERT_EQ(log(s.id(), opts, &out, &err), 0) << err;
+  EXPECT_EQ(out, slurp(s.paths().events));
+}
+
+TEST_F(LogTest, TornAndMalformedLinesDoNotStopTheListing) {
+  Session s = make_session(false);
+  {
+    std::ofstream f(s.paths().events, std::ios::app | std::ios::binary);
+    f << "this is not json\n";
+    f << "{\"kind\":\"net.dns\",\"source\":\"netproxy\",\"ts\":\"x\"}\n";
+    f << "{\"kind\":\"fs.op";  // the writer died here
+  }
+  std::string out, err;
+  ASSERT_EQ(log(s.id().substr(0, 18), {}, &out, &err), 0) << err;
+  auto lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 7u) << out;
+  EXPECT_EQ(lines[4], "(unparseable line 5)");
+  EXPECT_NE(lines[5].find("net.dns"), std::string::npos) << lines[5];
+  EXPECT_EQ(lines[6], "(unparseable line 7)");
+
+  LogOptions opts;
+  opts.json = true;
+  ASSERT_EQ(log(s.id(), opts, &out, &err), 0) << err;
+  EXPECT_EQ(out, slurp(s.paths().events) + "\n") << "raw, the torn tail newline-terminated";
+}
+
+TEST_F(LogTest, DeepNestingAndHugeLinesAreRefusedNotFatal) {
+  Session s = make_session(false);
+  {
+    std::ofstream f(s.paths().events, std::ios::app | std::ios::binary);
+    // 200k levels would overflow the stack of a recursive printer.
+    f << "{\"kind\":\"x\",\"a\":" << std::string(200000, '[') << std::string(200000, ']') << "}\n";
+    // Longer than any line EventLog writes: skipped without being buffered.
+    f << "{\"kind\":\"y\",\"a\":\"" << std::string(3u << 20, 'a') << "\"}\n";
+    // Thousands of fields: the pretty line is capped.
+    json many = {{"kind", "z"}};
+    for (int i = 0; i < 5000; ++i) {
+      many["k" + std::to_string(i)] = i;
+    }
+    f << many.dump() << "\n";
+    f << R"({"kind":"after","ts":"2026-11-22T10:57:47.123456Z"})"
+         "\n";
+  }
+  std::string out, err;
+  LogOptions raw;
+  raw.json = true;
+  ASSERT_EQ(log(s.id(), raw, &out, &err), 0) << err;
+  EXPECT_EQ(out, slurp(s.paths().events)) << "--json passes even these through unchanged";
+  ASSERT_EQ(log(s.id(), {}, &out, &err), 0) << err;
+  auto lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 8u);
+  EXPECT_EQ(lines[4], "(unparseable line 5)");
+  EXPECT_EQ(lines[5], "(unparseable line 6)");
+  EXPECT_NE(lines[6].find("  z  "), std::string::npos);
+  EXPECT_LT(lines[6].size(), 4200u);
+  EXPECT_NE(lines[7].find("after"), std::string::npos);
+}
+
+TEST_F(LogTest, HostileBytesNeverReachTheTerminal) {
+  Session s = make_session(false);
+  auto shim = record::EventLog::open(s.paths().events, s.id(), "shim");
+  ASSERT_TRUE(shim.ok());
+  // A sandboxed program controls paths and names: an OSC title change, CSI, C1 CSI, a newline.
+  ASSERT_TRUE(shim->emit("fs.open", {{"path",
+                                      "a\x1b]0;owned\x07"
+                                      "b\x1b[2Jc\xc2\x9b"
+                                      "31md\ne"},
+                                     {"exe\x1b[1m", "x"}})
+                  .ok());
+  ASSERT_TRUE(shim->emit("net.http", {{"url", "/say \"hi\""}}).ok());
+  std::string out, err;
+  LogOptions opts;
+  opts.color = true;
+  ASSERT_EQ(log(s.id(), opts, &out, &err), 0) << err;
+  auto lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 6u) << "the embedded newline did not split the event: " << out;
+  EXPECT_NE(lines[5].find(R"(url="/say \"hi\"")"), std::string::npos) << lines[5];
+  const std::string& l = lines[4];
+  EXPECT_EQ(l.find('\x1b'), std::string::npos) << l;
+  EXPECT_EQ(l.find('\x07'), std::string::npos) << l;
+  EXPECT_EQ(l.find("\xc2\x9b"), std::string::npos) << l;
+  EXPECT_NE(l.find("path=a\\x1b]0;owned\\x07b\\x1b[2Jc\\u009b31md\\x0ae"), std::string::npos) << l;
+}
+
+TEST_F(LogTest, ColourOnlyWhenAsked) {
+  Session s = make_session();
+  std::string out, err;
+  LogOptions opts;
+  opts.color = true;
+  ASSERT_EQ(log(s.id(), opts, &out, &err), 0) << err;
+  auto lines = lines_of(out);
+  EXPECT_NE(lines[1].find("\x1b[32mallow\x1b[0m"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("\x1b[31mdeny \x1b[0m"), std::string::npos) << lines[2];
+}
+
+TEST_F(LogTest, NoColorAndPipesGetPlainText) {
+  // log_command(id, json) decides on colour itself; under gtest stdout is not a tty, and
+  // NO_COLOR is honoured regardless. Run the real binary so stdout can be captured.
+  make_session();
+  std::string cordon = cordon::testing::build_path("launcher/cordon");
+  CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
+  cordon::testing::RunSpec spec;
+  auto r = cordon::testing::run_program({cordon, "log", "last"}, spec);
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
+  EXPECT_NE(r.out.find("net.refused"), std::string::npos) << r.out;
+}
+
+TEST_F(LogTest, FilterByKindSourceDecision) {
+  Session s = make_session();
+  std::string out, err;
+  LogOptions opts;
+  opts.filter.kind_prefixes = {"net."};
+  ASSERT_EQ(log(s.id(), opts, &out, &err), 0) << err;
+  auto lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 2u) << out;
+  EXPECT_NE(lines[0].find("net.connect"), std::string::npos);
+  EXPECT_NE(lines[1].find("net.refused"), std::string::npos);
+
+  opts.filter = {};
+  opts.filter.decision = "deny";
+  opts.json = true;
+  ASSERT_EQ(log(s.id(), opts, &out, &err), 0) << err;
+  lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 2u) << out;
+  EXPECT_EQ(json::parse(lines[0])["kind"], "net.refused");
+  EXPECT_EQ(json::parse(lines[1])["kind"], "fs.refused");
+
+  opts.filter = {};
+  opts.filter.source = "launcher";
+  opts.json = false;
+  ASSERT_EQ(log(s.id(), opts, &out, &err), 0) << err;
+  EXPECT_EQ(lines_of(out).size(), 2u) << out;
+}
+
+TEST_F(LogTest, UnknownAndTraversingIdsFail) {
+  make_session();
+  std::string out, err;
+  EXPECT_EQ(log("19990101", {}, &out, &err), 1);
+  EXPECT_NE(err.find("cordon: no session \"19990101\""), std::string::npos) << err;
+  EXPECT_EQ(log("../../etc", {}, &out, &err), 1);
+  EXPECT_NE(err.find("is not a session id"), std::string::npos) << err;
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(LogTest, PlantedSymlinkIsNotFollowed) {
+  Session s = make_session();
+  std::string secret = tmp_ / "secret";
+  { std::ofstream(secret) << "{\"kind\":\"secret.content\"}\n"; }
+  ASSERT_EQ(::unlink(s.paths().events.c_str()), 0);
+  ASSERT_EQ(::symlink(secret.c_str(), s.paths().events.c_str()), 0);
+  std::string out, err;
+  EXPECT_EQ(log(s.id(), {}, &out, &err), 1);
+  EXPECT_EQ(out.find("secret.content"), std::string::npos) << out;
+  EXPECT_NE(err.find("O_NOFOLLOW"), std::string::npos) << err;
+}
+
+TEST_F(LogTest, LsListsSessionsNewestLast) {
+  {
+    std::ostringstream o, e;
+    EXPECT_EQ(ls_command(root_, o, e), 0);
+    EXPECT_NE(o.str().find("no sessions yet"), std::string::npos) << o.str();
+  }
+  Session a = make_session();
+  Session b = make_session(false);  // still "running"
+  std::ostringstream o, e;
+  ASSERT_EQ(ls_command(root_, o, e), 0) << e.str();
+  auto lines = lines_of(o.str());
+  ASSERT_EQ(lines.size(), 3u) << o.str();
+  EXPECT_EQ(lines[0].rfind("ID", 0), 0u);
+  for (const char* col : {"START", "DURATION", "EXIT", "COMMAND", "WORKSPACE"}) {
+    EXPECT_NE(lines[0].find(col), std::string::npos) << col;
+  }
+  EXPECT_EQ(lines[1].rfind(a.id(), 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("2.5s"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find(" 3 "), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("curl https://example.test/"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("/w"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].rfind(b.id(), 0), 0u) << lines[2];
+  EXPECT_NE(lines[2].find("running?"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2].find("curl https://example.test/"), std::string::npos)
+      << "command from session.start when there is no summary: " << lines[2];
+}
+
+TEST_F(LogTest, LsTruncatesLongCommands) {
+  std::vector<std::string> argv = {"python3", "-c", std::string(300, 'x')};
+  auto s = Session::create(policy::default_policy(), argv, "/w");
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->started(1, "").ok());
+  std::ostringstream o, e;
+  ASSERT_EQ(ls_command(root_, o, e), 0);
+  auto lines = lines_of(o.str());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_LT(lines[1].size(), 160u) << lines[1];
+  EXPECT_NE(lines[1].find("python3 -c xxx"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("..."), std::string::npos) << lines[1];
+}
+
+// The whole binary: a real `cordon run`, then `cordon ls` and `cordon log last` see it.
+TEST_F(LogTest, EndToEndRunThenLsAndLog) {
+  std::string cordon = cordon::testing::build_path("launcher/cordon");
+  CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
+  TempDir ws;
+  cordon::testing::RunSpec spec;
+  spec.deadline = std::chrono::seconds(60);
+  auto run = cordon::testing::run_program(
+      {cordon, "run", "--mode", "rw", "-w", ws.path(), "--", "sh", "-c", "exit 7"}, spec);
+  ASSERT_FALSE(run.timed_out);
+  ASSERT_EQ(run.exit_code(), 7) << run.err;
+  EXPECT_NE(run.err.find("cordon: session "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("ended: exit 7"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("cordon: log: cordon log "), std::string::npos) << run.err;
+
+  auto last = resolve_session(root_, "last");
+  ASSERT_TRUE(last.ok()) << last.error().to_string();
+  EXPECT_NE(run.err.find(*last), std::string::npos) << "the summary names the session";
+
+  auto ls = cordon::testing::run_program({cordon, "ls"}, spec);
+  ASSERT_EQ(ls.exit_code(), 0) << ls.err;
+  EXPECT_NE(ls.out.find(*last), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("sh -c 'exit 7'"), std::string::npos) << ls.out;
+
+  auto lg = cordon::testing::run_program({cordon, "log", "last"}, spec);
+  ASSERT_EQ(lg.exit_code(), 0) << lg.err;
+  EXPECT_NE(lg.out.find("session.start"), std::string::npos) << lg.out;
+  EXPECT_NE(lg.out.find("session.end"), std::string::npos) << lg.out;
+  EXPECT_NE(lg.out.find("exit_code=7"), std::string::npos) << lg.out;
+
+  auto js = cordon::testing::run_program({cordon, "log", "--json", "last"}, spec);
+  ASSERT_EQ(js.exit_code(), 0) << js.err;
+  for (const auto& l : lines_of(js.out)) {
+    EXPECT_FALSE(json::parse(l, nullptr, false).is_discarded()) << l;
+  }
+  json sum = json::parse(slurp(root_ + "/" + *last + "/summary.json"));
+  EXPECT_EQ(sum["exit_code"], 7);
+  EXPECT_EQ(sum["events"]["by_kind"]["session.start"], 1);
+}
+
+}  // namespace
+}  // namespace cordon::launcher

@@ -1,0 +1,173 @@
+// build_plan: validation before any namespace, the identity choice, the mount list's shape.
+#include "launcher/plan.h"
+
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "tests/support/test_env.h"
+
+namespace cordon::launcher {
+namespace {
+
+using cordon::testing::TempDir;
+
+HostFacts facts(const std::string& cwd, const std::string& home, uid_t uid = 1000) {
+  HostFacts h;
+  h.euid = uid;
+  h.egid = uid;
+  h.cwd = cwd;
+  h.home = home;
+  static char* empty_env[] = {nullptr};
+  h.env = empty_env;
+  return h;
+}
+
+policy::Policy rw_policy(const std::string& ws) {
+  policy::Policy p;
+  p.filesystem.mode = policy::WorkspaceMode::Rw;
+  p.filesystem.workspace = ws;
+  p.filesystem.deny.clear();
+  p.filesystem.protect.clear();
+  return p;
+}
+
+const MountOp* find_target(const LaunchPlan& plan, const std::string& target) {
+  for (const auto& m : plan.mounts) {
+    if (m.target == target) return &m;
+  }
+  return nullptr;
+}
+
+TEST(Plan, RootlessMapsTheInvokingUser) {
+  TempDir ws, home;
+  auto plan = build_plan(rw_policy(ws.path()), {"true"}, facts(ws.path(), home.path(), 1234));
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_TRUE(plan->ids.rootless);
+  EXPECT_EQ(plan->ids.uid, 1234u);
+  EXPECT_EQ(plan->cwd, plan->workspace);
+}
+
+TEST(Plan, AsRootNeverMapsUidZero) {
+  TempDir ws, home;
+  HostFacts h = facts(ws.path(), home.path(), 0);
+  (void)!::chown(ws.path().c_str(), 0, 0);
+  auto plan = build_plan(rw_policy(ws.path()), {"true"}, h);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan->ids.rootless);
+  if (::geteuid() == 0) {
+    EXPECT_EQ(plan->ids.uid, 65534u);  // root-owned workspace: nobody
+  }
+  h.sudo_uid = 1500;
+  h.sudo_gid = 1501;
+  plan = build_plan(rw_policy(ws.path()), {"true"}, h);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->ids.uid, 1500u);
+  EXPECT_EQ(plan->ids.gid, 1501u);
+  h.sudo_uid = 0;  // sudo from root: ignored
+  h.sudo_gid = 0;
+  plan = build_plan(rw_policy(ws.path()), {"true"}, h);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->ids.uid, 0u);
+}
+
+TEST(Plan, RefusesWhatCannotBeHonouredBeforeAnyNamespace) {
+  TempDir ws, home;
+  auto h = facts(ws.path(), home.path());
+  auto p = rw_policy(ws.path());
+  p.filesystem.mode = policy::WorkspaceMode::Cow;
+  auto r = build_plan(p, {"true"}, h);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("cordon-fs"), std::string::npos);
+
+  p = rw_policy("/");
+  r = build_plan(p, {"true"}, h);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("\"/\""), std::string::npos);
+
+  p = rw_policy(home.path());
+  r = build_plan(p, {"true"}, h);
+  ASSERT_FALSE(r.ok()) << "rw on the whole home directory";
+  p.filesystem.mode = policy::WorkspaceMode::Ro;
+  EXPECT_TRUE(build_plan(p, {"true"}, h).ok());
+
+  p = rw_policy(ws.path());
+  std::string why;
+  p.network.allow.push_back(*policy::HostPattern::parse("example.com:443", &why));
+  r = build_plan(p, {"true"}, h);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("cordon-netproxy"), std::string::npos);
+
+  r = build_plan(rw_policy(ws.path() + "/missing"), {"true"}, h);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find(ws.path() + "/missing"), std::string::npos);
+  EXPECT_EQ(r.error().code, ENOENT);
+
+  r = build_plan(rw_policy(ws.path()), {}, h);
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(Plan, MountListComposesTheRoot) {
+  TempDir ws, home;
+  auto plan = build_plan(rw_policy(ws.path()), {"true"}, facts(ws.path(), home.path()));
+  ASSERT_TRUE(plan.ok());
+  const MountOp* usr = find_target(*plan, "/usr");
+  ASSERT_NE(usr, nullptr);
+  EXPECT_EQ(usr->kind, MountKind::BindRo);
+  ASSERT_NE(find_target(*plan, "/etc"), nullptr);
+  EXPECT_EQ(find_target(*plan, "/etc")->kind, MountKind::EtcOverlay);
+  ASSERT_NE(find_target(*plan, "/proc"), nullptr);
+  const MountOp* tmp = find_target(*plan, "/tmp");
+  ASSERT_NE(tmp, nullptr);
+  EXPECT_NE(tmp->flags & MS_NOEXEC, 0u);
+  const MountOp* h = find_target(*plan, home.path());
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->kind, MountKind::Tmpfs);
+  const MountOp* w = find_target(*plan, plan->workspace);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->kind, MountKind::BindRw);
+  EXPECT_EQ(w->source, plan->workspace);  // same absolute path inside as on the host
+  // Parents before children: /tmp, then whatever lives beneath it.
+  auto pos = [&](const MountOp* m) { return m - plan->mounts.data(); };
+  EXPECT_LT(pos(tmp), pos(w));
+  EXPECT_LT(pos(tmp), pos(h));
+  // /etc gets cordon's files over the host's.
+  auto has_etc = [&](const std::string& p) {
+    return std::any_of(plan->etc_files.begin(), plan->etc_files.end(),
+                       [&](const EtcFile& f) { return f.path == p; });
+  };
+  EXPECT_TRUE(has_etc("hosts"));
+  EXPECT_TRUE(has_etc("resolv.conf"));
+  EXPECT_TRUE(has_etc("ld.so.preload"));
+  if (::access("/etc/shadow", F_OK) == 0) {
+    EXPECT_TRUE(has_etc("shadow"));
+  }
+}
+
+TEST(Plan, DenyGlobsExpandInTheWorkspace) {
+  TempDir ws, home;
+  ::mkdir((ws.path() + "/a").c_str(), 0755);
+  {
+    FILE* f = std::fopen((ws.path() + "/a/.env").c_str(), "w");
+    std::fclose(f);
+  }
+  {
+    FILE* f = std::fopen((ws.path() + "/a/keep.txt").c_str(), "w");
+    std::fclose(f);
+  }
+  auto p = rw_policy(ws.path());
+  std::string why;
+  p.filesystem.deny.push_back(*policy::PathPattern::parse("**/.env", home.path(), &why));
+  auto plan = build_plan(p, {"true"}, facts(ws.path(), home.path()));
+  ASSERT_TRUE(plan.ok());
+  const MountOp* m = find_target(*plan, plan->workspace + "/a/.env");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->kind, MountKind::MaskFile);
+  EXPECT_EQ(find_target(*plan, plan->workspace + "/a/keep.txt"), nullptr);
+}
+
+}  // namespace
+}  // namespace cordon::launcher

@@ -1,0 +1,276 @@
+// The interactive path, driven through a real pty: `cordon run -- bash -i` is a usable shell
+// (arithmetic, window size, Ctrl-C, job control, exit status), with the pty allocated inside.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include "tests/launcher/sandbox_fixture.h"
+
+namespace cordon::testing {
+namespace {
+
+// Waits (bounded) until a process whose command line contains `token` runs on the host; the
+// sandbox's processes are visible from the host's /proc. Keys sent before the job runs would hit
+// the shell's line editor instead of the job.
+bool wait_for_process(const std::string& token) {
+  for (int i = 0; i < 500; ++i) {
+    DIR* d = ::opendir("/proc");
+    bool found = false;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
+      std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (s.find(token) != std::string::npos) found = true;
+    }
+    ::closedir(d);
+    if (found) return true;
+    ::usleep(20000);
+  }
+  return false;
+}
+
+// Waits (bounded) until the process with `token` in its command line is in `state` (R, S, T...).
+bool wait_for_state(const std::string& token, char state) {
+  for (int i = 0; i < 500; ++i) {
+    DIR* d = ::opendir("/proc");
+    bool ok = false;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::string dir = std::string("/proc/") + e->d_name;
+      std::ifstream f(dir + "/cmdline");
+      std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (s.find(token) == std::string::npos) continue;
+      std::ifstream st(dir + "/stat");
+      std::string line((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+      size_t paren = line.rfind(')');
+      if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == state) {
+        ok = true;
+      }
+    }
+    ::closedir(d);
+    if (ok) return true;
+    ::usleep(20000);
+  }
+  return false;
+}
+
+class PtySession {
+ public:
+  PtySession(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+             const std::string& cwd) {
+    winsize ws{};
+    ws.ws_row = 37;
+    ws.ws_col = 101;
+    std::vector<char*> a, e;
+    for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    for (auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
+    e.push_back(nullptr);
+    pid_ = ::forkpty(&fd_, nullptr, nullptr, &ws);
+    if (pid_ == 0) {
+      if (::chdir(cwd.c_str()) != 0) ::_exit(120);
+      ::execve(a[0], a.data(), e.data());
+      ::_exit(127);
+    }
+  }
+  ~PtySession() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void send(const std::string& s) { (void)!::write(fd_, s.data(), s.size()); }
+  // Reads until `needle` appears after the current position; returns whether it did.
+  bool expect(const std::string& needle, std::chrono::seconds limit = std::chrono::seconds(15)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      size_t at = buf_.find(needle, pos_);
+      if (at != std::string::npos) {
+        pos_ = at + needle.size();
+        return true;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      char b[4096];
+      ssize_t n = ::read(fd_, b, sizeof b);
+      if (n <= 0) return false;
+      buf_.append(b, static_cast<size_t>(n));
+    }
+  }
+  // Waits (bounded in time, not in iterations: once the pty hangs up poll returns at once) for
+  // cordon to exit. Death by signal N shows as -N, a hang as -1000.
+  int wait_exit(std::chrono::seconds limit = std::chrono::seconds(20)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      char b[4096];
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 10) > 0) {
+        ssize_t n = ::read(fd_, b, sizeof b);
+        if (n > 0) buf_.append(b, static_cast<size_t>(n));
+        if (n <= 0) ::usleep(10000);
+      }
+      int st;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+      }
+    }
+    return -1000;
+  }
+  const std::string& output() const { return buf_; }
+  int master() const { return fd_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool reaped_ = false;
+  std::string buf_;
+  size_t pos_ = 0;
+};
+
+TEST(Terminal, InteractiveBashThroughThePty) {
+  SandboxFixture f;
+  std::vector<std::string> env = f.env();
+  env.push_back("TERM=dumb");
+  PtySession s({cordon_bin(), "run", "-q", "--mode", "rw", "--workspace", f.ws(), "--", "bash",
+                "--norc", "--noprofile", "-i"},
+               env, f.ws());
+  s.send("PS1='cordon-prompt> '\n");
+  ASSERT_TRUE(s.expect("cordon-prompt> ")) << s.output();
+  s.send("echo $((6*7))\n");
+  EXPECT_TRUE(s.expect("42\r\n")) << s.output();
+  ASSERT_TRUE(s.expect("cordon-prompt> "));
+
+  // The window size set on the outer terminal is the program's, from the start.
+  s.send("stty size\n");
+  EXPECT_TRUE(s.expect("37 101\r\n")) << s.output();
+  ASSERT_TRUE(s.expect("cordon-prompt> "));
+
+  // A resize of the outer terminal reaches the program (SIGWINCH -> TIOCSWINSZ on the master).
+  winsize ws{};
+  ws.ws_row = 50;
+  ws.ws_col = 120;
+  ::ioctl(s.master(), TIOCSWINSZ, &ws);
+  s.send("stty size\n");
+  EXPECT_TRUE(s.expect("50 120\r\n")) << s.output();
+  ASSERT_TRUE(s.expect("cordon-prompt> "));
+
+  // The terminal is the sandbox's own pty, and the shell has it as its controlling tty.
+  s.send("tty; ps -o tty= -p $$\n");
+  EXPECT_TRUE(s.expect("/dev/pts/0\r\npts/0\r\n")) << s.output();
+  ASSERT_TRUE(s.expect("cordon-prompt> "));
+
+  // Ctrl-C interrupts the foreground job through the pty's line discipline; the shell survives.
+  s.send("sleep 100.25\n");
+  ASSERT_TRUE(wait_for_process(std::string("sleep") + std::string(1, 0) + "100.25"));
+  s.send(std::string(1, '\x03'));
+  EXPECT_TRUE(s.expect("cordon-prompt> ", std::chrono::seconds(10))) << s.output();
+  s.send("echo after-interrupt\n");
+  EXPECT_TRUE(s.expect("after-interrupt\r\n")) << s.output();
+  ASSERT_TRUE(s.expect("cordon-prompt> "));
+
+  // Job control: Ctrl-Z stops the foreground job, fg resumes it.
+  s.send("sleep 100.75\n");
+  ASSERT_TRUE(wait_for_process(std::string("sleep") + std::string(1, 0) + "100.75"));
+  s.send(std::string(1, '\x1a'));
+  EXPECT_TRUE(s.expect("Stopped")) << s.output();
+  ASSERT_TRUE(s.expect("cordon-prompt> "));
+  // fg gives it the terminal back (bash does so before SIGCONT): once it runs, Ctrl-C ends it.
+  s.send("fg\n");
+  ASSERT_TRUE(wait_for_state(std::string("sleep") + std::string(1, 0) + "100.75", 'S'));
+  s.send(std::string(1, '\x03'));
+  ASSERT_TRUE(s.expect("cordon-prompt> ", std::chrono::seconds(10))) << s.output();
+  s.send("jobs; echo no-jobs-left\n");
+  EXPECT_TRUE(s.expect("\r\nno-jobs-left\r\n")) << s.output();
+  ASSERT_TRUE(s.expect("cordon-prompt> "));
+
+  s.send("exit 9\n");
+  EXPECT_EQ(s.wait_exit(), 9) << s.output();
+}
+
+// Runs cordon on a pty whose slave the test keeps, so the outer terminal's mode can be read
+// after cordon is gone. `signal_after_start`: SIGTERM cordon once the program runs.
+termios outer_mode_after(const std::string& script, int signal_after_start, int* exit_code) {
+  SandboxFixture f;
+  int master = -1, slave = -1;
+  termios t{};
+  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) {
+    return t;
+  }
+  std::vector<std::string> argv = {cordon_bin(), "run", "-q",      "--mode", "rw",  "--workspace",
+                                   f.ws(),       "--",  "/bin/sh", "-c",     script};
+  std::vector<char*> a, e;
+  for (auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
+  a.push_back(nullptr);
+  for (auto& x : f.env()) e.push_back(const_cast<char*>(x.c_str()));
+  e.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    ::ioctl(slave, TIOCSCTTY, 0);
+    for (int fd = 0; fd <= 2; ++fd) ::dup2(slave, fd);
+    ::execve(a[0], a.data(), e.data());
+    ::_exit(127);
+  }
+  if (signal_after_start != 0) {
+    // The program prints "running" once started; the pty master shows it.
+    std::string seen;
+    for (int i = 0; i < 1000 && seen.find("running") == std::string::npos; ++i) {
+      pollfd p{master, POLLIN, 0};
+      if (::poll(&p, 1, 20) > 0) {
+        char b[256];
+        ssize_t n = ::read(master, b, sizeof b);
+        if (n > 0) seen.append(b, static_cast<size_t>(n));
+      }
+    }
+    termios during{};
+    ::tcgetattr(slave, &during);
+    EXPECT_EQ(during.c_lflag & (ICANON | ECHO), 0u) << "not raw while the program runs";
+    ::kill(pid, signal_after_start);
+  }
+  int st = 0;
+  for (int i = 0; i < 1500; ++i) {
+    char b[256];
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 10) > 0) (void)!::read(master, b, sizeof b);
+    if (::waitpid(pid, &st, WNOHANG) == pid) break;
+  }
+  *exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  ::tcgetattr(slave, &t);
+  ::close(master);
+  ::close(slave);
+  return t;
+}
+
+TEST(Terminal, RawModeIsRestoredAfterwards) {
+  int code = -1;
+  termios t = outer_mode_after("exit 0", 0, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(t.c_lflag & ICANON, 0u);
+  EXPECT_NE(t.c_lflag & ECHO, 0u);
+}
+
+TEST(Terminal, RawModeIsRestoredWhenCordonIsSignalled) {
+  int code = -1;
+  termios t = outer_mode_after("echo running; sleep 100", SIGTERM, &code);
+  EXPECT_EQ(code, 128 + SIGTERM);  // forwarded to the program, which died of it
+  EXPECT_NE(t.c_lflag & ICANON, 0u);
+  EXPECT_NE(t.c_lflag & ECHO, 0u);
+}
+
+}  // namespace
+}  // namespace cordon::testing
