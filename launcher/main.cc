@@ -59,37 +59,57 @@ int main(int argc, char** argv) {
       "Exit status of `cordon run`: the program's own; 128+N if it died of signal N; 124 on\n"
       "timeout; 125 if cordon itself failed; 126 if the program is not executable; 127 if it\n"
       "was not found."};
+  app.name("cordon");
   app.require_subcommand(1);
   app.set_version_flag("--version", CORDON_VERSION);
 
   RunOptions run;
   auto* run_cmd = app.add_subcommand(
-      "run", "Run CMD in a sandbox: cordon run [OPTIONS] -- CMD [ARGS...]");
+      "run", "Run a program in a sandbox: cordon run [OPTIONS] -- COMMAND [ARGS...]");
   run_cmd->add_option("--policy,-p", run.policy_file,
                       "Policy file (JSON with comments); default: the embedded policy "
-                      "(`cordon policy default`)");
+                      "(`cordon policy default`)")
+      ->type_name("FILE");
   run_cmd->add_option("--workspace,-w", run.workspace,
-                      "Directory the program works in (filesystem.workspace); default: .");
-  run_cmd->add_option("--mode", run.mode, "Workspace mode: cow | ro | rw (filesystem.mode)");
-  run_cmd->add_option("--memory", run.memory, "Memory limit, e.g. 512M, 2G (process.memory)");
-  run_cmd->add_option("--cpus", run.cpus, "CPU quota in cores, e.g. 0.5, 2 (process.cpus)");
-  run_cmd->add_option("--pids", run.pids, "Most tasks alive at once (process.pids)");
-  run_cmd->add_option("--nofile", run.nofile, "Most open files per process (process.nofile)");
+                      "Directory the program works in (filesystem.workspace); default: .")
+      ->type_name("DIR");
+  run_cmd->add_option("--mode", run.mode, "Workspace mode: cow | ro | rw (filesystem.mode)")
+      ->type_name("MODE");
+  run_cmd->add_option("--memory", run.memory, "Memory limit, e.g. 512M, 2G (process.memory)")
+      ->type_name("SIZE");
+  run_cmd->add_option("--cpus", run.cpus, "CPU quota in cores, e.g. 0.5, 2 (process.cpus)")
+      ->type_name("N");
+  run_cmd->add_option("--pids", run.pids, "Most tasks alive at once (process.pids)")
+      ->type_name("N");
+  run_cmd->add_option("--nofile", run.nofile, "Most open files per process (process.nofile)")
+      ->type_name("N");
   run_cmd->add_option("--timeout", run.timeout,
                       "Wall-clock limit, e.g. 90s, 30m, 0 for none (process.timeout); on expiry "
-                      "SIGTERM, then SIGKILL after the grace period, exit 124");
+                      "SIGTERM, then SIGKILL after the grace period, exit 124")
+      ->type_name("DURATION");
   // One value per occurrence: a greedy vector option would swallow the "--" before CMD.
   run_cmd->add_option("--env-keep", run.env_keep, "Keep this host variable (repeatable)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->type_name("NAME");
   run_cmd->add_option("--env-set", run.env_set, "Set K=V inside the sandbox (repeatable)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->type_name("K=V");
   run_cmd->add_option("--allow-host", run.allow_host,
                       "Allow connections to this host pattern, as in network.allow (repeatable)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->type_name("PATTERN");
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");
   run_cmd->footer(
-      "COMMAND and its arguments follow the options, after `--` or at the first non-option "
-      "word;\neverything from there on belongs to the program.");
+      "COMMAND and its arguments follow the options, after `--` or at the first non-option\n"
+      "word; everything from there on belongs to the program.\n\n"
+      "Overrides take precedence over the policy file; values use the policy's syntax\n"
+      "(sizes 512M/2G, durations 90s/30m/1h). Exit status: the program's own; 128+N if it\n"
+      "died of signal N; 124 on timeout; 125 if cordon failed (bad flag, bad policy, missing\n"
+      "kernel feature); 126 if COMMAND is not executable; 127 if it was not found.\n\n"
+      "Each run is recorded under $CORDON_STATE_DIR/sessions, else /var/lib/cordon/sessions\n"
+      "(root) or ${XDG_STATE_HOME:-~/.local/state}/cordon/sessions: policy.json, events.jsonl,\n"
+      "summary.json and, in cow mode, upper/ with the program's file changes.\n"
+      "See `cordon ls` and `cordon log ID`.");
 
   auto* policy_cmd = app.add_subcommand("policy", "Show, check and explain policies");
   policy_cmd->require_subcommand(1);
