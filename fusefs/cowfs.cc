@@ -1,0 +1,2124 @@
+// The merged copy-on-write view: lookup/readdir merge the layers, every write copies up first.
+//
+// Each FUSE callback below is a trampoline: it runs the op's body inside an exception firewall
+// with the layer lock held shared, releases every lock, and only then sends exactly one reply.
+#include "fusefs/cowfs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <set>
+#include <vector>
+
+#include "fusefs/layer_names.h"
+#include "fusefs/safe_io.h"
+
+namespace cordon::fusefs {
+
+namespace {
+
+DevIno key_of(const struct stat& st) { return {st.st_dev, st.st_ino}; }
+
+bool exists_at(int dirfd, const std::string& name) {
+  struct stat st;
+  return dirfd >= 0 && ::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+bool has_opaque_marker(int dirfd) { return exists_at(dirfd, std::string(kOpaqueMarker)); }
+
+std::string proc_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+// Runs `body` (returning 0 or -errno) so that no exception escapes into libfuse.
+template <typename F>
+int firewall(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return -ENOMEM;
+  } catch (...) {
+    return -EIO;
+  }
+}
+
+struct FileHandle {
+  Inode* node = nullptr;
+  UniqueFd fd;        // the fd the file was opened on (upper, or lower for read-only opens)
+  bool on_lower = false;
+  std::mutex mu;      // guards `upper_fd`
+  UniqueFd upper_fd;  // a read-only reopen of the upper file once another opener copied it up
+};
+
+struct DirEntry {
+  std::string name;
+  uint64_t ino;
+  unsigned char type;
+};
+
+struct DirHandle {
+  Inode* node = nullptr;
+  std::vector<DirEntry> entries;
+};
+
+}  // namespace
+
+// Everything about one op lives here; CowFs keeps only state.
+struct CowFs::Impl {
+  static CowFs* fs(fuse_req_t req) { return static_cast<CowFs*>(fuse_req_userdata(req)); }
+  static Caller caller(fuse_req_t req) {
+    const fuse_ctx* c = fuse_req_ctx(req);
+    return {c->pid, c->uid, c->gid};
+  }
+
+  // ---- resolution -------------------------------------------------------------------------
+
+  struct Found {
+    UniqueFd upper, lower;
+    struct stat st {};  // of the entry the view shows (upper's if any)
+    DevIno upper_key, lower_key;
+    bool opaque = false;
+    bool whiteout = false;  // the name is deleted in the view over a lower entry
+    bool lower_shadowed = false;  // lower has the name under the upper entry (or under a whiteout)
+  };
+
+  // Finds `name` in the directory `dir` of the view. 0 or -errno (-ENOENT when absent).
+  static int resolve(const InodeView& dir, const std::string& name, Found* f) {
+    if (!is_plain_name(name)) {
+      return name.size() > 255 ? -ENAMETOOLONG : -ENOENT;
+    }
+    if (is_reserved_name(name)) {
+      return -ENOENT;
+    }
+    bool merge_lower = dir.lower >= 0 && !dir.opaque;
+    if (dir.upper >= 0) {
+      int fd = ::openat(dir.upper, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0) {
+        f->upper.reset(fd);
+        if (stat_fd(fd, &f->st) != 0) {
+          return -errno;
+        }
+        f->upper_key = key_of(f->st);
+        if (merge_lower) {
+          struct stat lst;
+          if (::fstatat(dir.lower, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0) {
+            f->lower_shadowed = true;
+            if (S_ISDIR(f->st.st_mode) && S_ISDIR(lst.st_mode) && !has_opaque_marker(fd)) {
+              int lfd = ::openat(dir.lower, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+              if (lfd >= 0) {
+                f->lower.reset(lfd);
+                f->lower_key = key_of(lst);
+              }
+            }
+          }
+        }
+        f->opaque = S_ISDIR(f->st.st_mode) && !f->lower;
+        return 0;
+      }
+      if (errno != ENOENT) {
+        return -errno;
+      }
+      if (exists_at(dir.upper, whiteout_name(name))) {
+        f->whiteout = true;
+        f->lower_shadowed = merge_lower && exists_at(dir.lower, name);
+        return -ENOENT;
+      }
+    }
+    if (!merge_lower) {
+      return -ENOENT;
+    }
+    int fd = ::openat(dir.lower, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      return -errno;
+    }
+    f->lower.reset(fd);
+    if (stat_fd(fd, &f->st) != 0) {
+      return -errno;
+    }
+    f->lower_key = key_of(f->st);
+    f->lower_shadowed = true;
+    return 0;
+  }
+
+  static void fill_entry(CowFs* self, Inode* n, const struct stat& st, fuse_entry_param* e) {
+    std::memset(e, 0, sizeof(*e));
+    e->ino = n->id;
+    e->generation = 1;
+    e->attr = st;
+    e->attr.st_ino = n->id;
+    e->attr_timeout = self->config_.cache_timeout;
+    e->entry_timeout = self->config_.cache_timeout;
+  }
+
+  // lookup without the policy check; registers the result (nlookup+1).
+  static int lookup_entry(CowFs* self, const InodeView& dir, const std::string& name,
+                          fuse_entry_param* e) {
+    Found f;
+    if (int rc = resolve(dir, name, &f); rc != 0) {
+      return rc;
+    }
+    Inode* n = self->table_.add_lookup(dir.node, name, f.st.st_mode & S_IFMT, std::move(f.upper),
+                                       std::move(f.lower), f.opaque, f.upper_key, f.lower_key);
+    fill_entry(self, n, f.st, e);
+    return 0;
+  }
+
+  static int stat_node(const InodeView& v, struct stat* st) {
+    if (v.stale) {
+      return -ESTALE;
+    }
+    if (stat_fd(v.primary(), st) != 0) {
+      return -errno;
+    }
+    st->st_ino = v.node->id;
+    return 0;
+  }
+
+  // ---- copy-up ------------------------------------------------------------------------------
+
+  // Writes the origin record of a copied-up regular file: what commit compares against later.
+  static int write_origin(int upper_dir, const std::string& name, const struct stat& lst) {
+    std::string oname = origin_name(name);
+    if (oname.size() > 255) {
+      return 0;  // no room for a record: commit treats the file as having no known origin
+    }
+    std::string tmp = temp_name();
+    UniqueFd fd(open_beneath(upper_dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+    if (!fd) {
+      return -errno;
+    }
+    std::string line = std::to_string(lst.st_ino) + " " + std::to_string(lst.st_size) + " " +
+                       std::to_string(static_cast<int64_t>(lst.st_mtim.tv_sec) * 1000000000 +
+                                      lst.st_mtim.tv_nsec) +
+                       "\n";
+    if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      int e = errno;
+      ::unlinkat(upper_dir, tmp.c_str(), 0);
+      return -(e ? e : EIO);
+    }
+    // The first record of a name wins: it describes the real file when the session first touched it.
+    if (::renameat2(upper_dir, tmp.c_str(), upper_dir, oname.c_str(), RENAME_NOREPLACE) != 0) {
+      int e = errno;
+      ::unlinkat(upper_dir, tmp.c_str(), 0);
+      return e == EEXIST ? 0 : -e;
+    }
+    return 0;
+  }
+
+  // An origin record belongs to a name: what the lower file there looked like when the session
+  // first shadowed it (copy-up, delete, rename over). Commit compares the real file against it.
+  static int record_origin_if_new(const InodeView& dir, const std::string& name) {
+    if (dir.lower < 0 || dir.opaque || exists_at(dir.upper, origin_name(name))) {
+      return 0;
+    }
+    struct stat lst;
+    if (::fstatat(dir.lower, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(lst.st_mode)) {
+      return 0;
+    }
+    return write_origin(dir.upper, name, lst);
+  }
+
+  // Makes sure `node` exists in the upper layer, copying it (and its parents first) up from the
+  // lower. `with_data` false skips the file's bytes (it is about to be truncated to 0).
+  // The copy is built under a temp name and renamed into place: never half-visible, even after
+  // a kill -9.
+  static int ensure_upper(CowFs* self, Inode* node, bool with_data, const Caller& who) {
+    InodeView v = self->table_.view(node);
+    if (v.stale) {
+      return -ESTALE;
+    }
+    if (v.upper >= 0) {
+      return 0;
+    }
+    Inode* parent;
+    std::string name;
+    {
+      std::tie(parent, name) = parent_and_name(self, node);
+      if (parent == nullptr) {
+        return -ESTALE;
+      }
+      if (int rc = ensure_upper(self, parent, true, who); rc != 0) {
+        return rc;
+      }
+    }
+    std::lock_guard lk(node->mu);
+    v = self->table_.view(node);
+    if (v.upper >= 0) {
+      return 0;  // another thread copied it up while we waited
+    }
+    std::tie(parent, name) = parent_and_name(self, node);
+    InodeView pv = self->table_.view(parent);
+    if (pv.upper < 0 || v.lower < 0) {
+      return -ESTALE;
+    }
+    struct stat lst;
+    if (stat_fd(v.lower, &lst) != 0) {
+      return -errno;
+    }
+    bool is_reg = S_ISREG(lst.st_mode);
+    uint64_t charge = (is_reg && with_data) ? static_cast<uint64_t>(lst.st_size) : 0;
+    if (!self->quota_.reserve_inode()) {
+      Usage u = self->quota_.usage();
+      self->access_.quota_hit(self->table_.path_of(node), "inodes", u.inodes,
+                              self->quota_.inode_limit(), who);
+      return -EDQUOT;
+    }
+    if (!self->quota_.reserve_bytes(charge)) {
+      self->quota_.release_inode();
+      Usage u = self->quota_.usage();
+      self->access_.quota_hit(self->table_.path_of(node), "bytes", u.bytes,
+                              self->quota_.byte_limit(), who);
+      return -EDQUOT;
+    }
+    int rc = copy_up_object(pv.upper, name, v.lower, lst, with_data);
+    if (rc != 0) {
+      self->quota_.release_inode();
+      self->quota_.release_bytes(charge);
+      return rc;
+    }
+    int fd = ::openat(pv.upper, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat ust;
+    if (fd < 0 || stat_fd(fd, &ust) != 0) {
+      int e = errno;
+      if (fd >= 0) {
+        ::close(fd);
+      }
+      return -e;
+    }
+    node->size_known = is_reg;
+    node->accounted_size = charge;
+    // A copied-up directory still merges its lower side (it is not opaque).
+    self->table_.set_upper(node, UniqueFd(fd), key_of(ust), false);
+    return 0;
+  }
+
+  static std::pair<Inode*, std::string> parent_and_name(CowFs* self, Inode* node) {
+    // InodeTable guards parent/name; entries() is heavy, so read them via a tiny locked copy.
+    return self->table_.parent_and_name(node);
+  }
+
+  // Builds `name` in upper_dir as a copy of the lower object (O_PATH fd lfd, stat lst).
+  static int copy_up_object(int upper_dir, const std::string& name, int lfd,
+                            const struct stat& lst, bool with_data) {
+    std::string tmp = temp_name();
+    int rc = 0;
+    auto cleanup = [&] { remove_tree_at(upper_dir, tmp); };
+    if (S_ISDIR(lst.st_mode)) {
+      if (::mkdirat(upper_dir, tmp.c_str(), 0700) != 0) {
+        return -errno;
+      }
+      UniqueFd d(open_beneath(upper_dir, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+      UniqueFd s(reopen_fd(lfd, O_RDONLY | O_DIRECTORY));
+      if (!d || !s) {
+        rc = -errno;
+      } else {
+        rc = copy_attrs(s.get(), d.get(), lst);
+      }
+    } else if (S_ISREG(lst.st_mode)) {
+      UniqueFd d(open_beneath(upper_dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+      UniqueFd s(reopen_fd(lfd, O_RDONLY));
+      if (!d || !s) {
+        rc = -errno;
+      } else {
+        if (with_data) {
+          rc = copy_data(s.get(), d.get());
+        }
+        if (rc == 0) {
+          rc = copy_attrs(s.get(), d.get(), lst);
+        }
+        if (rc == 0) {
+          rc = write_origin(upper_dir, name, lst);
+        }
+      }
+    } else if (S_ISLNK(lst.st_mode)) {
+      std::vector<char> target(static_cast<size_t>(lst.st_size) + 2);
+      ssize_t len = ::readlinkat(lfd, "", target.data(), target.size() - 1);
+      if (len < 0) {
+        return -errno;
+      }
+      target[static_cast<size_t>(len)] = '\0';
+      if (::symlinkat(target.data(), upper_dir, tmp.c_str()) != 0) {
+        return -errno;
+      }
+      timespec times[2] = {lst.st_atim, lst.st_mtim};
+      ::utimensat(upper_dir, tmp.c_str(), times, AT_SYMLINK_NOFOLLOW);
+    } else if (S_ISFIFO(lst.st_mode)) {
+      if (::mkfifoat(upper_dir, tmp.c_str(), lst.st_mode & 07777) != 0) {
+        return -errno;
+      }
+    } else {
+      return -EPERM;  // sockets and devices of the workspace are not copied
+    }
+    if (rc == 0 && !S_ISDIR(lst.st_mode) && !S_ISREG(lst.st_mode)) {
+      rc = write_origin(upper_dir, name, lst);
+    }
+    if (rc == 0 && ::renameat2(upper_dir, tmp.c_str(), upper_dir, name.c_str(), RENAME_NOREPLACE) != 0) {
+      rc = -errno;
+    }
+    if (rc != 0) {
+      cleanup();
+    }
+    return rc;
+  }
+
+  static int copy_attrs(int src, int dst, const struct stat& st) {
+    if (::fchown(dst, st.st_uid, st.st_gid) != 0 && errno != EPERM) {
+      return -errno;
+    }
+    if (::fchmod(dst, st.st_mode & 07777) != 0) {
+      return -errno;
+    }
+    if (int rc = copy_xattrs(src, dst); rc != 0) {
+      return rc;
+    }
+    timespec times[2] = {st.st_atim, st.st_mtim};
+    return ::futimens(dst, times) == 0 ? 0 : -errno;
+  }
+
+  // The file's bytes currently charged to the quota (lazily read from the upper file).
+  static uint64_t& accounted(Inode* n, int upper_fd) {
+    if (!n->size_known) {
+      struct stat st;
+      n->accounted_size = (upper_fd >= 0 && stat_fd(upper_fd, &st) == 0 && S_ISREG(st.st_mode))
+                              ? static_cast<uint64_t>(st.st_size)
+                              : 0;
+      n->size_known = true;
+    }
+    return n->accounted_size;
+  }
+
+  // Charges growth of `n` to `end` bytes (holding n->mu). Returns the end actually granted: less
+  // than asked when the quota is nearly full (a short write), == start when nothing is left.
+  static uint64_t charge_growth(CowFs* self, Inode* n, int upper_fd, uint64_t start, uint64_t end,
+                                bool allow_partial) {
+    uint64_t& acc = accounted(n, upper_fd);
+    if (end <= acc) {
+      return end;
+    }
+    uint64_t want = end - acc;
+    uint64_t got = allow_partial ? self->quota_.reserve_bytes_upto(want)
+                                 : (self->quota_.reserve_bytes(want) ? want : 0);
+    if (got == 0) {
+      return std::max(start, acc);  // only what overwrites bytes already paid for
+    }
+    acc += got;
+    return acc;
+  }
+
+  // After a size change settles, give back what the file no longer holds.
+  static void settle_size(CowFs* self, Inode* n, int fd) {
+    struct stat st;
+    if (stat_fd(fd, &st) != 0) {
+      return;
+    }
+    uint64_t& acc = accounted(n, fd);
+    uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size < acc) {
+      self->quota_.release_bytes(acc - size);
+      acc = size;
+    } else if (size > acc) {
+      // Grew by a path that could not reserve first (should not happen): charge it anyway.
+      self->quota_.reserve_bytes_upto(size - acc);
+      acc = size;
+    }
+  }
+
+  static void quota_refused(CowFs* self, Inode* n, const char* what, const Caller& who) {
+    Usage u = self->quota_.usage();
+    bool bytes = std::strcmp(what, "bytes") == 0;
+    self->access_.quota_hit(self->table_.path_of(n), what, bytes ? u.bytes : u.inodes,
+                            bytes ? self->quota_.byte_limit() : self->quota_.inode_limit(), who);
+  }
+
+  // ---- helpers for creating names ---------------------------------------------------------
+
+  // Checks that `name` in `dir` may be created: plain, not reserved, write allowed, absent.
+  static int prepare_create(CowFs* self, fuse_req_t req, fuse_ino_t parent, const char* cname,
+                            const char* op, InodeView* dir, std::string* path, Found* existing,
+                            bool new_inode = true) {
+    std::string name(cname);
+    if (!is_plain_name(name)) {
+      return name.size() > 255 ? -ENAMETOOLONG : -EINVAL;
+    }
+    if (is_reserved_name(name)) {
+      return -EPERM;  // ".wh.*" names belong to the layer format
+    }
+    *dir = self->table_.view(parent);
+    if (dir->node == nullptr) {
+      return -ENOENT;
+    }
+    if (dir->stale) {
+      return -ESTALE;
+    }
+    *path = self->table_.child_path(dir->node, name);
+    Caller who = caller(req);
+    if (int rc = self->access_.check_write(*path, op, who); rc != 0) {
+      return rc;
+    }
+    int rc = resolve(*dir, name, existing);
+    if (rc == 0) {
+      return -EEXIST;
+    }
+    if (rc != -ENOENT) {
+      return rc;
+    }
+    if (int rc2 = ensure_upper(self, dir->node, true, who); rc2 != 0) {
+      return rc2;
+    }
+    *dir = self->table_.view(parent);
+    if (new_inode && !self->quota_.reserve_inode()) {
+      quota_refused(self, dir->node, "inodes", who);
+      return -EDQUOT;
+    }
+    return 0;
+  }
+
+  // After creating `name` in the upper dir: the caller owns it, and the whiteout goes.
+  static void finish_create(int upper_dir, const std::string& name, const Caller& who,
+                            bool had_whiteout) {
+    if (::geteuid() == 0) {
+      ::fchownat(upper_dir, name.c_str(), who.uid, who.gid, AT_SYMLINK_NOFOLLOW);
+    }
+    if (had_whiteout) {
+      ::unlinkat(upper_dir, whiteout_name(name).c_str(), 0);
+    }
+  }
+
+  static int make_whiteout(int upper_dir, const std::string& name) {
+    std::string wh = whiteout_name(name);
+    if (wh.size() > 255) {
+      return -ENAMETOOLONG;  // documented limit: lower names over 251 bytes cannot be deleted
+    }
+    int fd = ::openat(upper_dir, wh.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      0600);
+    if (fd < 0) {
+      return errno == EEXIST ? 0 : -errno;
+    }
+    ::close(fd);
+    return 0;
+  }
+
+  // Merged emptiness of a directory (whiteouts and internal records do not count).
+  static int check_empty(const Found& f) {
+    std::set<std::string> upper_names;
+    int err = 0;
+    if (f.upper) {
+      for (auto& n : list_dir(f.upper.get(), &err)) {
+        if (!is_reserved_name(n)) {
+          return -ENOTEMPTY;
+        }
+        upper_names.insert(n);
+      }
+      if (err) {
+        return -err;
+      }
+    }
+    if (f.lower) {
+      for (auto& n : list_dir(f.lower.get(), &err)) {
+        if (is_reserved_name(n)) {
+          continue;
+        }
+        if (upper_names.count(whiteout_name(n)) == 0) {
+          return -ENOTEMPTY;
+        }
+      }
+      if (err) {
+        return -err;
+      }
+    }
+    return 0;
+  }
+
+  // Releases quota of an upper object about to lose a name (only its last name frees it).
+  static void release_for_unlink(CowFs* self, int upper_dir, const std::string& name) {
+    struct stat st;
+    if (::fstatat(upper_dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return;
+    }
+    if (S_ISDIR(st.st_mode) || st.st_nlink <= 1) {
+      self->quota_.release_inode();
+      if (S_ISREG(st.st_mode)) {
+        Inode* n = self->table_.by_key(key_of(st));
+        if (n != nullptr) {
+          std::lock_guard lk(n->mu);
+          uint64_t& acc = accounted(n, -1);
+          if (!n->size_known) {
+            acc = static_cast<uint64_t>(st.st_size);
+          }
+          self->quota_.release_bytes(acc);
+          acc = 0;
+          n->size_known = true;
+        } else {
+          self->quota_.release_bytes(static_cast<uint64_t>(st.st_size));
+        }
+      }
+    }
+  }
+
+  // ---- the ops --------------------------------------------------------------------------------
+
+  static int do_lookup(fuse_req_t req, fuse_ino_t parent, const char* cname, fuse_entry_param* e) {
+    CowFs* self = fs(req);
+    InodeView dir = self->table_.view(parent);
+    if (dir.node == nullptr) {
+      return -ENOENT;
+    }
+    if (dir.stale) {
+      return -ESTALE;
+    }
+    std::string name(cname);
+    if (is_plain_name(name) && !is_reserved_name(name)) {
+      if (int rc = self->access_.check_read(self->table_.child_path(dir.node, name), "lookup",
+                                            caller(req));
+          rc != 0) {
+        return rc;
+      }
+    }
+    return lookup_entry(self, dir, name, e);
+  }
+
+  static int do_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct stat* st) {
+    if (fi != nullptr && fi->fh != 0) {
+      // fstat of an open file: its own fd answers, even after its name was unlinked.
+      auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+      if (!fh->on_lower) {
+        if (::fstat(fh->fd.get(), st) != 0) {
+          return -errno;
+        }
+        st->st_ino = fh->node->id;
+        return 0;
+      }
+    }
+    return stat_node(fs(req)->table_.view(ino), st);
+  }
+
+  static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                        fuse_file_info* fi, struct stat* out) {
+    CowFs* self = fs(req);
+    Caller who = caller(req);
+    InodeView v = self->table_.view(ino);
+    if (v.node == nullptr) {
+      return -ENOENT;
+    }
+    if (int rc = self->access_.check_write(self->table_.path_of(v.node), "setattr", who); rc != 0) {
+      return rc;
+    }
+    FileHandle* open_fh = (fi != nullptr && fi->fh != 0) ? reinterpret_cast<FileHandle*>(fi->fh)
+                                                         : nullptr;
+    if (open_fh != nullptr && !open_fh->on_lower) {
+      // ftruncate/fchmod/futimens on an open upper file: act on its fd (it may be unlinked).
+      return setattr_fd(self, v.node, open_fh->fd.get(), attr, to_set, who, out);
+    }
+    if (v.stale) {
+      return -ESTALE;
+    }
+    bool truncating_to_zero = (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0;
+    if (int rc = ensure_upper(self, v.node, !truncating_to_zero, who); rc != 0) {
+      return rc;
+    }
+    v = self->table_.view(ino);
+    if (v.stale) {
+      return -ESTALE;
+    }
+    int fd = v.upper;
+    bool is_lnk = S_ISLNK(v.type);
+    if (to_set & FUSE_SET_ATTR_MODE) {
+      if (is_lnk) {
+        return -EOPNOTSUPP;
+      }
+      if (::chmod(proc_path(fd).c_str(), attr->st_mode & 07777) != 0) {
+        return -errno;
+      }
+    }
+    if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+      uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
+      gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
+      if (::fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+        return -errno;
+      }
+    }
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+      if (!S_ISREG(v.type)) {
+        return -EINVAL;
+      }
+      std::lock_guard lk(v.node->mu);
+      uint64_t want = static_cast<uint64_t>(attr->st_size);
+      if (charge_growth(self, v.node, fd, 0, want, false) < want) {
+        quota_refused(self, v.node, "bytes", who);
+        return -EDQUOT;
+      }
+      FileHandle* fh = fi ? reinterpret_cast<FileHandle*>(fi->fh) : nullptr;
+      int rc;
+      if (fh != nullptr && !fh->on_lower) {
+        rc = ::ftruncate(fh->fd.get(), attr->st_size);
+      } else {
+        UniqueFd w(reopen_fd(fd, O_WRONLY));
+        rc = w ? ::ftruncate(w.get(), attr->st_size) : -1;
+      }
+      int e = errno;
+      settle_size(self, v.node, fd);
+      if (rc != 0) {
+        return -e;
+      }
+    }
+    if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_CTIME)) {
+      timespec tv[2];
+      tv[0].tv_nsec = UTIME_OMIT;
+      tv[1].tv_nsec = UTIME_OMIT;
+      if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+        tv[0].tv_nsec = UTIME_NOW;
+      } else if (to_set & FUSE_SET_ATTR_ATIME) {
+        tv[0] = attr->st_atim;
+      }
+      if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+        tv[1].tv_nsec = UTIME_NOW;
+      } else if (to_set & FUSE_SET_ATTR_MTIME) {
+        tv[1] = attr->st_mtim;
+      }
+      if (tv[0].tv_nsec != UTIME_OMIT || tv[1].tv_nsec != UTIME_OMIT) {
+        int rc;
+        if (is_lnk) {
+          auto [p, name] = parent_and_name(self, v.node);
+          InodeView pv = self->table_.view(p);
+          rc = ::utimensat(pv.upper, name.c_str(), tv, AT_SYMLINK_NOFOLLOW);
+        } else {
+          rc = ::utimensat(AT_FDCWD, proc_path(fd).c_str(), tv, 0);
+        }
+        if (rc != 0) {
+          return -errno;
+        }
+      }
+    }
+    return stat_node(self->table_.view(ino), out);
+  }
+
+  static int setattr_fd(CowFs* self, Inode* n, int fd, struct stat* attr, int to_set,
+                        const Caller& who, struct stat* out) {
+    if ((to_set & FUSE_SET_ATTR_MODE) && ::fchmod(fd, attr->st_mode & 07777) != 0) {
+      return -errno;
+    }
+    if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+      uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
+      gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
+      if (::fchown(fd, uid, gid) != 0) {
+        return -errno;
+      }
+    }
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+      std::lock_guard lk(n->mu);
+      uint64_t want = static_cast<uint64_t>(attr->st_size);
+      if (charge_growth(self, n, fd, 0, want, false) < want) {
+        quota_refused(self, n, "bytes", who);
+        return -EDQUOT;
+      }
+      int rc = ::ftruncate(fd, attr->st_size) == 0 ? 0 : -errno;
+      settle_size(self, n, fd);
+      if (rc != 0) {
+        return rc;
+      }
+    }
+    if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
+      timespec tv[2];
+      tv[0].tv_nsec = UTIME_OMIT;
+      tv[1].tv_nsec = UTIME_OMIT;
+      if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+        tv[0].tv_nsec = UTIME_NOW;
+      } else if (to_set & FUSE_SET_ATTR_ATIME) {
+        tv[0] = attr->st_atim;
+      }
+      if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+        tv[1].tv_nsec = UTIME_NOW;
+      } else if (to_set & FUSE_SET_ATTR_MTIME) {
+        tv[1] = attr->st_mtim;
+      }
+      if (::futimens(fd, tv) != 0) {
+        return -errno;
+      }
+    }
+    if (::fstat(fd, out) != 0) {
+      return -errno;
+    }
+    out->st_ino = n->id;
+    return 0;
+  }
+
+  static int do_readlink(fuse_req_t req, fuse_ino_t ino, std::string* out) {
+    InodeView v = fs(req)->table_.view(ino);
+    if (v.node == nullptr || v.stale) {
+      return -ESTALE;
+    }
+    char buf[PATH_MAX + 1];
+    ssize_t n = ::readlinkat(v.primary(), "", buf, sizeof(buf) - 1);
+    if (n < 0) {
+      return -errno;
+    }
+    out->assign(buf, static_cast<size_t>(n));
+    return 0;
+  }
+
+  static int do_mknod_like(fuse_req_t req, fuse_ino_t parent, const char* cname, mode_t mode,
+                           const char* link_target, fuse_entry_param* e, const char* op) {
+    CowFs* self = fs(req);
+    InodeView dir;
+    std::string path;
+    Found existing;
+    if (link_target == nullptr && !S_ISDIR(mode) && !S_ISFIFO(mode) && !S_ISREG(mode)) {
+      return -EPERM;  // no devices or sockets through the view
+    }
+    if (int rc = prepare_create(self, req, parent, cname, op, &dir, &path, &existing); rc != 0) {
+      return rc;
+    }
+    std::string name(cname);
+    Caller who = caller(req);
+    bool had_whiteout = existing.whiteout;
+    int rc = 0;
+    if (link_target != nullptr) {
+      rc = ::symlinkat(link_target, dir.upper, cname) == 0 ? 0 : -errno;
+    } else if (S_ISDIR(mode)) {
+      // Built under a temp name with its opaque marker, then renamed in: a directory that
+      // replaces a deleted lower one must never show the old lower contents, even for an instant.
+      std::string tmp = temp_name();
+      if (::mkdirat(dir.upper, tmp.c_str(), mode & 07777) != 0) {
+        rc = -errno;
+      } else {
+        if (existing.lower_shadowed) {
+          UniqueFd d(open_beneath(dir.upper, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+          if (!d || make_opaque_marker(d.get()) != 0) {
+            rc = -EIO;
+          }
+        }
+        if (rc == 0 && ::renameat2(dir.upper, tmp.c_str(), dir.upper, cname, RENAME_NOREPLACE) != 0) {
+          rc = -errno;
+        }
+        if (rc != 0) {
+          remove_tree_at(dir.upper, tmp);
+        }
+      }
+    } else if (S_ISFIFO(mode)) {
+      rc = ::mkfifoat(dir.upper, cname, mode & 07777) == 0 ? 0 : -errno;
+    } else {
+      int fd = ::openat(dir.upper, cname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        mode & 07777);
+      rc = fd >= 0 ? 0 : -errno;
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+    if (rc != 0) {
+      self->quota_.release_inode();
+      return rc;
+    }
+    finish_create(dir.upper, name, who, had_whiteout);
+    return lookup_entry(self, dir, name, e);
+  }
+
+  static int make_opaque_marker(int dirfd) {
+    int fd = ::openat(dirfd, std::string(kOpaqueMarker).c_str(),
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return errno == EEXIST ? 0 : -errno;
+    }
+    ::close(fd);
+    return 0;
+  }
+
+  static int do_remove(fuse_req_t req, fuse_ino_t parent, const char* cname, bool is_rmdir) {
+    CowFs* self = fs(req);
+    Caller who = caller(req);
+    InodeView dir = self->table_.view(parent);
+    if (dir.node == nullptr) {
+      return -ENOENT;
+    }
+    if (dir.stale) {
+      return -ESTALE;
+    }
+    std::string name(cname);
+    std::string path = self->table_.child_path(dir.node, name);
+    if (int rc = self->access_.check_write(path, is_rmdir ? "rmdir" : "unlink", who); rc != 0) {
+      return rc;
+    }
+    Found f;
+    if (int rc = resolve(dir, name, &f); rc != 0) {
+      return rc;
+    }
+    bool is_dir = S_ISDIR(f.st.st_mode);
+    if (is_rmdir && !is_dir) {
+      return -ENOTDIR;
+    }
+    if (!is_rmdir && is_dir) {
+      return -EISDIR;
+    }
+    if (is_rmdir) {
+      if (int rc = check_empty(f); rc != 0) {
+        return rc;
+      }
+    }
+    if (int rc = ensure_upper(self, dir.node, true, who); rc != 0) {
+      return rc;
+    }
+    dir = self->table_.view(parent);
+    // Whiteout first: if the daemon dies between the two steps, the upper entry still wins and
+    // the view shows the old state, never a resurrected lower file under a half-removed one.
+    if (f.lower_shadowed) {
+      if (int rc = record_origin_if_new(dir, name); rc != 0) {
+        return rc;
+      }
+      if (int rc = make_whiteout(dir.upper, name); rc != 0) {
+        return rc;
+      }
+    }
+    if (f.upper) {
+      release_for_unlink(self, dir.upper, name);
+      if (is_dir) {
+        // Move the (merged-empty) upper directory aside, then clear out its whiteouts.
+        std::string tmp = temp_name();
+        if (::renameat(dir.upper, cname, dir.upper, tmp.c_str()) != 0) {
+          return -errno;
+        }
+        remove_tree_at(dir.upper, tmp);
+      } else if (::unlinkat(dir.upper, cname, 0) != 0) {
+        return -errno;
+      }
+    }
+    return 0;
+  }
+
+  static int do_rename(fuse_req_t req, fuse_ino_t parent, const char* cname, fuse_ino_t newparent,
+                       const char* cnewname, unsigned int flags) {
+    CowFs* self = fs(req);
+    Caller who = caller(req);
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+      return -EINVAL;  // RENAME_WHITEOUT is overlayfs's business, not the sandbox's
+    }
+    std::string name(cname), newname(cnewname);
+    if (!is_plain_name(newname)) {
+      return newname.size() > 255 ? -ENAMETOOLONG : -EINVAL;
+    }
+    if (is_reserved_name(newname) || is_reserved_name(name)) {
+      return -EPERM;
+    }
+    InodeView src_dir = self->table_.view(parent);
+    InodeView dst_dir = self->table_.view(newparent);
+    if (src_dir.node == nullptr || dst_dir.node == nullptr) {
+      return -ENOENT;
+    }
+    if (src_dir.stale || dst_dir.stale) {
+      return -ESTALE;
+    }
+    std::string src_path = self->table_.child_path(src_dir.node, name);
+    std::string dst_path = self->table_.child_path(dst_dir.node, newname);
+    // Into or out of a denied name is refused both ways: `mv .env x` must not make it readable,
+    // `mv x .git/hooks/pre-commit` must not plant a hook.
+    for (const std::string* p : {&src_path, &dst_path}) {
+      if (int rc = self->access_.check_read(*p, "rename", who); rc != 0) {
+        return rc;
+      }
+      if (int rc = self->access_.check_write(*p, "rename", who); rc != 0) {
+        return rc;
+      }
+    }
+    Found src, dst;
+    if (int rc = resolve(src_dir, name, &src); rc != 0) {
+      return rc;
+    }
+    int drc = resolve(dst_dir, newname, &dst);
+    if (drc != 0 && drc != -ENOENT) {
+      return drc;
+    }
+    bool dst_exists = drc == 0;
+    if ((flags & RENAME_NOREPLACE) && dst_exists) {
+      return -EEXIST;
+    }
+    if ((flags & RENAME_EXCHANGE) && !dst_exists) {
+      return -ENOENT;
+    }
+    if (dst_exists && src.upper_key == dst.upper_key && src.lower_key == dst.lower_key) {
+      return 0;  // same object (hard links): rename(2) does nothing
+    }
+    bool src_dir_is = S_ISDIR(src.st.st_mode);
+    // Directories with lower content would have to move their whole lower subtree: refuse with
+    // EXDEV like kernel overlayfs without redirect_dir; mv(1) falls back to copy + delete.
+    if (src_dir_is && src.lower_shadowed) {
+      return -EXDEV;
+    }
+    if ((flags & RENAME_EXCHANGE) && S_ISDIR(dst.st.st_mode) && dst.lower_shadowed) {
+      return -EXDEV;
+    }
+    if (dst_exists && !(flags & RENAME_EXCHANGE)) {
+      bool dst_is_dir = S_ISDIR(dst.st.st_mode);
+      if (src_dir_is && !dst_is_dir) {
+        return -ENOTDIR;
+      }
+      if (!src_dir_is && dst_is_dir) {
+        return -EISDIR;
+      }
+      if (dst_is_dir) {
+        if (int rc = check_empty(dst); rc != 0) {
+          return rc;
+        }
+      }
+    }
+    // Copy the source up (files keep their bytes), and both parents. The lookups made here hold
+    // their Inodes until the rename is done (forgotten on every return path).
+    struct LookupRef {
+      InodeTable* table;
+      uint64_t id = 0;
+      ~LookupRef() {
+        if (id != 0) {
+          table->forget(id, 1);
+        }
+      }
+    };
+    LookupRef src_ref{&self->table_}, dst_ref{&self->table_};
+    Inode* src_node = nullptr;
+    {
+      fuse_entry_param e;
+      if (int rc = lookup_entry(self, src_dir, name, &e); rc != 0) {
+        return rc;
+      }
+      src_ref.id = e.ino;
+      src_node = self->table_.find(e.ino);
+      if (int rc = ensure_upper(self, src_node, true, who); rc != 0) {
+        return rc;
+      }
+    }
+    Inode* dst_node = nullptr;
+    if (flags & RENAME_EXCHANGE) {
+      fuse_entry_param e;
+      if (int rc = lookup_entry(self, dst_dir, newname, &e); rc != 0) {
+        return rc;
+      }
+      dst_ref.id = e.ino;
+      dst_node = self->table_.find(e.ino);
+      if (int rc = ensure_upper(self, dst_node, true, who); rc != 0) {
+        return rc;
+      }
+    }
+    if (int rc = ensure_upper(self, dst_dir.node, true, who); rc != 0) {
+      return rc;
+    }
+    src_dir = self->table_.view(parent);
+    dst_dir = self->table_.view(newparent);
+    if (flags & RENAME_EXCHANGE) {
+      if (::renameat2(src_dir.upper, cname, dst_dir.upper, cnewname, RENAME_EXCHANGE) != 0) {
+        return -errno;
+      }
+      self->table_.moved(src_node, dst_dir.node, newname);
+      self->table_.moved(dst_node, src_dir.node, name);
+      return 0;
+    }
+    // The source's old name must stay deleted where a lower entry sits under it: whiteout first.
+    if (src.lower_shadowed) {
+      if (int rc = make_whiteout(src_dir.upper, name); rc != 0) {
+        return rc;
+      }
+    }
+    if (dst.lower_shadowed) {
+      if (int rc = record_origin_if_new(dst_dir, newname); rc != 0) {
+        return rc;
+      }
+    }
+    if (dst_exists && dst.upper) {
+      release_for_unlink(self, dst_dir.upper, newname);
+      if (S_ISDIR(dst.st.st_mode)) {
+        // rename(2) replaces only empty directories: drop the target's whiteouts first.
+        UniqueFd d(reopen_fd(dst.upper.get(), O_RDONLY | O_DIRECTORY));
+        if (!d || clear_dir(d.get()) != 0) {
+          return -EIO;
+        }
+      }
+    }
+    if (src_dir_is && dst.lower_shadowed) {
+      // The moved directory lands over a lower directory: it must not merge with it.
+      UniqueFd d(reopen_fd(self->table_.view(src_node).upper, O_RDONLY | O_DIRECTORY));
+      if (!d || make_opaque_marker(d.get()) != 0) {
+        return -EIO;
+      }
+    }
+    if (::renameat2(src_dir.upper, cname, dst_dir.upper, cnewname, flags & RENAME_NOREPLACE) != 0) {
+      return -errno;
+    }
+    if (dst.whiteout) {
+      ::unlinkat(dst_dir.upper, whiteout_name(newname).c_str(), 0);
+    }
+    if (src_dir_is && dst.lower_shadowed) {
+      InodeView sv = self->table_.view(src_node);
+      self->table_.set_upper(src_node, UniqueFd(::fcntl(sv.upper, F_DUPFD_CLOEXEC, 0)),
+                             src_node->key, true);
+    }
+    self->table_.moved(src_node, dst_dir.node, newname);
+    return 0;
+  }
+
+  static int do_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* cnewname,
+                     fuse_entry_param* e) {
+    CowFs* self = fs(req);
+    Caller who = caller(req);
+    InodeView v = self->table_.view(ino);
+    if (v.node == nullptr || v.stale) {
+      return -ESTALE;
+    }
+    // A second name is a second way to write the same bytes: the source must be writable too.
+    std::string src_path = self->table_.path_of(v.node);
+    if (int rc = self->access_.check_read(src_path, "link", who); rc != 0) {
+      return rc;
+    }
+    if (int rc = self->access_.check_write(src_path, "link", who); rc != 0) {
+      return rc;
+    }
+    InodeView dir;
+    std::string path;
+    Found existing;
+    // A new name, not a new inode: no inode charged.
+    if (int rc = prepare_create(self, req, newparent, cnewname, "link", &dir, &path, &existing,
+                                false);
+        rc != 0) {
+      return rc;
+    }
+    if (int rc = ensure_upper(self, v.node, true, who); rc != 0) {
+      return rc;
+    }
+    v = self->table_.view(ino);
+    if (::linkat(AT_FDCWD, proc_path(v.upper).c_str(), dir.upper, cnewname, AT_SYMLINK_FOLLOW) !=
+        0) {
+      return -errno;
+    }
+    if (existing.whiteout) {
+      ::unlinkat(dir.upper, whiteout_name(cnewname).c_str(), 0);
+    }
+    return lookup_entry(self, dir, cnewname, e);
+  }
+
+  // Opens node for `flags` (copying up for writes); the FileHandle goes to fi->fh.
+  static int open_node(CowFs* self, Inode* node, int flags, const Caller& who, fuse_file_info* fi,
+                       const char* op) {
+    InodeView v = self->table_.view(node);
+    if (v.stale) {
+      return -ESTALE;
+    }
+    int acc = flags & O_ACCMODE;
+    bool writing = acc != O_RDONLY || (flags & O_TRUNC);
+    std::string path = self->table_.path_of(node);
+    if (int rc = self->access_.check_read(path, op, who); rc != 0) {
+      return rc;
+    }
+    if (writing) {
+      if (int rc = self->access_.check_write(path, op, who); rc != 0) {
+        return rc;
+      }
+      if (int rc = ensure_upper(self, node, !(flags & O_TRUNC), who); rc != 0) {
+        return rc;
+      }
+      v = self->table_.view(node);
+    }
+    auto fh = std::make_unique<FileHandle>();
+    fh->node = node;
+    // The kernel does O_APPEND positioning itself and sends explicit offsets; O_APPEND on our fd
+    // would make pwrite ignore them.
+    int oflags = flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_APPEND | O_TRUNC);
+    int fd = v.upper >= 0 ? v.upper : v.lower;
+    fh->on_lower = v.upper < 0;
+    fh->fd.reset(reopen_fd(fd, oflags));
+    if (!fh->fd) {
+      return -errno;
+    }
+    if (flags & O_TRUNC) {
+      std::lock_guard lk(node->mu);
+      int rc = ::ftruncate(fh->fd.get(), 0) == 0 ? 0 : -errno;
+      settle_size(self, node, fh->fd.get());
+      if (rc != 0) {
+        return rc;
+      }
+    }
+    fi->keep_cache = 1;  // the daemon is the only writer: page cache stays valid across opens
+    // Our flush does nothing (writes are synchronous, no writeback cache): spare the kernel the
+    // round trip at every close.
+    fi->noflush = 1;
+    self->table_.add_handle(node, fh->on_lower ? -1 : fh->fd.get());
+    fi->fh = reinterpret_cast<uint64_t>(fh.release());
+    return 0;
+  }
+
+  static int do_create(fuse_req_t req, fuse_ino_t parent, const char* cname, mode_t mode,
+                       fuse_file_info* fi, fuse_entry_param* e) {
+    CowFs* self = fs(req);
+    Caller who = caller(req);
+    InodeView dir;
+    std::string path;
+    Found existing;
+    int rc = prepare_create(self, req, parent, cname, "create", &dir, &path, &existing);
+    if (rc == -EEXIST && !(fi->flags & O_EXCL)) {
+      // Raced with another creator: open what is there.
+      if (int rc2 = lookup_entry(self, dir, cname, e); rc2 != 0) {
+        return rc2;
+      }
+      Inode* n = self->table_.find(e->ino);
+      int rc3 = open_node(self, n, fi->flags, who, fi, "create");
+      if (rc3 != 0) {
+        self->table_.forget(e->ino, 1);
+      }
+      return rc3;
+    }
+    if (rc != 0) {
+      return rc;
+    }
+    // The fd of the create itself becomes the handle: a file created read-only (git's 0444
+    // objects) may still be written through the descriptor that created it, never reopened.
+    int acc = fi->flags & O_ACCMODE;
+    int cflags = (fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_APPEND | O_TRUNC | O_ACCMODE)) |
+                 (acc == O_WRONLY ? O_RDWR : acc) | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = ::openat(dir.upper, cname, cflags, mode & 07777);
+    if (fd < 0) {
+      int err = errno;
+      self->quota_.release_inode();
+      return -err;
+    }
+    auto fh = std::make_unique<FileHandle>();
+    fh->fd.reset(fd);
+    finish_create(dir.upper, cname, who, existing.whiteout);
+    if (int rc2 = lookup_entry(self, dir, cname, e); rc2 != 0) {
+      return rc2;
+    }
+    Inode* n = self->table_.find(e->ino);
+    fh->node = n;
+    {
+      std::lock_guard lk(n->mu);
+      n->size_known = true;
+      n->accounted_size = 0;
+    }
+    fi->keep_cache = 1;
+    fi->noflush = 1;
+    self->table_.add_handle(n, fh->fd.get());
+    fi->fh = reinterpret_cast<uint64_t>(fh.release());
+    return 0;
+  }
+
+  static int read_fd(FileHandle* fh, CowFs* self) {
+    if (!fh->on_lower) {
+      return fh->fd.get();
+    }
+    // Opened read-only before someone else copied the file up: read the upper copy from now on,
+    // so every open of the file sees the same bytes.
+    std::lock_guard lk(fh->mu);
+    if (fh->upper_fd) {
+      return fh->upper_fd.get();
+    }
+    InodeView v = self->table_.view(fh->node);
+    if (v.upper >= 0) {
+      fh->upper_fd.reset(reopen_fd(v.upper, O_RDONLY));
+      if (fh->upper_fd) {
+        return fh->upper_fd.get();
+      }
+    }
+    return fh->fd.get();
+  }
+
+  static int do_write(fuse_req_t req, fuse_ino_t, fuse_bufvec* in, off_t off, fuse_file_info* fi,
+                      size_t* written) {
+    CowFs* self = fs(req);
+    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    if (fh->on_lower) {
+      return -EBADF;
+    }
+    size_t len = fuse_buf_size(in);
+    Inode* n = fh->node;
+    std::lock_guard lk(n->mu);
+    uint64_t start = static_cast<uint64_t>(off);
+    uint64_t end = charge_growth(self, n, fh->fd.get(), start, start + len, true);
+    if (end <= start && len > 0) {
+      quota_refused(self, n, "bytes", caller(req));
+      return -EDQUOT;
+    }
+    size_t allowed = static_cast<size_t>(std::min<uint64_t>(end - start, len));
+    fuse_bufvec out = FUSE_BUFVEC_INIT(allowed);
+    out.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+    out.buf[0].fd = fh->fd.get();
+    out.buf[0].pos = off;
+    in->buf[0].size = std::min(in->buf[0].size, allowed);  // short write at the quota edge
+    if (in->count > 1 || fuse_buf_size(in) > allowed) {
+      // Trim the whole vector to `allowed` bytes.
+      size_t left = allowed;
+      for (size_t i = 0; i < in->count; i++) {
+        in->buf[i].size = std::min(in->buf[i].size, left);
+        left -= in->buf[i].size;
+      }
+    }
+    ssize_t res = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
+    if (res < 0 || static_cast<uint64_t>(res) < allowed) {
+      settle_size(self, n, fh->fd.get());
+    }
+    if (res < 0) {
+      return static_cast<int>(res);
+    }
+    *written = static_cast<size_t>(res);
+    return 0;
+  }
+
+  static int do_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t off, off_t len,
+                          fuse_file_info* fi) {
+    CowFs* self = fs(req);
+    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    if (fh->on_lower) {
+      return -EBADF;
+    }
+    Inode* n = fh->node;
+    std::lock_guard lk(n->mu);
+    uint64_t end = static_cast<uint64_t>(off) + static_cast<uint64_t>(len);
+    if (!(mode & FALLOC_FL_KEEP_SIZE)) {
+      if (charge_growth(self, n, fh->fd.get(), 0, end, false) < end) {
+        quota_refused(self, n, "bytes", caller(req));
+        return -EDQUOT;
+      }
+    }
+    int rc = ::fallocate(fh->fd.get(), mode, off, len) == 0 ? 0 : -errno;
+    settle_size(self, n, fh->fd.get());
+    return rc;
+  }
+
+  static int do_copy_file_range(fuse_req_t req, fuse_file_info* fi_in, off_t off_in,
+                                fuse_file_info* fi_out, off_t off_out, size_t len, int flags,
+                                size_t* copied) {
+    CowFs* self = fs(req);
+    auto* in = reinterpret_cast<FileHandle*>(fi_in->fh);
+    auto* out = reinterpret_cast<FileHandle*>(fi_out->fh);
+    if (out->on_lower) {
+      return -EBADF;
+    }
+    Inode* n = out->node;
+    std::lock_guard lk(n->mu);
+    uint64_t start = static_cast<uint64_t>(off_out);
+    uint64_t end = charge_growth(self, n, out->fd.get(), start, start + len, true);
+    if (end <= start && len > 0) {
+      quota_refused(self, n, "bytes", caller(req));
+      return -EDQUOT;
+    }
+    size_t allowed = static_cast<size_t>(std::min<uint64_t>(end - start, len));
+    loff_t oi = off_in, oo = off_out;
+    ssize_t res = ::copy_file_range(read_fd(in, self), &oi, out->fd.get(), &oo, allowed,
+                                    static_cast<unsigned>(flags));
+    int e = errno;
+    settle_size(self, n, out->fd.get());
+    if (res < 0) {
+      return -e;
+    }
+    *copied = static_cast<size_t>(res);
+    return 0;
+  }
+
+  static void build_dir(CowFs* self, DirHandle* dh, const InodeView& v, int* err) {
+    dh->entries.clear();
+    dh->entries.push_back({".", v.node->id, DT_DIR});
+    dh->entries.push_back({"..", 1, DT_DIR});
+    std::set<std::string> seen;
+    std::string dir_path = self->table_.path_of(v.node);
+    auto visible = [&](const std::string& n) {
+      return self->access_.visible(dir_path.empty() ? n : dir_path + "/" + n);
+    };
+    auto add_from = [&](int layer_fd, bool is_upper) {
+      UniqueFd d(reopen_fd(layer_fd, O_RDONLY | O_DIRECTORY));
+      if (!d) {
+        *err = errno;
+        return;
+      }
+      struct stat dst;
+      stat_fd(d.get(), &dst);
+      DIR* dp = ::fdopendir(d.release());
+      if (dp == nullptr) {
+        *err = errno;
+        return;
+      }
+      while (dirent* de = ::readdir(dp)) {
+        std::string n = de->d_name;
+        if (n == "." || n == "..") {
+          continue;
+        }
+        if (is_reserved_name(n)) {
+          if (is_upper) {
+            std::string_view t = whiteout_target(n);
+            if (!t.empty()) {
+              seen.insert(std::string(t));  // deleted: hides the lower entry
+            }
+          }
+          continue;
+        }
+        if (!seen.insert(n).second) {
+          continue;
+        }
+        if (!visible(n)) {
+          continue;
+        }
+        dh->entries.push_back({n, self->table_.number_for({dst.st_dev, de->d_ino}), de->d_type});
+      }
+      ::closedir(dp);
+    };
+    if (v.upper >= 0) {
+      add_from(v.upper, true);
+    }
+    if (v.lower >= 0 && !v.opaque) {
+      add_from(v.lower, false);
+    }
+  }
+
+  static int do_statfs(fuse_req_t req, struct statvfs* out) {
+    CowFs* self = fs(req);
+    if (::fstatvfs(self->upper_root_.get(), out) != 0) {
+      return -errno;
+    }
+    Usage u = self->quota_.usage();
+    uint64_t bs = out->f_frsize ? out->f_frsize : 4096;
+    if (self->quota_.byte_limit() != 0) {
+      uint64_t limit = self->quota_.byte_limit();
+      out->f_blocks = limit / bs;
+      uint64_t free_bytes = limit > u.bytes ? limit - u.bytes : 0;
+      out->f_bfree = std::min<uint64_t>(free_bytes / bs, out->f_bfree);
+      out->f_bavail = std::min<uint64_t>(free_bytes / bs, out->f_bavail);
+    }
+    if (self->quota_.inode_limit() != 0) {
+      uint64_t limit = self->quota_.inode_limit();
+      out->f_files = limit;
+      out->f_ffree = limit > u.inodes ? limit - u.inodes : 0;
+      out->f_favail = out->f_ffree;
+    }
+    out->f_namemax = 255 - kWhiteoutPrefix.size();  // whiteouts need room for their prefix
+    return 0;
+  }
+
+  // `*view` keeps the fd behind `*path` open until the caller is done.
+  static int xattr_target(CowFs* self, fuse_ino_t ino, bool write, const char* op,
+                          const Caller& who, std::string* path, InodeView* view) {
+    InodeView& v = *view;
+    v = self->table_.view(ino);
+    if (v.node == nullptr || v.stale) {
+      return -ESTALE;
+    }
+    if (S_ISLNK(v.type)) {
+      return -EOPNOTSUPP;  // user xattrs are not allowed on symlinks anyway
+    }
+    if (write) {
+      if (int rc = self->access_.check_write(self->table_.path_of(v.node), op, who); rc != 0) {
+        return rc;
+      }
+      if (int rc = ensure_upper(self, v.node, true, who); rc != 0) {
+        return rc;
+      }
+      v = self->table_.view(ino);
+    }
+    *path = proc_path(v.primary());
+    return 0;
+  }
+
+  // ---- trampolines: one reply each, sent after every lock is released ----------------------
+
+static void op_init(void* userdata, fuse_conn_info* conn) {
+  (void)userdata;
+  auto want = [&](unsigned cap) {
+    if (conn->capable & cap) {
+      conn->want |= cap;
+    }
+  };
+  want(FUSE_CAP_SPLICE_READ);
+  want(FUSE_CAP_SPLICE_WRITE);
+  want(FUSE_CAP_SPLICE_MOVE);
+  want(FUSE_CAP_READDIRPLUS);
+  want(FUSE_CAP_PARALLEL_DIROPS);
+  want(FUSE_CAP_CACHE_SYMLINKS);
+  // The daemon is the only writer of the view: the kernel must not drop cached pages just because
+  // an mtime it saw changed (that mtime changed through us).
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  // Writeback caching would let write(2) succeed into the page cache and fail later at flush: the
+  // byte quota has to refuse at write(2), so writes go through.
+  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  // Let the kernel clear suid/sgid on write with its own setattr rather than trusting us to.
+  conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+  // No FUSE lock ops: the kernel keeps POSIX and flock locks locally, which is right for a view
+  // that only this machine's sandbox uses.
+  conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+  conn->max_write = 1u << 20;
+  conn->max_readahead = 1u << 20;
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+  conn->time_gran = 1;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  CowFs* self = Impl::fs(req);
+  fuse_entry_param e;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_lookup(req, parent, name, &e); });
+  }
+  if (rc == -ENOENT) {
+    // A negative entry with zero timeout: rollback cannot enumerate negative dentries to
+    // invalidate them, so none are cached.
+    std::memset(&e, 0, sizeof(e));
+    fuse_reply_entry(req, &e);
+    return;
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_entry(req, &e);
+  }
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  CowFs* self = Impl::fs(req);
+  {
+    std::shared_lock lk(self->layer_mu_);
+    self->table_.forget(ino, nlookup);
+  }
+  fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  CowFs* self = Impl::fs(req);
+  {
+    std::shared_lock lk(self->layer_mu_);
+    for (size_t i = 0; i < count; i++) {
+      self->table_.forget(forgets[i].ino, forgets[i].nlookup);
+    }
+  }
+  fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  struct stat st;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_getattr(req, ino, fi, &st); });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_attr(req, &st, self->config_.cache_timeout);
+  }
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  struct stat st;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_setattr(req, ino, attr, to_set, fi, &st); });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_attr(req, &st, self->config_.cache_timeout);
+  }
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino) {
+  CowFs* self = Impl::fs(req);
+  std::string target;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_readlink(req, ino, &target); });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_readlink(req, target.c_str());
+  }
+}
+
+static void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e) {
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_entry(req, &e);
+  }
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
+  CowFs* self = Impl::fs(req);
+  fuse_entry_param e;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_mknod_like(req, parent, name, mode, nullptr, &e, "mknod"); });
+  }
+  reply_entry_or_err(req, rc, e);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  CowFs* self = Impl::fs(req);
+  fuse_entry_param e;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall(
+        [&] { return Impl::do_mknod_like(req, parent, name, mode | S_IFDIR, nullptr, &e, "mkdir"); });
+  }
+  reply_entry_or_err(req, rc, e);
+}
+
+static void op_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  CowFs* self = Impl::fs(req);
+  fuse_entry_param e;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall(
+        [&] { return Impl::do_mknod_like(req, parent, name, S_IFLNK | 0777, link, &e, "symlink"); });
+  }
+  reply_entry_or_err(req, rc, e);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  CowFs* self = Impl::fs(req);
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_remove(req, parent, name, false); });
+  }
+  fuse_reply_err(req, -rc);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  CowFs* self = Impl::fs(req);
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_remove(req, parent, name, true); });
+  }
+  fuse_reply_err(req, -rc);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+               const char* newname, unsigned int flags) {
+  CowFs* self = Impl::fs(req);
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_rename(req, parent, name, newparent, newname, flags); });
+  }
+  fuse_reply_err(req, -rc);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  CowFs* self = Impl::fs(req);
+  fuse_entry_param e;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_link(req, ino, newparent, newname, &e); });
+  }
+  reply_entry_or_err(req, rc, e);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] {
+      Inode* n = self->table_.find(ino);
+      if (n == nullptr) {
+        return -ENOENT;
+      }
+      return Impl::open_node(self, n, fi->flags, Impl::caller(req), fi, "open");
+    });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else if (fuse_reply_open(req, fi) == -ENOENT) {
+    // The opener was interrupted: nobody will release this handle.
+    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    self->table_.drop_handle(fh->node, fh->on_lower ? -1 : fh->fd.get());
+    delete fh;
+  }
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+               fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  fuse_entry_param e;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_create(req, parent, name, mode, fi, &e); });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    self->table_.drop_handle(fh->node, fh->fd.get());
+    self->table_.forget(e.ino, 1);
+    delete fh;
+  }
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+  fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+  {
+    std::shared_lock lk(self->layer_mu_);
+    buf.buf[0].fd = Impl::read_fd(fh, self);
+  }
+  // Spliced straight from our fd into /dev/fuse when the kernel allows it: no copy through us.
+  buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+  buf.buf[0].pos = off;
+  fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  size_t written = 0;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_write(req, ino, in, off, fi, &written); });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_write(req, written);
+  }
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+static void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+  {
+    std::shared_lock lk(self->layer_mu_);
+    self->table_.drop_handle(fh->node, fh->on_lower ? -1 : fh->fd.get());
+    delete fh;
+  }
+  fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
+  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+  int rc = datasync ? ::fdatasync(fh->fd.get()) : ::fsync(fh->fd.get());
+  fuse_reply_err(req, rc == 0 ? 0 : errno);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] {
+      InodeView v = self->table_.view(ino);
+      if (v.node == nullptr) {
+        return -ENOENT;
+      }
+      if (v.stale) {
+        return -ESTALE;
+      }
+      auto dh = std::make_unique<DirHandle>();
+      dh->node = v.node;
+      self->table_.add_handle(v.node);
+      fi->fh = reinterpret_cast<uint64_t>(dh.release());
+      return 0;
+    });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+    return;
+  }
+  fi->keep_cache = 1;
+  fi->cache_readdir = 1;
+  if (fuse_reply_open(req, fi) == -ENOENT) {
+    auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
+    self->table_.drop_handle(dh->node);
+    delete dh;
+  }
+}
+
+static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
+                       bool plus) {
+  CowFs* self = Impl::fs(req);
+  auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] {
+      InodeView v = self->table_.view(ino);
+      if (v.stale) {
+        return -ESTALE;
+      }
+      if (off == 0 || dh->entries.empty()) {
+        int err = 0;
+        Impl::build_dir(self, dh, v, &err);
+        if (err != 0) {
+          return -err;
+        }
+      }
+      // Offsets are indexes into the listing taken at offset 0: stable while the handle lives.
+      for (size_t i = static_cast<size_t>(off); i < dh->entries.size(); i++) {
+        const DirEntry& de = dh->entries[i];
+        size_t rem = buf.size() - used;
+        size_t n;
+        if (plus) {
+          fuse_entry_param e;
+          std::memset(&e, 0, sizeof(e));
+          bool looked_up = false;
+          if (de.name != "." && de.name != ".." &&
+              self->access_.policy().decide_read(self->table_.child_path(v.node, de.name)).allow &&
+              Impl::lookup_entry(self, v, de.name, &e) == 0) {
+            looked_up = true;
+          } else {
+            // Listed without attributes (dot entries, read-denied names shown as EACCES):
+            // ino 0 tells the kernel not to make a dentry from it.
+            e.attr.st_ino = de.ino;
+            e.attr.st_mode = static_cast<mode_t>(de.type) << 12;
+          }
+          n = fuse_add_direntry_plus(req, buf.data() + used, rem, de.name.c_str(), &e,
+                                     static_cast<off_t>(i + 1));
+          if (n > rem) {
+            if (looked_up) {
+              self->table_.forget(e.ino, 1);  // not sent: the kernel never saw this lookup
+            }
+            break;
+          }
+        } else {
+          struct stat st {};
+          st.st_ino = de.ino;
+          st.st_mode = static_cast<mode_t>(de.type) << 12;
+          n = fuse_add_direntry(req, buf.data() + used, rem, de.name.c_str(), &st,
+                                static_cast<off_t>(i + 1));
+          if (n > rem) {
+            break;
+          }
+        }
+        used += n;
+      }
+      return 0;
+    });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_buf(req, buf.data(), used);
+  }
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  do_readdir_common(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  do_readdir_common(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
+  {
+    std::shared_lock lk(self->layer_mu_);
+    self->table_.drop_handle(dh->node);
+    delete dh;
+  }
+  fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
+  CowFs* self = Impl::fs(req);
+  int rc = 0;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    InodeView v = self->table_.view(ino);
+    if (v.upper >= 0) {
+      UniqueFd d(reopen_fd(v.upper, O_RDONLY | O_DIRECTORY));
+      rc = (d && ::fsync(d.get()) == 0) ? 0 : errno;
+    }
+  }
+  fuse_reply_err(req, rc);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t) {
+  struct statvfs st;
+  int rc = firewall([&] { return Impl::do_statfs(req, &st); });
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_statfs(req, &st);
+  }
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+                 int flags) {
+  CowFs* self = Impl::fs(req);
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] {
+      std::string path;
+      InodeView v;
+      if (int r = Impl::xattr_target(self, ino, true, "setxattr", Impl::caller(req), &path, &v); r) {
+        return r;
+      }
+      return ::setxattr(path.c_str(), name, value, size, flags) == 0 ? 0 : -errno;
+    });
+  }
+  fuse_reply_err(req, -rc);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  CowFs* self = Impl::fs(req);
+  std::vector<char> buf(size);
+  ssize_t n = 0;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] {
+      std::string path;
+      InodeView v;
+      if (int r = Impl::xattr_target(self, ino, false, "getxattr", Impl::caller(req), &path, &v); r) {
+        return r == -EOPNOTSUPP ? -ENODATA : r;
+      }
+      n = ::getxattr(path.c_str(), name, size ? buf.data() : nullptr, size);
+      return n < 0 ? -errno : 0;
+    });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else if (size == 0) {
+    fuse_reply_xattr(req, static_cast<size_t>(n));
+  } else {
+    fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
+  }
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  CowFs* self = Impl::fs(req);
+  std::vector<char> buf(size);
+  ssize_t n = 0;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] {
+      std::string path;
+      InodeView v;
+      if (int r = Impl::xattr_target(self, ino, false, "listxattr", Impl::caller(req), &path, &v); r) {
+        if (r == -EOPNOTSUPP) {
+          n = 0;
+          return 0;
+        }
+        return r;
+      }
+      n = ::listxattr(path.c_str(), size ? buf.data() : nullptr, size);
+      return n < 0 ? -errno : 0;
+    });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else if (size == 0) {
+    fuse_reply_xattr(req, static_cast<size_t>(n));
+  } else {
+    fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
+  }
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  CowFs* self = Impl::fs(req);
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] {
+      std::string path;
+      InodeView v;
+      if (int r = Impl::xattr_target(self, ino, true, "removexattr", Impl::caller(req), &path, &v); r) {
+        return r;
+      }
+      return ::removexattr(path.c_str(), name) == 0 ? 0 : -errno;
+    });
+  }
+  fuse_reply_err(req, -rc);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                  fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall([&] { return Impl::do_fallocate(req, ino, mode, off, len, fi); });
+  }
+  fuse_reply_err(req, -rc);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
+  CowFs* self = Impl::fs(req);
+  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+  off_t res;
+  int err = 0;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    res = ::lseek(Impl::read_fd(fh, self), off, whence);
+    if (res < 0) {
+      err = errno;
+    }
+  }
+  if (err != 0) {
+    fuse_reply_err(req, err);
+  } else {
+    fuse_reply_lseek(req, res);
+  }
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in,
+                        fuse_ino_t, off_t off_out, fuse_file_info* fi_out, size_t len, int flags) {
+  CowFs* self = Impl::fs(req);
+  size_t copied = 0;
+  int rc;
+  {
+    std::shared_lock lk(self->layer_mu_);
+    rc = firewall(
+        [&] { return Impl::do_copy_file_range(req, fi_in, off_in, fi_out, off_out, len, flags, &copied); });
+  }
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_write(req, copied);
+  }
+}
+
+static fuse_lowlevel_ops make_ops() {
+  fuse_lowlevel_ops ops{};
+  ops.init = op_init;
+  ops.lookup = op_lookup;
+  ops.forget = op_forget;
+  ops.forget_multi = op_forget_multi;
+  ops.getattr = op_getattr;
+  ops.setattr = op_setattr;
+  ops.readlink = op_readlink;
+  ops.mknod = op_mknod;
+  ops.mkdir = op_mkdir;
+  ops.symlink = op_symlink;
+  ops.unlink = op_unlink;
+  ops.rmdir = op_rmdir;
+  ops.rename = op_rename;
+  ops.link = op_link;
+  ops.open = op_open;
+  ops.create = op_create;
+  ops.read = op_read;
+  ops.write_buf = op_write_buf;
+  ops.flush = op_flush;
+  ops.release = op_release;
+  ops.fsync = op_fsync;
+  ops.opendir = op_opendir;
+  ops.readdir = op_readdir;
+  ops.readdirplus = op_readdirplus;
+  ops.releasedir = op_releasedir;
+  ops.fsyncdir = op_fsyncdir;
+  ops.statfs = op_statfs;
+  ops.setxattr = op_setxattr;
+  ops.getxattr = op_getxattr;
+  ops.listxattr = op_listxattr;
+  ops.removexattr = op_removexattr;
+  ops.fallocate = op_fallocate;
+  ops.lseek = op_lseek;
+  ops.copy_file_range = op_copy_file_range;
+  return ops;
+}
+};  // struct CowFs::Impl
+
+const fuse_lowlevel_ops& CowFs::operations() {
+  static const fuse_lowlevel_ops ops = Impl::make_ops();
+  return ops;
+}
+
+CowFs::CowFs(FsConfig config, UniqueFd lower, UniqueFd upper, Usage usage)
+    : config_(std::move(config)),
+      lower_root_(std::move(lower)),
+      upper_root_(std::move(upper)),
+      access_(config_.policy, config_.events),
+      quota_(config_.policy.quota.bytes, config_.policy.quota.inodes, usage) {}
+
+CowFs::~CowFs() = default;
+
+// Lives here rather than in cowfs_layers.cc because it re-resolves names with Impl::resolve.
+Status CowFs::rollback_to(const std::string& snapshot_dir) {
+  struct Inval {
+    uint64_t parent;
+    std::string name;
+  };
+  std::vector<Inval> entries;
+  std::vector<uint64_t> inodes;
+  {
+    std::unique_lock lk(layer_mu_);
+    UniqueFd snap;
+    if (!snapshot_dir.empty()) {
+      snap.reset(::open(snapshot_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!snap) {
+        return sys_error("open(\"" + snapshot_dir + "\") to roll back",
+                         "name an existing snapshot");
+      }
+    }
+    if (int rc = clear_dir(upper_root_.get()); rc != 0) {
+      errno = -rc;
+      return sys_error("clearing the upper layer " + config_.upper);
+    }
+    if (snap) {
+      if (int rc = copy_tree(snap.get(), upper_root_.get()); rc != 0) {
+        errno = -rc;
+        return sys_error("copying snapshot " + snapshot_dir + " into the upper layer",
+                         "run the rollback again: the snapshot itself is untouched");
+      }
+    }
+    quota_.reset(scan_usage(upper_root_.get()));
+
+    // Re-resolve every inode the kernel knows, parents before children.
+    auto all = table_.entries();
+    std::vector<std::pair<size_t, InodeTable::Entry>> ordered;
+    for (auto& e : all) {
+      std::string p = table_.path_of(e.node);
+      ordered.push_back({static_cast<size_t>(std::count(p.begin(), p.end(), '/')) +
+                             (e.node == table_.root() ? 0 : 1),
+                         e});
+    }
+    std::sort(ordered.begin(), ordered.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [depth, e] : ordered) {
+      inodes.push_back(e.node->id);
+      if (e.node == table_.root()) {
+        continue;
+      }
+      entries.push_back({e.parent_id, e.name});
+      InodeView pv = table_.view(e.parent_id);
+      Impl::Found f;
+      if (pv.node == nullptr || pv.stale || Impl::resolve(pv, e.name, &f) != 0 ||
+          (f.st.st_mode & S_IFMT) != e.node->type) {
+        table_.rebind(e.node, UniqueFd(), UniqueFd(), false, {}, {});
+      } else {
+        table_.rebind(e.node, std::move(f.upper), std::move(f.lower), f.opaque, f.upper_key,
+                      f.lower_key);
+      }
+      std::lock_guard nl(e.node->mu);
+      e.node->size_known = false;
+    }
+  }
+  // Outside every lock: the kernel may call back into us while it invalidates.
+  if (session_ != nullptr) {
+    for (auto& e : entries) {
+      fuse_lowlevel_notify_inval_entry(session_, e.parent, e.name.c_str(), e.name.size());
+    }
+    for (uint64_t ino : inodes) {
+      fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
+    }
+  }
+  return {};
+}
+
+}  // namespace cordon::fusefs

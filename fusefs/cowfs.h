@@ -1,0 +1,68 @@
+// cordon-fs's filesystem: the merged copy-on-write view of an upper layer over a lower directory,
+// served through the libfuse3 low-level API, with path policy and quotas.
+#pragma once
+
+#define FUSE_USE_VERSION 35
+#include <fuse_lowlevel.h>
+
+#include <memory>
+#include <shared_mutex>
+#include <string>
+
+#include "fusefs/access_control.h"
+#include "fusefs/inode_table.h"
+#include "fusefs/quota.h"
+#include "policy/base/result.h"
+#include "policy/base/unique_fd.h"
+#include "policy/policy.h"
+#include "policy/record/events.h"
+
+namespace cordon::fusefs {
+
+struct FsConfig {
+  std::string lower;  // the real workspace; never written
+  std::string upper;  // the session's layer directory (created if missing)
+  policy::FilesystemPolicy policy;
+  const record::EventLog* events = nullptr;  // may be null or disabled
+  double cache_timeout = 86400.0;  // attr/entry validity: the daemon is the view's only writer
+};
+
+class CowFs {
+ public:
+  // Opens both layers, removes leftovers of an interrupted copy-up, scans the upper for quota.
+  static Result<std::unique_ptr<CowFs>> create(FsConfig config);
+  ~CowFs();
+
+  static const fuse_lowlevel_ops& operations();
+  // Needed for cache invalidation on rollback; set once the session exists.
+  void set_session(fuse_session* se) { session_ = se; }
+
+  // Copies the upper layer to `dest_dir` (which must not exist) at a consistent point: ops are
+  // paused for the copy. Reflinks where the filesystem can.
+  Status snapshot_to(const std::string& dest_dir);
+  // Replaces the upper layer by a copy of `snapshot_dir` ("" = empty: back to the start), while
+  // mounted: ops are paused, every known inode is re-resolved, then the kernel's caches of the
+  // view are invalidated so the program sees the restored tree at once.
+  Status rollback_to(const std::string& snapshot_dir);
+
+  Usage usage() const { return quota_.usage(); }
+  const AccessControl& access() const { return access_; }
+
+  // The ops (public so the C trampolines in cowfs.cc can reach them; not an API).
+  struct Impl;
+
+ private:
+  CowFs(FsConfig config, UniqueFd lower, UniqueFd upper, Usage usage);
+  friend struct Impl;
+
+  FsConfig config_;
+  UniqueFd lower_root_;
+  UniqueFd upper_root_;
+  AccessControl access_;
+  Quota quota_;
+  InodeTable table_;
+  std::shared_mutex layer_mu_;
+  fuse_session* session_ = nullptr;
+};
+
+}  // namespace cordon::fusefs

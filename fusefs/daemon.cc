@@ -1,0 +1,243 @@
+// cordon-fs as a process: options, preflight, mount, serve, unmount.
+#include "fusefs/daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+
+#include "fusefs/control.h"
+#include "fusefs/cowfs.h"
+#include "policy/loader.h"
+#include "policy/record/events.h"
+
+namespace cordon::fusefs {
+
+Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code) {
+  DaemonOptions o;
+  CLI::App app{"cordon-fs: the copy-on-write workspace view of a cordon session"};
+  app.add_option("--lower", o.lower, "the real workspace (never written)")->required();
+  app.add_option("--upper", o.upper, "the session's upper layer directory")->required();
+  app.add_option("--mountpoint", o.mountpoint, "where to mount the view")->required();
+  app.add_option("--policy", o.policy_file, "policy file (default: the embedded default policy)");
+  app.add_option("--events", o.events_file, "append events (JSON lines) to this file");
+  app.add_option("--events-fd", o.events_fd, "append events to this inherited O_APPEND fd");
+  app.add_option("--session", o.session, "session id written into every event");
+  app.add_option("--control", o.control, "control socket for snapshot/rollback while mounted");
+  app.add_option("--snapshots", o.snapshots, "snapshot directory (default: <upper>/../snapshots)");
+  app.add_option("--ready-fd", o.ready_fd, "write one byte to this fd once mounted");
+  app.add_flag("--allow-other", o.allow_other, "let other users see the view (needs root or "
+                                               "user_allow_other in /etc/fuse.conf)");
+  bool foreground = true;
+  app.add_flag("-f,--foreground", foreground, "stay in the foreground (always the case)");
+  app.add_flag("-d,--debug", o.debug, "trace FUSE requests on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    *exit_code = app.exit(e);
+    return make_error(e.get_exit_code() == 0 ? "" : e.what());
+  }
+  // Absolute from here on: the control socket resolves snapshot names long after startup.
+  for (std::string* p : {&o.lower, &o.upper, &o.mountpoint, &o.snapshots, &o.control}) {
+    if (!p->empty()) {
+      *p = std::filesystem::absolute(*p).lexically_normal().string();
+    }
+  }
+  if (o.snapshots.empty()) {
+    o.snapshots = (std::filesystem::path(o.upper).lexically_normal().parent_path() / "snapshots")
+                      .string();
+  }
+  return o;
+}
+
+namespace {
+
+bool in_path(const char* prog) {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find(':', start);
+    std::string dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!dir.empty() && ::access((dir + "/" + prog).c_str(), X_OK) == 0) {
+      return true;
+    }
+    if (end == std::string::npos) {
+      break;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
+Status preflight(const DaemonOptions& o) {
+  struct stat st;
+  if (::stat("/dev/fuse", &st) != 0) {
+    return sys_error("stat(\"/dev/fuse\")",
+                     "load the module with `modprobe fuse`, or in a container pass --device /dev/fuse");
+  }
+  if (::geteuid() != 0) {
+    // fusermount3 opens /dev/fuse with the caller's own permissions (on purpose: that is how a
+    // host restricts FUSE), so a non-root mount needs both.
+    if (::access("/dev/fuse", R_OK | W_OK) != 0) {
+      return sys_error("/dev/fuse is not readable and writable by uid " +
+                           std::to_string(::geteuid()) + " (FUSE is restricted to root here)",
+                       "as root: chmod 0666 /dev/fuse (the distribution default), or run as root");
+    }
+    if (!in_path("fusermount3")) {
+      return make_error("fusermount3 not found in PATH (needed to mount as a non-root user)",
+                        "install it: apt-get install fuse3");
+    }
+  }
+  if (::stat(o.mountpoint.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return make_error("mountpoint " + o.mountpoint + " is not a directory",
+                      "create it first: mkdir -p " + o.mountpoint);
+  }
+  return {};
+}
+
+// Owns a fuse_session and everything it mounted or installed.
+struct Session {
+  fuse_session* se = nullptr;
+  bool mounted = false;
+  bool handlers = false;
+  ~Session() {
+    if (se == nullptr) {
+      return;
+    }
+    if (handlers) {
+      fuse_remove_signal_handlers(se);
+    }
+    if (mounted) {
+      fuse_session_unmount(se);
+    }
+    fuse_session_destroy(se);
+
+  }
+};
+
+}  // namespace
+
+int run_daemon(const DaemonOptions& o) {
+  if (Status st = preflight(o); !st.ok()) {
+    std::fprintf(stderr, "cordon-fs: %s\n", st.error().to_string().c_str());
+    return 1;
+  }
+  policy::Policy pol;
+  try {
+    pol = o.policy_file.empty() ? policy::default_policy() : policy::load_policy_file(o.policy_file);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cordon-fs: %s\n", e.what());
+    return 1;
+  }
+  record::EventLog events;
+  if (o.events_fd >= 0) {
+    events = record::EventLog::adopt(UniqueFd(o.events_fd), o.session, "fusefs");
+  } else if (!o.events_file.empty()) {
+    auto ev = record::EventLog::open(o.events_file, o.session, "fusefs");
+    if (!ev.ok()) {
+      std::fprintf(stderr, "cordon-fs: %s\n", ev.error().to_string().c_str());
+      return 1;
+    }
+    events = std::move(ev).value();
+  }
+  // Every directory the kernel holds keeps one or two O_PATH fds open here, and open files one
+  // each: big trees need more than the usual soft limit of 1024.
+  rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (::geteuid() == 0) {
+      // Root may raise the hard limit too, up to fs.nr_open.
+      FILE* f = std::fopen("/proc/sys/fs/nr_open", "r");
+      unsigned long long nr_open = 0;
+      if (f != nullptr) {
+        if (std::fscanf(f, "%llu", &nr_open) == 1 && nr_open > rl.rlim_max) {
+          rl.rlim_max = nr_open;
+        }
+        std::fclose(f);
+      }
+    }
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 8192) {
+    std::fprintf(stderr,
+                 "cordon-fs: warning: only %llu file descriptors (RLIMIT_NOFILE); each directory "
+                 "the kernel caches holds up to two, so very large trees may fail with EMFILE "
+                 "(raise the hard limit: ulimit -Hn)\n",
+                 static_cast<unsigned long long>(rl.rlim_cur));
+  }
+  // Modes arrive from the kernel with the caller's umask already applied; ours must not add to it.
+  ::umask(0);
+  FsConfig cfg;
+  cfg.lower = o.lower;
+  cfg.upper = o.upper;
+  cfg.policy = pol.filesystem;
+  cfg.events = &events;
+  auto fs = CowFs::create(std::move(cfg));
+  if (!fs.ok()) {
+    std::fprintf(stderr, "cordon-fs: %s\n", fs.error().to_string().c_str());
+    return 1;
+  }
+  std::string mount_opts = "default_permissions,fsname=cordon-fs,subtype=cordon";
+  if (o.allow_other) {
+    mount_opts += ",allow_other";
+  }
+  std::vector<const char*> argv = {"cordon-fs", "-o", mount_opts.c_str()};
+  if (o.debug) {
+    argv.push_back("-d");
+  }
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+  Session s;
+  s.se = fuse_session_new(&args, &CowFs::operations(), sizeof(fuse_lowlevel_ops), fs->get());
+  fuse_opt_free_args(&args);  // the session keeps what it needs
+  if (s.se == nullptr) {
+    std::fprintf(stderr, "cordon-fs: fuse_session_new failed (see libfuse's message above)\n");
+    return 1;
+  }
+  if (fuse_set_signal_handlers(s.se) != 0) {
+    std::fprintf(stderr, "cordon-fs: installing signal handlers failed\n");
+    return 1;
+  }
+  s.handlers = true;
+  if (fuse_session_mount(s.se, o.mountpoint.c_str()) != 0) {
+    std::fprintf(stderr,
+                 "cordon-fs: mounting %s failed (libfuse's reason is above). As a non-root user "
+                 "this goes through fusermount3: check it is installed setuid root "
+                 "(apt-get install fuse3) and that you own the mountpoint.\n",
+                 o.mountpoint.c_str());
+    return 1;
+  }
+  s.mounted = true;
+  (*fs)->set_session(s.se);
+  std::unique_ptr<ControlServer> control;
+  if (!o.control.empty()) {
+    auto c = ControlServer::start(o.control, fs->get(), o.snapshots);
+    if (!c.ok()) {
+      std::fprintf(stderr, "cordon-fs: %s\n", c.error().to_string().c_str());
+      return 1;
+    }
+    control = std::move(c).value();
+  }
+  if (o.ready_fd >= 0) {
+    char one = 1;
+    if (::write(o.ready_fd, &one, 1) != 1) {
+      std::fprintf(stderr, "cordon-fs: writing to --ready-fd %d: %s\n", o.ready_fd,
+                   std::strerror(errno));
+    }
+    ::close(o.ready_fd);
+  }
+  fuse_loop_config loop{};
+  loop.clone_fd = 0;
+  loop.max_idle_threads = 16;
+  int rc = fuse_session_loop_mt(s.se, &loop);
+  control.reset();  // no rollback can start once the session is gone
+  (*fs)->set_session(nullptr);
+  return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;
+}
+
+}  // namespace cordon::fusefs

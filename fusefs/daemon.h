@@ -1,0 +1,31 @@
+// cordon-fs as a process: options, preflight checks, mounting, the session loop, the control socket.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "policy/base/result.h"
+
+namespace cordon::fusefs {
+
+struct DaemonOptions {
+  std::string lower;        // --lower: the real workspace
+  std::string upper;        // --upper: the session's layer directory
+  std::string mountpoint;   // --mountpoint
+  std::string policy_file;  // --policy: a policy JSON; default: the embedded default policy
+  std::string events_file;  // --events: append events.jsonl here
+  int events_fd = -1;       // --events-fd: an inherited O_APPEND fd instead
+  std::string session = "standalone";  // --session: the id put in every event
+  std::string control;      // --control: unix socket for snapshot/rollback while mounted
+  std::string snapshots;    // --snapshots: where snapshots go (default: <upper>/../snapshots)
+  int ready_fd = -1;        // --ready-fd: one byte written here once mounted, then closed
+  bool allow_other = false; // --allow-other
+  bool debug = false;       // -d: libfuse request tracing on stderr
+};
+
+// Parses argv; on --help or an error fills *exit_code and returns an error message ("" for help).
+Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code);
+// Mounts and serves until unmounted (or SIGTERM/SIGINT/SIGHUP); returns the process exit code.
+int run_daemon(const DaemonOptions& opts);
+
+}  // namespace cordon::fusefs

@@ -1,0 +1,319 @@
+// The daemon's inode table.
+#include "fusefs/inode_table.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <vector>
+
+namespace cordon::fusefs {
+
+void InodeTable::init_root(UniqueFd upper, UniqueFd lower, DevIno upper_key, DevIno lower_key) {
+  std::lock_guard lk(mu_);
+  auto node = std::make_unique<Inode>();
+  node->id = 1;  // FUSE_ROOT_ID
+  node->type = S_IFDIR;
+  node->nlookup = 1;  // the kernel's own reference to the root, never forgotten
+  node->upper = std::move(upper);
+  node->lower = std::move(lower);
+  node->has_upper = true;
+  node->has_lower = node->lower.valid();
+  node->key = upper_key;
+  numbers_[upper_key] = 1;
+  numbers_[lower_key] = 1;
+  root_ = node.get();
+  by_key_[upper_key] = root_;
+  by_id_[1] = std::move(node);
+}
+
+Inode* InodeTable::find(uint64_t id) {
+  std::lock_guard lk(mu_);
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second.get();
+}
+
+void InodeTable::store_fds_locked(Inode* n, UniqueFd upper, UniqueFd lower) {
+  n->has_upper = upper.valid();
+  n->has_lower = lower.valid();
+  if (S_ISDIR(n->type)) {
+    n->upper = std::move(upper);
+    n->lower = std::move(lower);
+  } else {
+    n->upper.reset();
+    n->lower.reset();
+  }
+}
+
+InodeView InodeTable::view_locked_then_open(std::unique_lock<std::mutex>& lk, Inode* n) {
+  InodeView v;
+  v.node = n;
+  v.opaque = n->opaque;
+  v.stale = n->stale;
+  v.type = n->type;
+  if (S_ISDIR(n->type) || n->parent == nullptr) {
+    v.upper = n->upper.get();
+    v.lower = n->lower.get();
+    return v;
+  }
+  // The parent's fds stay open while this op runs: the child holds a reference on its parent,
+  // and fds are only closed on free or under the exclusive layer lock (rollback).
+  int pu = n->parent->upper.get();
+  int pl = n->parent->lower.get();
+  std::string name = n->name;
+  bool hu = n->has_upper;
+  bool hl = n->has_lower;
+  DevIno key = n->key;
+  // An open handle's fd, duplicated while the handle surely lives (drop_handle takes this lock).
+  UniqueFd handle_fd;
+  if (hu && !n->handle_fds.empty()) {
+    handle_fd.reset(::fcntl(n->handle_fds.back(), F_DUPFD_CLOEXEC, 0));
+  }
+  lk.unlock();
+  auto open_checked = [&](int dirfd, bool check) -> int {
+    if (dirfd < 0) {
+      return -1;
+    }
+    int fd = ::openat(dirfd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && check &&
+        (::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != key.dev ||
+         st.st_ino != key.ino)) {
+      ::close(fd);  // the name now leads elsewhere (renamed or replaced under us)
+      return -1;
+    }
+    return fd;
+  };
+  if (hu) {
+    v.own_upper.reset(open_checked(pu, true));
+    if (!v.own_upper && handle_fd) {
+      v.own_upper = std::move(handle_fd);  // unlinked (or renamed away) but still open
+    }
+    v.upper = v.own_upper.get();
+    v.stale = v.stale || v.upper < 0;
+  } else if (hl) {
+    v.own_lower.reset(open_checked(pl, true));
+    v.lower = v.own_lower.get();
+    v.stale = v.stale || v.lower < 0;
+  } else {
+    v.stale = true;
+  }
+  return v;
+}
+
+InodeView InodeTable::view(uint64_t id) {
+  std::unique_lock lk(mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) {
+    return {};
+  }
+  return view_locked_then_open(lk, it->second.get());
+}
+
+InodeView InodeTable::view(Inode* n) {
+  std::unique_lock lk(mu_);
+  return view_locked_then_open(lk, n);
+}
+
+uint64_t InodeTable::number_locked(DevIno key) {
+  auto [it, inserted] = numbers_.try_emplace(key, 0);
+  if (inserted) {
+    it->second = next_id_++;
+  }
+  return it->second;
+}
+
+uint64_t InodeTable::number_for(DevIno key) {
+  std::lock_guard lk(mu_);
+  return number_locked(key);
+}
+
+Inode* InodeTable::add_lookup(Inode* parent, const std::string& name, mode_t type, UniqueFd upper,
+                              UniqueFd lower, bool opaque, DevIno upper_key, DevIno lower_key) {
+  std::lock_guard lk(mu_);
+  DevIno key = upper ? upper_key : lower_key;
+  auto it = by_key_.find(key);
+  if (it != by_key_.end()) {
+    Inode* n = it->second;
+    n->nlookup++;
+    if (n != root_ && (n->parent != parent || n->name != name)) {
+      // A hard link looked up by another name, or a rename we did not see: follow the newest name.
+      if (n->parent != nullptr) {
+        n->parent->children--;
+      }
+      parent->children++;
+      n->parent = parent;
+      n->name = name;
+    }
+    if (S_ISDIR(n->type) && !n->lower && lower && !n->opaque) {
+      n->lower = std::move(lower);  // a merged directory whose lower side we had not opened
+      n->has_lower = true;
+    }
+    return n;
+  }
+  auto node = std::make_unique<Inode>();
+  Inode* n = node.get();
+  // A copied-up file keeps the number of the lower file it came from.
+  uint64_t id = 0;
+  if (upper && lower) {
+    auto ln = numbers_.find(lower_key);
+    if (ln != numbers_.end()) {
+      id = ln->second;
+      numbers_[upper_key] = id;
+    }
+  }
+  if (id == 0) {
+    id = number_locked(key);
+  }
+  // Two live Inodes must never share a nodeid (hard links of the lower layer copied up separately
+  // end up as distinct upper files with the same origin): give the newcomer a fresh number.
+  if (by_id_.count(id) != 0) {
+    id = next_id_++;
+    numbers_[key] = id;
+  }
+  n->id = id;
+  n->type = type;
+  n->parent = parent;
+  parent->children++;
+  n->name = name;
+  n->nlookup = 1;
+  store_fds_locked(n, std::move(upper), std::move(lower));
+  n->opaque = opaque;
+  n->key = key;
+  by_key_[key] = n;
+  by_id_[id] = std::move(node);
+  return n;
+}
+
+void InodeTable::release_locked(Inode* n) {
+  while (n != nullptr && n != root_ && n->nlookup == 0 && n->children == 0 && n->handles == 0) {
+    Inode* parent = n->parent;
+    auto k = by_key_.find(n->key);
+    if (k != by_key_.end() && k->second == n) {
+      by_key_.erase(k);
+    }
+    by_id_.erase(n->id);  // closes its fds
+    if (parent == nullptr) {
+      return;
+    }
+    parent->children--;
+    n = parent;
+  }
+}
+
+void InodeTable::forget(uint64_t id, uint64_t count) {
+  std::lock_guard lk(mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) {
+    return;
+  }
+  Inode* n = it->second.get();
+  n->nlookup = n->nlookup >= count ? n->nlookup - count : 0;
+  release_locked(n);
+}
+
+void InodeTable::add_handle(Inode* node, int fd) {
+  std::lock_guard lk(mu_);
+  node->handles++;
+  if (fd >= 0) {
+    node->handle_fds.push_back(fd);
+  }
+}
+
+void InodeTable::drop_handle(Inode* node, int fd) {
+  std::lock_guard lk(mu_);
+  node->handles--;
+  if (fd >= 0) {
+    std::erase(node->handle_fds, fd);
+  }
+  release_locked(node);
+}
+
+void InodeTable::set_upper(Inode* n, UniqueFd upper, DevIno upper_key, bool opaque) {
+  std::lock_guard lk(mu_);
+  auto num = numbers_.find(n->key);
+  if (num != numbers_.end()) {
+    numbers_[upper_key] = num->second;
+  }
+  auto k = by_key_.find(n->key);
+  if (k != by_key_.end() && k->second == n) {
+    by_key_.erase(k);
+  }
+  n->key = upper_key;
+  by_key_[upper_key] = n;
+  n->has_upper = true;
+  if (S_ISDIR(n->type)) {
+    n->upper = std::move(upper);
+  }
+  n->opaque = opaque;
+}
+
+void InodeTable::moved(Inode* n, Inode* new_parent, const std::string& new_name) {
+  std::lock_guard lk(mu_);
+  if (n->parent != nullptr) {
+    n->parent->children--;
+  }
+  new_parent->children++;
+  n->parent = new_parent;
+  n->name = new_name;
+}
+
+Inode* InodeTable::by_key(DevIno key) {
+  std::lock_guard lk(mu_);
+  auto it = by_key_.find(key);
+  return it == by_key_.end() ? nullptr : it->second;
+}
+
+std::pair<Inode*, std::string> InodeTable::parent_and_name(Inode* node) {
+  std::lock_guard lk(mu_);
+  return {node->parent, node->name};
+}
+
+std::string InodeTable::path_of(Inode* node) {
+  std::lock_guard lk(mu_);
+  std::vector<const std::string*> parts;
+  for (Inode* n = node; n != nullptr && n != root_; n = n->parent) {
+    parts.push_back(&n->name);
+  }
+  std::string out;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (!out.empty()) {
+      out += '/';
+    }
+    out += **it;
+  }
+  return out;
+}
+
+std::string InodeTable::child_path(Inode* dir, const std::string& name) {
+  std::string p = path_of(dir);
+  return p.empty() ? name : p + "/" + name;
+}
+
+std::vector<InodeTable::Entry> InodeTable::entries() {
+  std::lock_guard lk(mu_);
+  std::vector<Entry> out;
+  out.reserve(by_id_.size());
+  for (auto& [id, node] : by_id_) {
+    out.push_back({node.get(), node->parent ? node->parent->id : 0, node->name});
+  }
+  return out;
+}
+
+void InodeTable::rebind(Inode* n, UniqueFd upper, UniqueFd lower, bool opaque, DevIno upper_key,
+                        DevIno lower_key) {
+  std::lock_guard lk(mu_);
+  auto k = by_key_.find(n->key);
+  if (k != by_key_.end() && k->second == n) {
+    by_key_.erase(k);
+  }
+  n->stale = !upper && !lower;
+  n->key = upper ? upper_key : lower_key;
+  store_fds_locked(n, std::move(upper), std::move(lower));
+  n->opaque = opaque;
+  if (!n->stale && by_key_.count(n->key) == 0) {
+    by_key_[n->key] = n;
+  }
+}
+
+}  // namespace cordon::fusefs

@@ -1,0 +1,142 @@
+// The daemon's inode table: one Inode per object the kernel knows, stable inode numbers for the
+// whole session, exact lookup counts.
+//
+// Lock order (outermost first): CowFs::layer_mu_ (shared by every op, exclusive by rollback) ->
+// Inode::mu (copy-up, size accounting, writes of one file; parents before children, never two
+// siblings) -> InodeTable::mu_ (a leaf: nothing is acquired while holding it, no syscall blocks
+// under it except close() of O_PATH fds).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "policy/base/unique_fd.h"
+
+namespace cordon::fusefs {
+
+struct DevIno {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const DevIno&) const = default;
+};
+struct DevInoHash {
+  size_t operator()(const DevIno& k) const {
+    return std::hash<uint64_t>()(static_cast<uint64_t>(k.ino) * 1000003u ^ k.dev);
+  }
+};
+
+struct Inode {
+  uint64_t id = 0;  // the FUSE nodeid, also the st_ino the view shows
+  mode_t type = 0;  // S_IFMT bits
+
+  // Guarded by InodeTable::mu_.
+  Inode* parent = nullptr;  // holds a `children` reference on the parent
+  std::string name;
+  uint64_t nlookup = 0;  // kernel references (lookup counts, exact)
+  uint32_t children = 0;  // Inodes whose `parent` is this one
+  uint32_t handles = 0;   // open FileHandles / DirHandles
+  // Directories hold O_PATH|O_NOFOLLOW fds of their upper and lower sides. Other objects hold
+  // none (a 20k-file tree would exhaust RLIMIT_NOFILE): they are reopened by name from their
+  // parent's fds for each op and checked against `key`.
+  UniqueFd upper;
+  UniqueFd lower;
+  bool has_upper = false;
+  bool has_lower = false;
+  std::vector<int> handle_fds;  // fds of open upper FileHandles: the object even once unlinked
+  bool opaque = false;  // dir: lower not merged
+  bool stale = false;   // removed by a rollback; every op answers ESTALE
+  DevIno key;           // identity in the table (upper's when there is one)
+
+  // Guarded by mu.
+  std::mutex mu;
+  bool size_known = false;
+  uint64_t accounted_size = 0;  // bytes of this upper file charged to the quota
+};
+
+// The fds and flags of an Inode, copied out under the table lock. The ints stay valid while the
+// op runs: fds are closed only when the kernel forgets the inode (never during an op on it) or
+// under the exclusive layer lock (rollback).
+struct InodeView {
+  Inode* node = nullptr;
+  int upper = -1;
+  int lower = -1;
+  bool opaque = false;
+  bool stale = false;
+  mode_t type = 0;
+  UniqueFd own_upper, own_lower;  // opened for this view (non-directories keep no fds)
+  int primary() const { return upper >= 0 ? upper : lower; }
+};
+
+class InodeTable {
+ public:
+  // The root Inode (nodeid 1), with its upper and lower fds.
+  void init_root(UniqueFd upper, UniqueFd lower, DevIno upper_key, DevIno lower_key);
+  Inode* root() const { return root_; }
+
+  // nodeid -> Inode, or null if unknown.
+  Inode* find(uint64_t id);
+  // The node's fds for one op: a directory's own, or a non-directory reopened by name from its
+  // parent (stale when the name no longer leads to the same object).
+  InodeView view(uint64_t id);
+  InodeView view(Inode* node);
+
+  // Registers a looked-up entry: an existing Inode with the same identity gets nlookup+1 (and its
+  // new parent/name); otherwise a new one is made from the fds. Returns the Inode.
+  Inode* add_lookup(Inode* parent, const std::string& name, mode_t type, UniqueFd upper,
+                    UniqueFd lower, bool opaque, DevIno upper_key, DevIno lower_key);
+  // Drops `n` lookups; frees the Inode (and unreferenced ancestors) at zero references.
+  void forget(uint64_t id, uint64_t n);
+  // `fd`: the handle's upper fd, if any (lets ops reach an open file whose name is gone).
+  void add_handle(Inode* node, int fd = -1);
+  void drop_handle(Inode* node, int fd = -1);
+
+  // A copy-up finished: node now has `upper`; its identity and number carry over.
+  void set_upper(Inode* node, UniqueFd upper, DevIno upper_key, bool opaque);
+  // A rename moved `node` to parent/name.
+  void moved(Inode* node, Inode* new_parent, const std::string& new_name);
+  // The Inode currently registered for an identity, or null.
+  Inode* by_key(DevIno key);
+  // The stable number for an identity (made up on first sight), for readdir's d_ino.
+  uint64_t number_for(DevIno key);
+
+  // node's parent and name, copied under the lock.
+  std::pair<Inode*, std::string> parent_and_name(Inode* node);
+  // The workspace-relative path of node ("" for the root), for policy decisions and events.
+  std::string path_of(Inode* node);
+  std::string child_path(Inode* dir, const std::string& name);
+
+  // Every live Inode with its parent id and name (rollback re-resolves and invalidates them).
+  struct Entry {
+    Inode* node;
+    uint64_t parent_id;
+    std::string name;
+  };
+  std::vector<Entry> entries();
+  // Rollback: re-points node at new fds (or marks it stale when both are invalid).
+  void rebind(Inode* node, UniqueFd upper, UniqueFd lower, bool opaque, DevIno upper_key,
+              DevIno lower_key);
+
+ private:
+  void release_locked(Inode* node);
+  void store_fds_locked(Inode* n, UniqueFd upper, UniqueFd lower);
+  InodeView view_locked_then_open(std::unique_lock<std::mutex>& lk, Inode* n);
+  uint64_t number_locked(DevIno key);
+
+  std::mutex mu_;
+  Inode* root_ = nullptr;
+  uint64_t next_id_ = 2;
+  std::unordered_map<uint64_t, std::unique_ptr<Inode>> by_id_;
+  std::unordered_map<DevIno, Inode*, DevInoHash> by_key_;
+  // Never shrinks: a file keeps its number for the whole session, across forget and copy-up.
+  std::unordered_map<DevIno, uint64_t, DevInoHash> numbers_;
+};
+
+}  // namespace cordon::fusefs

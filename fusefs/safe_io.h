@@ -1,0 +1,53 @@
+// Host-side file access that never follows a path the sandbox controls: every call is relative to a
+// directory fd and resolves a single component without following symlinks or magic links.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/base/result.h"
+#include "policy/base/unique_fd.h"
+
+namespace cordon::fusefs {
+
+// openat2(dirfd, name, flags, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS).
+// `name` may be a relative path of several components (snapshot/commit walks); returns -1/errno.
+int open_beneath(int dirfd, std::string_view name, int flags, mode_t mode = 0);
+Result<UniqueFd> open_beneath_r(int dirfd, std::string_view name, int flags, mode_t mode = 0);
+
+// Opens the object an O_PATH fd refers to with new flags, via /proc/self/fd (the inode itself, no
+// name is resolved again). Only for regular files and directories; returns -1/errno.
+int reopen_fd(int opath_fd, int flags);
+
+// fstat of an O_PATH fd (AT_EMPTY_PATH).
+int stat_fd(int fd, struct stat* st);
+
+// Copies `len` bytes (or to EOF when len is UINT64_MAX) from in to out at the current offsets:
+// copy_file_range, falling back to read/write across filesystems. 0 or -errno.
+int copy_data(int in_fd, int out_fd, uint64_t len = UINT64_MAX);
+// Tries FICLONE first (a reflink, instant on btrfs/xfs), then copy_data.
+int clone_or_copy(int in_fd, int out_fd);
+
+// Copies user/trusted/security xattrs from an open fd to another; unsupported -> ignored. 0/-errno.
+int copy_xattrs(int in_fd, int out_fd);
+
+// A fresh temp name (".wh..wh.tmp.<pid>.<n>") unique within the process.
+std::string temp_name();
+
+// Recursively removes the entry `name` in dirfd without following symlinks. 0 or -errno.
+int remove_tree_at(int dirfd, const std::string& name);
+// Removes everything inside the directory dirfd (the directory itself stays). 0 or -errno.
+int clear_dir(int dirfd);
+// Recursively copies the contents of directory src into empty directory dst (files via reflink
+// or copy, with modes, times, xattrs; symlinks, fifos and hard links as such). 0 or -errno.
+int copy_tree(int src_dirfd, int dst_dirfd);
+
+// Lists the names in a directory fd (no "." or ".."). Errors -> errno in *err.
+std::vector<std::string> list_dir(int dirfd, int* err);
+
+}  // namespace cordon::fusefs

@@ -1,0 +1,182 @@
+// The upper layer's format seen from outside: whiteouts, opaque dirs, reserved names, the lower
+// layer untouched, and crash safety of copy-up under kill -9.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "tests/fusefs/mount_fixture.h"
+
+namespace cordon::fusefs::testing {
+namespace {
+
+constexpr const char* kOpenPolicy = R"({"filesystem": {"deny": [], "protect": []}})";
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    return out;
+  }
+  while (dirent* e = ::readdir(d)) {
+    out.push_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CowFsLayers, DeleteLowerFileLeavesWhiteoutAndLowerIntact) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  ::mkdir(m.lower("dir").c_str(), 0755);
+  write_file(m.lower("dir/gone"), "lower bytes");
+  write_file(m.lower("dir/kept"), "kept");
+  ASSERT_EQ(m.start(), "");
+  ASSERT_EQ(::unlink(m.mnt("dir/gone").c_str()), 0);
+  EXPECT_NE(::access(m.mnt("dir/gone").c_str(), F_OK), 0);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(names_in(m.mnt("dir")), (std::vector<std::string>{".", "..", "kept"}));
+  EXPECT_EQ(read_file(m.lower("dir/gone")), "lower bytes");
+  struct stat st;
+  ASSERT_EQ(::stat(m.upper("dir/.wh.gone").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  // rmdir of a dir that is empty in the view but not in the lower, then mkdir: opaque.
+  ASSERT_EQ(::unlink(m.mnt("dir/kept").c_str()), 0);
+  ASSERT_EQ(::rmdir(m.mnt("dir").c_str()), 0);
+  ASSERT_EQ(::mkdir(m.mnt("dir").c_str(), 0755), 0);
+  EXPECT_EQ(names_in(m.mnt("dir")), (std::vector<std::string>{".", ".."}));
+  EXPECT_EQ(::access(m.upper("dir/.wh..wh..opq").c_str(), F_OK), 0);
+  EXPECT_EQ(read_file(m.lower("dir/kept")), "kept");
+  // The same after a remount (state comes from the upper layer only).
+  EXPECT_EQ(m.stop(), 0) << "cordon-fs exit status (ASan/LSan report in daemon.log)";
+  ASSERT_EQ(m.start(), "");
+  EXPECT_EQ(names_in(m.mnt("dir")), (std::vector<std::string>{".", ".."}));
+}
+
+TEST(CowFsLayers, ReservedNamesCannotBeSeenOrMade) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  write_file(m.lower("f"), "x");
+  ASSERT_EQ(m.start(), "");
+  ASSERT_EQ(::unlink(m.mnt("f").c_str()), 0);  // makes upper/.wh.f
+  write_file(m.mnt("g"), "y");
+  // Not visible by name, not listed.
+  EXPECT_NE(::access(m.mnt(".wh.f").c_str(), F_OK), 0);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_NE(::access(m.mnt(".wh..wh..opq").c_str(), F_OK), 0);
+  EXPECT_EQ(names_in(m.mnt()), (std::vector<std::string>{".", "..", "g"}));
+  // Not creatable by any op.
+  EXPECT_LT(::open(m.mnt(".wh.g").c_str(), O_CREAT | O_WRONLY, 0644), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::mkdir(m.mnt(".wh..wh..opq").c_str(), 0755), 0);
+  EXPECT_NE(::symlink("x", m.mnt(".wh.x").c_str()), 0);
+  EXPECT_NE(::link(m.mnt("g").c_str(), m.mnt(".wh.g").c_str()), 0);
+  EXPECT_NE(::rename(m.mnt("g").c_str(), m.mnt(".wh.g").c_str()), 0);
+  EXPECT_NE(::mkfifo(m.mnt(".wh.p").c_str(), 0600), 0);
+  // Deleting "g" must not be forgeable: its whiteout name is unreachable, g still readable.
+  EXPECT_EQ(read_file(m.mnt("g")), "y");
+  // ".." and "." are never looked up by name by the daemon; the view's root has no way up.
+  struct stat a, b;
+  ASSERT_EQ(::stat(m.mnt("..").c_str(), &a), 0);
+  ASSERT_EQ(::stat(m.base("").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+}
+
+TEST(CowFsLayers, CopyUpPreservesModeTimesXattrsAndRecordsOrigin) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  ::mkdir(m.lower("a").c_str(), 0751);
+  ::mkdir(m.lower("a/b").c_str(), 0705);
+  write_file(m.lower("a/b/file"), "original");
+  ::chmod(m.lower("a/b/file").c_str(), 0640);
+  ASSERT_EQ(::setxattr(m.lower("a/b/file").c_str(), "user.tag", "t1", 2, 0), 0);
+  timespec t[2] = {{1500000000, 1}, {1600000000, 2}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, m.lower("a/b/file").c_str(), t, 0), 0);
+  struct stat lst;
+  ASSERT_EQ(::stat(m.lower("a/b/file").c_str(), &lst), 0);
+  ASSERT_EQ(m.start(), "");
+  // chmod-only: a metadata change still copies the bytes up.
+  ASSERT_EQ(::chmod(m.mnt("a/b/file").c_str(), 0600), 0);
+  struct stat ust, da, db;
+  ASSERT_EQ(::stat(m.upper("a/b/file").c_str(), &ust), 0);
+  EXPECT_EQ(ust.st_mode & 07777, 0600u);
+  EXPECT_EQ(ust.st_mtim.tv_sec, 1600000000);
+  EXPECT_EQ(read_file(m.upper("a/b/file")), "original");
+  char v[8] = {};
+  EXPECT_EQ(::getxattr(m.upper("a/b/file").c_str(), "user.tag", v, sizeof(v)), 2);
+  EXPECT_EQ(std::string(v), "t1");
+  ASSERT_EQ(::stat(m.upper("a").c_str(), &da), 0);
+  ASSERT_EQ(::stat(m.upper("a/b").c_str(), &db), 0);
+  EXPECT_EQ(da.st_mode & 07777, 0751u);
+  EXPECT_EQ(db.st_mode & 07777, 0705u);
+  std::string origin = read_file(m.upper("a/b/.wh..wh.orig.file"));
+  EXPECT_EQ(origin, std::to_string(lst.st_ino) + " 8 " +
+                        std::to_string(1600000000LL * 1000000000 + 2) + "\n");
+  EXPECT_EQ(read_file(m.lower("a/b/file")), "original");
+}
+
+// kill -9 of the daemon in the middle of copy-ups of many large lower files: afterwards every
+// upper file is either absent (copy-up never finished) or a complete copy plus what the workload
+// appended; temp files are hidden and cleaned at the next start.
+TEST(CowFsLayers, KillDuringCopyUpNeverLeavesTornFiles) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  constexpr int kFiles = 40;
+  std::string big(2 << 20, '\0');
+  for (size_t i = 0; i < big.size(); i++) {
+    big[i] = static_cast<char>('a' + (i * 7919) % 26);
+  }
+  for (int i = 0; i < kFiles; i++) {
+    write_file(m.lower("f" + std::to_string(i)), big + std::to_string(i));
+  }
+  std::string lower_before = tree_manifest(m.lower());
+  ASSERT_EQ(m.start(), "");
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int i = 0; i < kFiles && !stop; i++) {
+      int fd = ::open(m.mnt("f" + std::to_string(i)).c_str(), O_WRONLY | O_APPEND);
+      if (fd < 0) {
+        break;  // the daemon is gone: ENOTCONN
+      }
+      (void)!::write(fd, "+appended", 9);
+      ::close(fd);
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  m.crash();
+  stop = true;
+  writer.join();
+  int complete = 0;
+  for (int i = 0; i < kFiles; i++) {
+    std::string name = "f" + std::to_string(i);
+    if (::access(m.upper(name).c_str(), F_OK) != 0) {
+      continue;
+    }
+    std::string data = read_file(m.upper(name));
+    std::string want = big + std::to_string(i);
+    ASSERT_TRUE(data == want || data == want + "+appended")
+        << name << " is torn: " << data.size() << " bytes";
+    complete++;
+  }
+  EXPECT_EQ(tree_manifest(m.lower()), lower_before);
+  // Restart: leftovers removed, the view shows complete files only.
+  ASSERT_EQ(m.start(), "");
+  for (const auto& n : names_in(m.upper())) {
+    EXPECT_FALSE(n.starts_with(".wh..wh.tmp.")) << n;
+  }
+  for (int i = 0; i < kFiles; i++) {
+    std::string data = read_file(m.mnt("f" + std::to_string(i)));
+    std::string want = big + std::to_string(i);
+    EXPECT_TRUE(data == want || data == want + "+appended") << i;
+  }
+  std::printf("copy-ups completed before the kill: %d of %d\n", complete, kFiles);
+}
+
+}  // namespace
+}  // namespace cordon::fusefs::testing

@@ -1,0 +1,127 @@
+// Upper-layer quotas: exact byte and inode limits with concurrent writers, statfs, EDQUOT, events.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "tests/fusefs/mount_fixture.h"
+
+namespace cordon::fusefs::testing {
+namespace {
+
+// Writes `chunk`-byte blocks until the write fails; returns bytes written, errno in *err.
+uint64_t write_until_full(const std::string& path, size_t chunk, int* err) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    *err = errno;
+    return 0;
+  }
+  std::string buf(chunk, 'q');
+  uint64_t total = 0;
+  for (int i = 0; i < 100000; i++) {
+    ssize_t n = ::write(fd, buf.data(), buf.size());
+    if (n < 0) {
+      *err = errno;
+      break;
+    }
+    total += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  return total;
+}
+
+TEST(CowFsQuota, BytesExactSingleWriter) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "1M", "inodes": 100}}})");
+  write_file(m.lower("lower100k"), std::string(100 * 1024, 'L'));
+  ASSERT_EQ(m.start(), "");
+  // A copy-up charges the whole file.
+  write_file(m.mnt("lower100k"), std::string(100 * 1024, 'M'));
+  int err = 0;
+  uint64_t n = write_until_full(m.mnt("big"), 7000, &err);
+  EXPECT_EQ(err, EDQUOT);
+  EXPECT_EQ(n, (1u << 20) - 100 * 1024);  // short write at the edge, then EDQUOT
+  struct stat st;
+  ASSERT_EQ(::stat(m.upper("big").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), n);
+  struct statvfs sv;
+  ASSERT_EQ(::statvfs(m.mnt().c_str(), &sv), 0);
+  EXPECT_EQ(sv.f_bfree, 0u);
+  EXPECT_EQ(sv.f_blocks * sv.f_frsize, 1u << 20);
+  // Truncate and unlink give bytes back.
+  ASSERT_EQ(::truncate(m.mnt("big").c_str(), 1000), 0);
+  ASSERT_EQ(::unlink(m.mnt("lower100k").c_str()), 0);
+  n = write_until_full(m.mnt("big2"), 4096, &err);
+  EXPECT_EQ(n, (1u << 20) - 1000);
+  // Growing by truncate or fallocate past the limit: EDQUOT, nothing changes.
+  EXPECT_NE(::truncate(m.mnt("big").c_str(), 5 << 20), 0);
+  EXPECT_EQ(errno, EDQUOT);
+  int fd = ::open(m.mnt("big").c_str(), O_RDWR);
+  EXPECT_NE(::fallocate(fd, 0, 0, 5 << 20), 0);
+  EXPECT_EQ(errno, EDQUOT);
+  ::close(fd);
+  EXPECT_NE(m.events().find("\"kind\":\"fs.quota\""), std::string::npos) << m.events();
+}
+
+TEST(CowFsQuota, BytesExactWithConcurrentWriters) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "3M", "inodes": 100}}})");
+  ASSERT_EQ(m.start(), "");
+  std::atomic<uint64_t> total{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; t++) {
+    threads.emplace_back([&, t] {
+      int err = 0;
+      total += write_until_full(m.mnt("w" + std::to_string(t)), 3000 + 1000 * t, &err);
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  EXPECT_EQ(total.load(), 3u << 20);
+  uint64_t on_disk = 0;
+  for (int t = 0; t < 4; t++) {
+    struct stat st;
+    ASSERT_EQ(::stat(m.upper("w" + std::to_string(t)).c_str(), &st), 0);
+    on_disk += static_cast<uint64_t>(st.st_size);
+  }
+  EXPECT_EQ(on_disk, 3u << 20);
+}
+
+TEST(CowFsQuota, InodesExact) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "1M", "inodes": 20}}})");
+  ASSERT_EQ(m.start(), "");
+  ASSERT_EQ(::mkdir(m.mnt("d").c_str(), 0755), 0);  // 1
+  int made = 1;
+  int err = 0;
+  for (int i = 0; i < 100; i++) {
+    int fd = ::open(m.mnt("d/f" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY, 0644);
+    if (fd < 0) {
+      err = errno;
+      break;
+    }
+    ::close(fd);
+    made++;
+  }
+  EXPECT_EQ(made, 20);
+  EXPECT_EQ(err, EDQUOT);
+  EXPECT_NE(::mkdir(m.mnt("d2").c_str(), 0755), 0);
+  EXPECT_EQ(errno, EDQUOT);
+  EXPECT_NE(::symlink("x", m.mnt("s").c_str()), 0);
+  // A hard link is a name, not an inode: allowed.
+  EXPECT_EQ(::link(m.mnt("d/f0").c_str(), m.mnt("d/f0-link").c_str()), 0);
+  struct statvfs sv;
+  ASSERT_EQ(::statvfs(m.mnt().c_str(), &sv), 0);
+  EXPECT_EQ(sv.f_files, 20u);
+  EXPECT_EQ(sv.f_ffree, 0u);
+  ASSERT_EQ(::unlink(m.mnt("d/f1").c_str()), 0);
+  EXPECT_EQ(::mkdir(m.mnt("d2").c_str(), 0755), 0);
+}
+
+}  // namespace
+}  // namespace cordon::fusefs::testing
