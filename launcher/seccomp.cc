@@ -5,7 +5,8 @@
 // tools, and the namespaces plus the dropped capabilities are the primary boundary; this filter
 // removes kernel attack surface and the few calls that stay dangerous without capabilities):
 //  - each name in default_denied_syscalls() (+ policy deny - policy allow) fails with EPERM;
-//  - argument filters: socket(AF_PACKET), raw and SOCK_PACKET inet sockets, ioctl(TIOCSTI /
+//  - argument filters: socket() families other than unix/inet/inet6/netlink (EAFNOSUPPORT),
+//    socket(AF_PACKET), raw and SOCK_PACKET inet sockets, ioctl(TIOCSTI /
 //    TIOCLINUX), clone/unshare with CLONE_NEWUSER, personality other than PER_LINUX or a query;
 //  - clone3 fails with ENOSYS (see kClone3Why);
 //  - only the native ABI (x86_64) is in the filter. A syscall made through another ABI of the same
@@ -47,7 +48,7 @@ namespace cordon::launcher {
 namespace {
 
 // Bumped whenever the rules built below change meaning, so stale cache files are not reused.
-constexpr const char* kFilterFormat = "cordon-seccomp-3";
+constexpr const char* kFilterFormat = "cordon-seccomp-4";
 constexpr const char* kCacheMagic = "cordon-seccomp-cache 1\n";
 
 // Names with argument filters instead of a blanket EPERM. Listing socket, ioctl or personality
@@ -169,6 +170,9 @@ Status add_rule(void* ctx, uint32_t action, const char* name, std::vector<scmp_a
 
 // Argument filters. Comparisons on int-typed arguments mask to the low 32 bits: the kernel
 // ignores the upper half, so an exact 64-bit match could be dodged by setting high bits.
+// Above AF_MAX (46 on Linux 6.x) with room for families added later.
+constexpr int kFamilyLimit = 64;
+
 Status add_conditional_rules(void* ctx, const std::set<std::string>& which) {
   const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
   constexpr uint64_t k32 = 0xffffffffull;
@@ -176,6 +180,23 @@ Status add_conditional_rules(void* ctx, const std::set<std::string>& which) {
   if (which.count("socket")) {
     // Packet sockets see and forge every frame on an interface.
     TRY(add_rule(ctx, eperm, "socket", {SCMP_A0(SCMP_CMP_MASKED_EQ, k32, AF_PACKET)}));
+    // Every other family but AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK is refused: AF_VSOCK
+    // reaches the hypervisor around the network namespace and the proxy, and rarely used families
+    // (AF_ALG, TIPC, RDS, AF_KEY, ...) are where kernel socket bugs keep turning up.
+    // EAFNOSUPPORT, not EPERM, so programs probing for a family fall back as on a kernel without
+    // it. libseccomp takes one comparison per argument per rule: one rule per family number, then
+    // one for every number past the last family.
+    const uint32_t no_family = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+    for (int family = 0; family < kFamilyLimit; ++family) {
+      if (family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK ||
+          family == AF_PACKET) {
+        continue;
+      }
+      TRY(add_rule(ctx, no_family, "socket",
+                   {SCMP_A0(SCMP_CMP_MASKED_EQ, k32, static_cast<uint64_t>(family))}));
+    }
+    TRY(add_rule(ctx, no_family, "socket",
+                 {SCMP_A0(SCMP_CMP_GE, static_cast<uint64_t>(kFamilyLimit))}));
     for (int family : {AF_INET, AF_INET6}) {
       // Raw IP sockets forge packets; SOCK_PACKET is the obsolete spelling of a packet socket.
       for (int type : {SOCK_RAW, SOCK_PACKET}) {
