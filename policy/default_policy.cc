@@ -24,6 +24,10 @@ constexpr std::string_view kDeniedSecrets[] = {
 constexpr std::string_view kProtected[] = {
     ".git/hooks/**",            // run by every git commit/checkout/merge on the host
     ".git/config",              // core.fsmonitor, core.hooksPath, filters, aliases
+    ".git/config.worktree",     // the same, per worktree (extensions.worktreeConfig)
+    ".git/commondir",           // points git at another directory's config and hooks
+    ".git/modules/**",          // submodules' own config and hooks
+    ".git/worktrees/**",        // linked worktrees' commondir, config and HEAD
     ".gitmodules",              // submodule URLs and update commands
     "**/.envrc",                // direnv runs it on cd
     ".vscode/**",               // tasks.json, settings (terminal/interpreter paths)
@@ -84,7 +88,8 @@ constexpr std::string_view kDefaultText =
     // Workspace files that would run code on the host later (git hooks, editor tasks, shell rc
     // files, CI workflows): write-protected and flagged by `cordon diff`. [] lifts it.
     "protect": [
-      ".git/hooks/**", ".git/config", ".gitmodules", "**/.envrc", ".vscode/**", ".idea/**",
+      ".git/hooks/**", ".git/config", ".git/config.worktree", ".git/commondir",
+      ".git/modules/**", ".git/worktrees/**", ".gitmodules", "**/.envrc", ".vscode/**", ".idea/**",
       ".devcontainer/**", ".mcp.json", ".claude/**", ".cursor/**", "**/.bashrc",
       "**/.bash_profile", "**/.profile", "**/.zshrc", ".github/workflows/**",
       ".pre-commit-config.yaml", ".husky/**"

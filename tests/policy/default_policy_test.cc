@@ -126,7 +126,10 @@ TEST(DefaultPolicy, ProtectsFilesThatRunCodeOnTheHost) {
        {".git/hooks/pre-commit", ".git/config", ".gitmodules", ".envrc", "sub/.envrc",
         ".vscode/tasks.json", ".idea/workspace.xml", ".mcp.json", ".claude/settings.json",
         ".cursor/mcp.json", ".bashrc", "home/.zshrc", ".github/workflows/ci.yml",
-        ".pre-commit-config.yaml", ".devcontainer/devcontainer.json", ".husky/pre-push"}) {
+        ".pre-commit-config.yaml", ".devcontainer/devcontainer.json", ".husky/pre-push",
+        // Files that point git at another config or hooks directory (found by attack).
+        ".git/commondir", ".git/config.worktree", ".git/modules/lib/config",
+        ".git/modules/lib/hooks/post-checkout", ".git/worktrees/wt/commondir"}) {
     Decision d = p.filesystem.decide_write(path);
     EXPECT_FALSE(d.allow) << path;
     EXPECT_EQ(d.rule.rfind("filesystem.protect[", 0), 0u) << path << " " << d.rule;
@@ -140,7 +143,7 @@ TEST(DefaultPolicy, ProtectsFilesThatRunCodeOnTheHost) {
 
 TEST(DefaultPolicy, EveryDefaultPatternParses) {
   // default_protected()/default_denied() skip entries that fail to parse; make sure none do.
-  EXPECT_EQ(default_protected().size(), 17u);
+  EXPECT_EQ(default_protected().size(), 21u);
   EXPECT_EQ(default_denied("/home/alice").size(), 18u);
   // With no usable home the "~" entries are left out, never expanded against "/".
   auto no_home = default_denied("");
