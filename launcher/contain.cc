@@ -58,12 +58,14 @@ Status contain_steps(const ContainContext& c) {
     ::_exit(kExitCordonFailed);  // cordon died before writing our id maps
   }
   TRY(leave_host_session());
+  // Before the id switch: as root the session directory (0700, root's) is out of reach after it.
+  ASSIGN_OR_RETURN(CowLayers cow, open_cow_layers_in_child(c.plan));
   TRY(become_sandbox_user_in_child(c.plan.ids));
   TRY(die_with_parent(c.report_fd));
   TRY(enter_cgroup_namespace_in_child());
   TRY(set_hostname_in_child(c.plan.hostname));
   TRY(bring_up_loopback_in_child());
-  TRY(compose_root_in_child(c.plan));
+  TRY(compose_root_in_child(c.plan, std::move(cow)));
   ASSIGN_OR_RETURN(UniqueFd slave, open_terminal(c));
   TRY(prepare_init_signals());
   ASSIGN_OR_RETURN(pid_t program, spawn_program({c.plan, c.limits, c.seccomp, c.report_fd,

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 namespace cordon::launcher {
 namespace {
@@ -183,7 +184,131 @@ Status mount_proc(const std::string& dst) {
   return {};
 }
 
-Status apply(const MountOp& op) {
+// The kernel's own words about a refused fs_context (read(2) on the fsopen fd yields lines
+// "e overlayfs: ..."): they name the bad layer far better than errno alone.
+std::string fs_context_log(int fsfd) {
+  std::string log;
+  char buf[512];
+  for (int i = 0; i < 8; ++i) {
+    ssize_t n = ::read(fsfd, buf, sizeof buf - 1);
+    if (n <= 0) {
+      break;
+    }
+    std::string line(buf, static_cast<size_t>(n));
+    while (!line.empty() && line.back() == '\n') {
+      line.pop_back();
+    }
+    log += (log.empty() ? "" : "; ") + line;
+  }
+  return log;
+}
+
+// overlayfs' lowerdir string syntax gives ':' and ',' (and '\') a meaning: escape them.
+std::string escape_layer(const std::string& path) {
+  std::string out;
+  for (char ch : path) {
+    if (ch == ':' || ch == ',' || ch == '\\') {
+      out += '\\';
+    }
+    out += ch;
+  }
+  return out;
+}
+
+constexpr const char* kCowHint =
+    "the kernel refused the copy-on-write overlay (overlayfs in a user namespace needs Linux >= "
+    "5.11, the overlay module, and user xattrs on the filesystem that holds the session); use "
+    "--mode ro or --mode rw, or set CORDON_STATE_DIR to a local filesystem such as ext4/xfs/tmpfs";
+
+// One attempt at the cow overlay's superblock. `by_fd` names the layers by file descriptor
+// (FSCONFIG_SET_FD, Linux >= 6.13); otherwise by path, upper/work through /proc/self/fd magic
+// links, which resolve without a lookup through the session directory the sandbox's id cannot
+// traverse. *unsupported is set when the kernel does not take layers by fd.
+Result<UniqueFd> make_cow_overlay(bool by_fd, int lower, const CowLayers& cow,
+                                  const std::string& lower_path, bool* unsupported) {
+  UniqueFd fs(::fsopen("overlay", FSOPEN_CLOEXEC));
+  if (!fs) {
+    return sys_error("fsopen(\"overlay\") for the cow workspace", kCowHint);
+  }
+  auto config = [&](unsigned cmd, const char* key, const std::string& value, int fd,
+                    const std::string& shown) -> Status {
+    if (::fsconfig(fs.get(), cmd, key, value.empty() ? nullptr : value.c_str(), fd) != 0) {
+      int e = errno;
+      std::string log = fs_context_log(fs.get());
+      errno = e;
+      return sys_error("fsconfig(overlay, " + std::string(key ? key : "FSCONFIG_CMD_CREATE") +
+                           (shown.empty() ? "" : "=" + shown) + ")" +
+                           (log.empty() ? "" : " [kernel: " + log + "]"),
+                       kCowHint);
+    }
+    return {};
+  };
+  // userxattr: overlay keeps its metadata (opaque dirs, redirects) in user.overlay.* xattrs; the
+  // trusted.* namespace it uses by default is out of reach in a user namespace.
+  TRY(config(FSCONFIG_SET_FLAG, "userxattr", "", 0, ""));
+  if (by_fd) {
+    for (auto [key, fd] : {std::pair<const char*, int>{"lowerdir+", lower},
+                           {"upperdir", cow.upper.get()},
+                           {"workdir", cow.work.get()}}) {
+      if (::fsconfig(fs.get(), FSCONFIG_SET_FD, key, nullptr, fd) != 0) {
+        int e = errno;
+        std::string log = fs_context_log(fs.get());
+        *unsupported = e == EINVAL && key == std::string("lowerdir+");
+        errno = e;
+        return sys_error(std::string("fsconfig(overlay, FSCONFIG_SET_FD, \"") + key + "\")" +
+                             (log.empty() ? "" : " [kernel: " + log + "]"),
+                         kCowHint);
+      }
+    }
+  } else {
+    std::string upper = "/oldroot/proc/self/fd/" + std::to_string(cow.upper.get());
+    std::string work = "/oldroot/proc/self/fd/" + std::to_string(cow.work.get());
+    TRY(config(FSCONFIG_SET_STRING, "lowerdir", escape_layer(lower_path), 0, lower_path));
+    TRY(config(FSCONFIG_SET_STRING, "upperdir", upper, 0, upper));
+    TRY(config(FSCONFIG_SET_STRING, "workdir", work, 0, work));
+  }
+  TRY(config(FSCONFIG_CMD_CREATE, nullptr, "", 0, ""));
+  UniqueFd mnt(::fsmount(fs.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+  if (!mnt) {
+    return sys_error("fsmount(overlay, MOUNT_ATTR_NOSUID|MOUNT_ATTR_NODEV)", kCowHint);
+  }
+  return mnt;
+}
+
+// cow mode: the workspace's own path shows an overlay of the session's upper/ over the real
+// workspace. Writes go to upper/ only (copy-up); the real workspace is a lower layer, which
+// overlayfs never writes. Fails closed: there is no fallback to a writable bind.
+Status mount_cow(const MountOp& op, const std::string& dst, const CowLayers& cow) {
+  if (!cow.upper || !cow.work) {
+    return make_error("cow workspace " + op.target +
+                      ": the session's upper/ and work/ were not opened (internal error)");
+  }
+  const std::string lower_path = std::string(kOld) + op.source;
+  UniqueFd lower(::open(lower_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!lower) {
+    return sys_error("open(\"" + op.source + "\", O_PATH) as the cow workspace's lower layer",
+                     "the sandbox's id must be able to reach the workspace");
+  }
+  TRY(ensure_mountpoint(dst, true));
+  bool unsupported = false;
+  auto mnt = make_cow_overlay(true, lower.get(), cow, lower_path, &unsupported);
+  if (!mnt.ok() && unsupported) {
+    mnt = make_cow_overlay(false, lower.get(), cow, lower_path, &unsupported);
+  }
+  if (!mnt.ok()) {
+    return std::move(mnt).error().with_context("mounting the copy-on-write workspace " + op.target);
+  }
+  if (::move_mount(mnt->get(), "", AT_FDCWD, dst.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    return sys_error("move_mount(overlay, \"" + dst + "\")", kCowHint);
+  }
+  // overlayfs makes its scratch work/work with mode 0. It works on it with the mounter's
+  // capabilities and ignores the mode; the owner needs the bits back to delete the session later
+  // without privilege, even if cordon is killed. Best effort: nothing depends on it here.
+  (void)::fchmodat(cow.work.get(), "work", 0700, 0);
+  return {};
+}
+
+Status apply(const MountOp& op, const CowLayers& cow) {
   const std::string dst = std::string(kNew) + op.target;
   constexpr uint64_t kSafe = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   switch (op.kind) {
@@ -233,6 +358,8 @@ Status apply(const MountOp& op) {
       return mask(dst, false);
     case MountKind::MaskDir:
       return mask(dst, true);
+    case MountKind::CowOverlay:
+      return mount_cow(op, dst, cow);
   }
   return make_error("unknown mount kind");
 }
@@ -260,7 +387,45 @@ Status stage_files(const LaunchPlan& plan) {
 
 }  // namespace
 
-Status compose_root_in_child(const LaunchPlan& plan) {
+Status prepare_cow_layers_from_parent(const LaunchPlan& plan) {
+  if (plan.mode != policy::WorkspaceMode::Cow) {
+    return {};
+  }
+  struct stat ws {};
+  if (::stat(plan.workspace.c_str(), &ws) != 0) {
+    return sys_error("stat(\"" + plan.workspace + "\")");
+  }
+  for (const std::string* dir : {&plan.cow_upper, &plan.cow_work}) {
+    // Rootless, the directories are the invoking user's already (and chown to oneself is a no-op).
+    if (!plan.ids.rootless && ::chown(dir->c_str(), plan.ids.uid, plan.ids.gid) != 0) {
+      return sys_error("chown(\"" + *dir + "\", " + std::to_string(plan.ids.uid) + ", " +
+                       std::to_string(plan.ids.gid) + ")");
+    }
+  }
+  // The merged root is upper/'s inode: give it the workspace's mode (minus set-id bits).
+  if (::chmod(plan.cow_upper.c_str(), ws.st_mode & 01777) != 0) {
+    return sys_error("chmod(\"" + plan.cow_upper + "\")");
+  }
+  return {};
+}
+
+Result<CowLayers> open_cow_layers_in_child(const LaunchPlan& plan) {
+  CowLayers cow;
+  if (plan.mode != policy::WorkspaceMode::Cow) {
+    return cow;
+  }
+  for (auto [path, fd] : {std::pair<const std::string*, UniqueFd*>{&plan.cow_upper, &cow.upper},
+                          {&plan.cow_work, &cow.work}}) {
+    fd->reset(::open(path->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!*fd) {
+      return sys_error("open(\"" + *path + "\", O_DIRECTORY) for the cow workspace",
+                       "the session directory must be on a local filesystem cordon can write");
+    }
+  }
+  return cow;
+}
+
+Status compose_root_in_child(const LaunchPlan& plan, CowLayers cow) {
   mode_t old_umask = ::umask(022);
   // Nothing done here may propagate back to the host's mount table.
   TRY(do_mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr));
@@ -284,7 +449,7 @@ Status compose_root_in_child(const LaunchPlan& plan) {
 
   std::vector<std::string> ro_later;
   for (const auto& op : plan.mounts) {
-    TRY(apply(op));
+    TRY(apply(op, cow));
     if (op.kind == MountKind::Tmpfs && op.ro) {
       ro_later.push_back(std::string(kNew) + op.target);
     }

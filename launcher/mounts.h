@@ -3,13 +3,31 @@
 
 #include "launcher/plan.h"
 #include "policy/base/result.h"
+#include "policy/base/unique_fd.h"
 
 namespace cordon::launcher {
+
+// cow mode: the session's upper/ and work/, opened by the child while it still has the invoking
+// user's host uid (as root: uid 0, owner of the 0700 session directory). After the switch to the
+// sandbox's id the session directory is out of its reach; the fds are not.
+struct CowLayers {
+  UniqueFd upper;
+  UniqueFd work;
+};
+
+// Parent side, once the session exists (cow mode only; a no-op otherwise): hands upper/ and work/
+// to the sandbox's id. overlayfs creates its work/work directory and checks every create/rename
+// in upper/ with the credentials of the mounter, and the mounter is the sandbox's id. upper/ also
+// takes the workspace's permission bits, since it becomes the merged root's inode.
+Status prepare_cow_layers_from_parent(const LaunchPlan& plan);
+
+// Child side, before become_sandbox_user_in_child (cow mode only; empty fds otherwise).
+Result<CowLayers> open_cow_layers_in_child(const LaunchPlan& plan);
 
 // Child side, in the new user + mount + pid namespaces, after the id switch. Replays
 // plan.mounts under a fresh tmpfs root, makes the root read-only, pivots into it, detaches the
 // host's tree and chdirs to plan.cwd. Any failure aborts with the syscall, its arguments, errno
-// and a fix: a half-built root is never used.
-Status compose_root_in_child(const LaunchPlan& plan);
+// and a fix: a half-built root is never used. `cow` is consumed: its fds are closed on return.
+Status compose_root_in_child(const LaunchPlan& plan, CowLayers cow);
 
 }  // namespace cordon::launcher

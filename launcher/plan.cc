@@ -186,9 +186,9 @@ bool any_match(const std::vector<policy::PathPattern>& pats, const std::string& 
   return false;
 }
 
-// Walks the workspace once and masks what filesystem.deny names (and, in rw mode, write-protects
-// what deny_write/protect name). Only paths that exist now are covered: a file created later at a
-// denied path is not masked. Only cow mode (cordon-fs) enforces the rules on files created later.
+// Walks the workspace once and masks what filesystem.deny names (and, in rw and cow mode,
+// write-protects what deny_write/protect name). Only paths that exist now are covered: a file
+// created later at a denied path is not masked (cordon-fs will enforce the rules on those).
 Status plan_workspace_rules(const std::string& ws, const DenyCtx& ctx, LaunchPlan& plan) {
   const auto& f = ctx.fsp;
   bool need_walk = !f.deny.empty() || (ctx.rw && (!f.deny_write.empty() || !f.protect.empty()));
@@ -292,8 +292,7 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
                       "drop --allow-host / network.allow; the sandbox then has no network at all");
   }
   switch (p.filesystem.mode) {
-    case WorkspaceMode::Cow:
-      return make_error("filesystem.mode cow needs cordon-fs (not built yet); use --mode rw or ro");
+    case WorkspaceMode::Cow:  // kernel overlayfs in the sandbox until cordon-fs is integrated
     case WorkspaceMode::Ro:
     case WorkspaceMode::Rw:
       plan.mode = p.filesystem.mode;
@@ -378,8 +377,10 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
                         ",gid=" + std::to_string(plan.ids.gid),
                     MS_NOSUID | MS_NODEV, false});
   }
-  user.push_back({plan.mode == WorkspaceMode::Rw ? MountKind::BindRw : MountKind::BindRo,
-                  plan.workspace, plan.workspace});
+  MountKind ws_kind = plan.mode == WorkspaceMode::Rw    ? MountKind::BindRw
+                      : plan.mode == WorkspaceMode::Cow ? MountKind::CowOverlay
+                                                        : MountKind::BindRo;
+  user.push_back({ws_kind, plan.workspace, plan.workspace});
   std::optional<Error> extra_error;
   auto extra = [&](const std::vector<policy::PathPattern>& pats, MountKind kind,
                    const char* field) {
@@ -419,7 +420,8 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
   plan.mounts.insert(plan.mounts.end(), user.begin(), user.end());
 
   // Deny rules last, so they cover whatever an allow rule made visible.
-  TRY(plan_workspace_rules(plan.workspace, DenyCtx{p.filesystem, plan.mode == WorkspaceMode::Rw},
+  // Masks and read-only binds land on top of the workspace mount, the overlay in cow mode too.
+  TRY(plan_workspace_rules(plan.workspace, DenyCtx{p.filesystem, plan.mode != WorkspaceMode::Ro},
                            plan));
   for (const auto& d : p.filesystem.deny) {
     if (!d.absolute || d.has_glob || is_under(d.expanded, plan.workspace)) {
@@ -427,7 +429,8 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
     }
     bool visible = false;
     for (const auto& m : user) {
-      if ((m.kind == MountKind::BindRo || m.kind == MountKind::BindRw) &&
+      if ((m.kind == MountKind::BindRo || m.kind == MountKind::BindRw ||
+           m.kind == MountKind::CowOverlay) &&
           is_under(d.expanded, m.source) && d.expanded != m.source) {
         visible = true;
       }

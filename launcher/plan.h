@@ -36,6 +36,8 @@ enum class MountKind {
   Devpts,      // a private devpts instance + /dev/ptmx
   MaskFile,    // an empty read-only file over a host file
   MaskDir,     // an empty read-only directory over a host directory
+  CowOverlay,  // cow mode: overlayfs, lower = source (the real workspace, never written),
+               // upper/work = LaunchPlan::cow_upper/cow_work (the session's upper/ and work/)
 };
 
 struct MountOp {
@@ -68,6 +70,10 @@ struct LaunchPlan {
   std::vector<MountOp> mounts;    // in order; targets are sandbox paths
   bool tty = false;               // stdin is a terminal: relay through a pty
   std::optional<winsize> window;  // the terminal's size at start
+  // cow mode: the session's upper/ and work/ (host paths), set once the session exists. The child
+  // opens them before it drops host root's uid (see open_cow_layers_in_child).
+  std::string cow_upper;
+  std::string cow_work;
   uint64_t tmp_size = 0;
   policy::Millis timeout{0};
   policy::Millis kill_grace{0};

@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "launcher/channel.h"
 #include "launcher/commands.h"
 #include "launcher/contain.h"
 #include "launcher/limits.h"
+#include "launcher/mounts.h"
 #include "launcher/namespaces.h"
 #include "launcher/plan.h"
 #include "launcher/seccomp.h"
@@ -139,6 +141,27 @@ std::string human_size(uint64_t b) {
   return buf;
 }
 
+// Bound on the walk of upper/ that counts the changes for the summary.
+constexpr uint64_t kMaxCowCount = 100000;
+
+// cow mode: overlayfs refuses an upper layer inside its own lower (and the session record would
+// show up, and grow, inside the sandbox's view of the workspace). Checked before the session
+// directory is made, so the real workspace gets no session directory either.
+std::optional<std::string> session_store_in_workspace(const std::string& workspace) {
+  std::error_code ec;
+  std::string root = std::filesystem::weakly_canonical(sessions_root(), ec).string();
+  if (ec) {
+    root = sessions_root();
+  }
+  if (root == workspace || root.rfind(workspace + "/", 0) == 0) {
+    return "the session store " + root + " is inside the workspace " + workspace +
+           ": the copy-on-write layer cannot live inside the directory it lies over; set "
+           "CORDON_STATE_DIR (or XDG_STATE_HOME) to a directory outside the workspace, pass "
+           "--workspace with a project directory, or use --mode ro or rw";
+  }
+  return std::nullopt;
+}
+
 int fail(const std::string& msg) {
   std::fprintf(stderr, "cordon: %s\n", msg.c_str());
   return kExitCordonFailed;
@@ -178,6 +201,12 @@ int run_command(const RunOptions& opts) {
   if (!seccomp.ok()) {
     return fail("seccomp: " + seccomp.error().to_string());
   }
+  const bool cow = plan->mode == policy::WorkspaceMode::Cow;
+  if (cow) {
+    if (auto why = session_store_in_workspace(plan->workspace)) {
+      return fail(*why);
+    }
+  }
   auto session = Session::create(pol, opts.argv, plan->workspace);
   if (!session.ok()) {
     return fail("session record: " + session.error().to_string());
@@ -193,6 +222,13 @@ int run_command(const RunOptions& opts) {
     end.exit_code = code;
     end.duration = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - t0);
+    if (cow && end.error.empty()) {
+      // What the program left in the copy-on-write layer; the workspace itself is untouched.
+      CowChanges c = count_cow_changes(session->paths().upper, plan->workspace, kMaxCowCount);
+      end.cow_changed = c.count;
+      end.cow_changed_more = c.more;
+      end.cow_upper = session->paths().upper;
+    }
     auto f = session->finish(end);
     if (!f.ok()) {
       std::fprintf(stderr, "cordon: session record: %s\n", f.error().to_string().c_str());
@@ -207,6 +243,14 @@ int run_command(const RunOptions& opts) {
     end.error = msg;
     return finish(kExitCordonFailed);
   };
+
+  if (cow) {
+    plan->cow_upper = session->paths().upper;
+    plan->cow_work = session->paths().work;
+    if (auto s = prepare_cow_layers_from_parent(*plan); !s.ok()) {
+      return setup_failed("copy-on-write layer: " + s.error().to_string());
+    }
+  }
 
   // Apply: signals are blocked before clone so none is lost between clone and the signalfd. They
   // stay blocked until cordon exits: one arriving after the program ended (a hangup while the

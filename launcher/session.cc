@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -248,6 +249,27 @@ nlohmann::json count_events(int dir_fd) {
 
 }  // namespace
 
+CowChanges count_cow_changes(const std::string& upper, const std::string& lower, uint64_t limit) {
+  namespace fs = std::filesystem;
+  CowChanges c;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(upper, fs::directory_options::skip_permission_denied, ec);
+  for (uint64_t seen = 0; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (++seen > limit) {
+      c.more = true;
+      break;
+    }
+    std::string rel = it->path().string().substr(upper.size());
+    struct stat st {};
+    // A directory the lower also has was only copied up to hold a change beneath it.
+    bool dir = it->is_directory(ec) && !it->is_symlink(ec);
+    if (!dir || ::lstat((lower + rel).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      ++c.count;
+    }
+  }
+  return c;
+}
+
 std::string sessions_root() {
   std::string state = env_or_empty("CORDON_STATE_DIR");
   if (!state.empty()) {
@@ -272,6 +294,7 @@ SessionPaths session_paths(const std::string& root, const std::string& id) {
   p.summary = p.dir + "/summary.json";
   p.upper = p.dir + "/upper";
   p.snapshots = p.dir + "/snapshots";
+  p.work = p.dir + "/work";
   p.control = p.dir + "/control.sock";
   return p;
 }
@@ -315,7 +338,7 @@ Result<Session> Session::create(const policy::Policy& effective,
 
   // On failure below, remove the half-made directory so `cordon ls` does not list a ghost.
   auto fail = [&](Error e) -> Error {
-    for (const char* name : {"events.jsonl", "policy.json", "upper", "snapshots"}) {
+    for (const char* name : {"events.jsonl", "policy.json", "upper", "work", "snapshots"}) {
       ::unlinkat(root_fd.get(), (id + "/" + name).c_str(), 0);
       ::unlinkat(root_fd.get(), (id + "/" + name).c_str(), AT_REMOVEDIR);
     }
@@ -340,7 +363,8 @@ Result<Session> Session::create(const policy::Policy& effective,
   if (auto st = write_new_file(dfd, "policy.json", policy_text, false, &created); !st.ok()) {
     return fail(std::move(st).error());
   }
-  for (const char* sub : {"upper", "snapshots"}) {
+  // work/: overlayfs' workdir for upper/ in cow mode (it must be on upper/'s filesystem).
+  for (const char* sub : {"upper", "work", "snapshots"}) {
     if (::mkdirat(dfd, sub, 0700) != 0) {
       return fail(sys_error(std::string("mkdirat(\"") + sub + "\", 0700)"));
     }
@@ -463,6 +487,11 @@ Status Session::finish(const SessionEnd& given) {
   }
   if (!end.error.empty()) {
     fields["error"] = end.error;
+  }
+  if (end.cow_changed) {
+    fields["cow_changed"] = *end.cow_changed;
+    fields["cow_changed_more"] = end.cow_changed_more;
+    fields["upper"] = end.cow_upper;
   }
   keep(events_.emit("session.end", fields));
 

@@ -18,6 +18,7 @@ namespace cordon::launcher {
 
 struct SessionPaths {
   std::string dir, policy, events, summary, upper, snapshots, control;
+  std::string work;  // overlayfs' workdir for upper/ (cow mode): same filesystem, empty at start
 };
 
 // The sessions root for the invoking user: $XDG_STATE_HOME/cordon/sessions,
@@ -42,7 +43,20 @@ struct SessionEnd {
   uint64_t memory_limit = 0;
   uint32_t pids_limit = 0;
   std::chrono::milliseconds timeout{0};
+  // cow mode: entries changed in the copy-on-write layer (count_cow_changes) and where it is.
+  std::optional<uint64_t> cow_changed;
+  bool cow_changed_more = false;  // the walk stopped at its bound: "more than cow_changed"
+  std::string cow_upper;
 };
+
+// Counts what the program changed in a cow session's upper/ against the workspace it lies over:
+// every non-directory entry (new or modified files, symlinks, whiteouts for deletions) and every
+// directory the lower does not have. Stops after `limit` entries (`more` is then set).
+struct CowChanges {
+  uint64_t count = 0;
+  bool more = false;
+};
+CowChanges count_cow_changes(const std::string& upper, const std::string& lower, uint64_t limit);
 
 class Session {
  public:

@@ -65,6 +65,13 @@ std::string format_summary(const std::string& id, const SessionEnd& end) {
     out +=
         line.rfind("limits:", 0) == 0 ? "cordon: " + line + "\n" : "cordon: limits: " + line + "\n";
   }
+  if (end.cow_changed) {
+    uint64_t n = *end.cow_changed;
+    out += "cordon: " + std::string(end.cow_changed_more ? "more than " : "") + std::to_string(n) +
+           (n == 1 && !end.cow_changed_more ? " file" : " files") +
+           " changed in the copy-on-write layer (the workspace is untouched): " + end.cow_upper +
+           "\n";
+  }
   out += "cordon: log: cordon log " + id + "\n";
   return out;
 }

@@ -77,14 +77,8 @@ TEST(Plan, AsRootNeverMapsUidZero) {
 TEST(Plan, RefusesWhatCannotBeHonouredBeforeAnyNamespace) {
   TempDir ws, home;
   auto h = facts(ws.path(), home.path());
-  auto p = rw_policy(ws.path());
-  p.filesystem.mode = policy::WorkspaceMode::Cow;
+  auto p = rw_policy("/");
   auto r = build_plan(p, {"true"}, h);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("cordon-fs"), std::string::npos);
-
-  p = rw_policy("/");
-  r = build_plan(p, {"true"}, h);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("\"/\""), std::string::npos);
 
@@ -167,6 +161,41 @@ TEST(Plan, DenyGlobsExpandInTheWorkspace) {
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(m->kind, MountKind::MaskFile);
   EXPECT_EQ(find_target(*plan, plan->workspace + "/a/keep.txt"), nullptr);
+}
+
+TEST(Plan, CowModeOverlaysTheWorkspaceWithDenyAndProtectOnTop) {
+  TempDir ws, home;
+  ::mkdir((ws.path() + "/.git").c_str(), 0755);
+  for (const char* f : {"/.env", "/.git/config"}) {
+    FILE* fp = std::fopen((ws.path() + f).c_str(), "w");
+    std::fclose(fp);
+  }
+  auto p = rw_policy(ws.path());
+  p.filesystem.mode = policy::WorkspaceMode::Cow;
+  std::string why;
+  p.filesystem.deny.push_back(*policy::PathPattern::parse("**/.env", home.path(), &why));
+  p.filesystem.protect.push_back(*policy::PathPattern::parse(".git/config", home.path(), &why));
+  auto plan = build_plan(p, {"true"}, facts(ws.path(), home.path()));
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_EQ(plan->mode, policy::WorkspaceMode::Cow);
+  size_t ws_at = plan->mounts.size(), env_at = 0, git_at = 0;
+  for (size_t i = 0; i < plan->mounts.size(); ++i) {
+    const MountOp& m = plan->mounts[i];
+    if (m.target == plan->workspace) {
+      EXPECT_EQ(m.kind, MountKind::CowOverlay);
+      EXPECT_EQ(m.source, plan->workspace);
+      ws_at = i;
+    } else if (m.target == plan->workspace + "/.env") {
+      EXPECT_EQ(m.kind, MountKind::MaskFile);
+      env_at = i;
+    } else if (m.target == plan->workspace + "/.git/config") {
+      EXPECT_EQ(m.kind, MountKind::BindRo);
+      git_at = i;
+    }
+  }
+  ASSERT_LT(ws_at, plan->mounts.size());
+  EXPECT_GT(env_at, ws_at) << "the mask must cover the overlay, not sit beneath it";
+  EXPECT_GT(git_at, ws_at);
 }
 
 }  // namespace

@@ -1,0 +1,301 @@
+// cow mode (the default policy's filesystem.mode) through kernel overlayfs: the program sees its
+// changes, the real workspace stays byte-for-byte as it was, the changes wait in the session's
+// upper/. Real sandboxes, as root and as an ordinary user.
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "launcher/session.h"
+#include "tests/launcher/sandbox_fixture.h"
+
+namespace cordon::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Everything about a tree that a write could change: per entry its type, mode, owner, size,
+// mtime, ctime and content (or link text). Equal snapshots = the tree was not touched.
+std::string tree_snapshot(const std::string& root) {
+  std::map<std::string, std::string> entries;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::string p = it->path().string();
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      entries[p] = "lstat failed";
+      continue;
+    }
+    std::ostringstream e;
+    e << std::oct << st.st_mode << std::dec << ' ' << st.st_uid << ':' << st.st_gid << ' '
+      << st.st_size << ' ' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec << ' '
+      << st.st_ctim.tv_sec << '.' << st.st_ctim.tv_nsec << ' ';
+    if (S_ISREG(st.st_mode)) {
+      e << read_text(p);
+    } else if (S_ISLNK(st.st_mode)) {
+      e << fs::read_symlink(p, ec).string();
+    }
+    entries[p.substr(root.size())] = e.str();
+  }
+  struct stat st {};
+  ::lstat(root.c_str(), &st);
+  std::ostringstream out;
+  out << "root " << std::oct << st.st_mode << std::dec << ' ' << st.st_mtim.tv_sec << '.'
+      << st.st_mtim.tv_nsec << '\n';
+  for (const auto& [k, v] : entries) {
+    out << k << " = " << v << '\n';
+  }
+  return out.str();
+}
+
+// The upper/ the summary names: "cordon: N files changed in the copy-on-write layer (...): DIR".
+std::string upper_from_summary(const std::string& err) {
+  const std::string key = "(the workspace is untouched): ";
+  size_t at = err.find(key);
+  if (at == std::string::npos) {
+    return "";
+  }
+  size_t end = err.find('\n', at);
+  return err.substr(at + key.size(), end - at - key.size());
+}
+
+bool is_whiteout(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0);
+}
+
+// A workspace with files to modify, delete and rename. As root, handed to an unprivileged uid
+// (files included), as a user would own their project; as a user, it is theirs already.
+uid_t populate(SandboxFixture& f) {
+  write_text(f.ws() + "/mod.txt", "original\n");
+  write_text(f.ws() + "/del.txt", "delete me\n");
+  write_text(f.ws() + "/ren.txt", "rename me\n");
+  ::mkdir((f.ws() + "/sub").c_str(), 0755);
+  write_text(f.ws() + "/sub/keep.txt", "keep\n");
+  uid_t uid = f.make_workspace_owned();
+  if (::geteuid() == 0) {
+    for (const char* p : {"/mod.txt", "/del.txt", "/ren.txt", "/sub", "/sub/keep.txt"}) {
+      EXPECT_EQ(::chown((f.ws() + p).c_str(), uid, uid), 0) << p;
+    }
+  }
+  return uid;
+}
+
+TEST(Cow, DefaultModeShowsChangesInsideAndKeepsTheWorkspaceUntouched) {
+  SandboxFixture f;
+  uid_t uid = populate(f);
+  const std::string before = tree_snapshot(f.ws());
+
+  // No --mode: the embedded default policy's "cow".
+  auto r = f.run({}, {"/bin/sh", "-c",
+                      "set -e; echo new > new.txt; echo more >> mod.txt; rm del.txt; mkdir newdir;"
+                      " mv ren.txt renamed.txt; echo deep > sub/deep.txt;"
+                      " cat mod.txt renamed.txt; ls -A | tr '\\n' ' '; echo"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "original\nmore\nrename me\nmod.txt new.txt newdir renamed.txt sub \n") << r.err;
+
+  EXPECT_EQ(tree_snapshot(f.ws()), before) << "the real workspace changed";
+  EXPECT_EQ(read_text(f.ws() + "/mod.txt"), "original\n");
+  EXPECT_EQ(::access((f.ws() + "/new.txt").c_str(), F_OK), -1);
+
+  // new.txt, mod.txt, the del.txt and ren.txt whiteouts, newdir, renamed.txt, sub/deep.txt.
+  EXPECT_NE(r.err.find("cordon: 7 files changed in the copy-on-write layer (the workspace is "
+                       "untouched): "),
+            std::string::npos)
+      << r.err;
+  const std::string upper = upper_from_summary(r.err);
+  ASSERT_FALSE(upper.empty()) << r.err;
+  EXPECT_EQ(read_text(upper + "/new.txt"), "new\n");
+  EXPECT_EQ(read_text(upper + "/mod.txt"), "original\nmore\n");
+  EXPECT_EQ(read_text(upper + "/renamed.txt"), "rename me\n");
+  EXPECT_EQ(read_text(upper + "/sub/deep.txt"), "deep\n");
+  EXPECT_TRUE(is_whiteout(upper + "/del.txt"));
+  EXPECT_TRUE(is_whiteout(upper + "/ren.txt"));
+  struct stat st {};
+  ASSERT_EQ(::stat((upper + "/newdir").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  // The program's files belong on the host to the id it ran as: never root.
+  ASSERT_EQ(::stat((upper + "/new.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, uid);
+  EXPECT_NE(st.st_uid, 0u);
+
+  // session.end records the count and where the layer is.
+  std::string events = read_text(fs::path(upper).parent_path().string() + "/events.jsonl");
+  EXPECT_NE(events.find("\"cow_changed\":7"), std::string::npos) << events;
+}
+
+TEST(Cow, EachRunStartsFromThePristineWorkspace) {
+  SandboxFixture f;
+  populate(f);
+  auto first =
+      f.run({"-q"}, {"/bin/sh", "-c", "echo changed > mod.txt; echo x > new.txt; rm del.txt"});
+  ASSERT_EQ(first.exit_code(), 0) << first.err;
+  auto second = f.run({"-q"}, {"/bin/sh", "-c", "cat mod.txt del.txt; ls new.txt 2>&1 || true"});
+  ASSERT_EQ(second.exit_code(), 0) << second.err;
+  EXPECT_EQ(second.out.substr(0, 19), "original\ndelete me\n") << second.out;
+  EXPECT_NE(second.out.find("No such file"), std::string::npos) << second.out;
+}
+
+TEST(Cow, ChangesSurviveCordonBeingKilled) {
+  SandboxFixture f;
+  populate(f);
+  std::vector<std::string> argv = {
+      cordon_bin(),  "run",  "-q",
+      "--workspace", f.ws(), "--",
+      "/bin/sh",     "-c",   "echo kept > saved.txt; sync; echo ready; exec sleep 60"};
+  Background bg(argv, f.env(), f.ws());
+  ASSERT_NE(bg.read_until("ready\n").find("ready"), std::string::npos);
+  ASSERT_EQ(::kill(bg.pid(), SIGKILL), 0);
+  bg.wait();
+  std::string state;
+  for (const auto& e : f.env()) {
+    if (e.rfind("CORDON_STATE_DIR=", 0) == 0) {
+      state = e.substr(17);
+    }
+  }
+  std::vector<std::string> uppers;
+  for (const auto& d : fs::directory_iterator(state + "/sessions")) {
+    uppers.push_back(d.path().string() + "/upper");
+  }
+  ASSERT_EQ(uppers.size(), 1u);
+  EXPECT_EQ(read_text(uppers[0] + "/saved.txt"), "kept\n");
+  EXPECT_EQ(::access((f.ws() + "/saved.txt").c_str(), F_OK), -1);
+}
+
+TEST(Cow, DeniedGlobsAreUnreadable) {
+  SandboxFixture f;
+  populate(f);
+  write_text(f.ws() + "/.env", "TOKEN=hunter2\n");
+  write_text(f.ws() + "/sub/.env", "TOKEN=hunter3\n");
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown((f.ws() + "/.env").c_str(), SandboxFixture::kTestUid, 0), 0);
+  }
+  auto r = f.run({"-q"}, {"/bin/sh", "-c", "cat .env sub/.env; cat < .env; echo end"});
+  EXPECT_EQ(r.out, "end\n") << r.err;
+  EXPECT_EQ(r.err.find("hunter"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Permission denied"), std::string::npos) << r.err;
+}
+
+TEST(Cow, ProtectedFilesAreReadOnly) {
+  SandboxFixture f;
+  populate(f);
+  ::mkdir((f.ws() + "/.git").c_str(), 0755);
+  write_text(f.ws() + "/.git/config", "[core]\n");
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown((f.ws() + "/.git").c_str(), SandboxFixture::kTestUid, 0), 0);
+    ASSERT_EQ(::chown((f.ws() + "/.git/config").c_str(), SandboxFixture::kTestUid, 0), 0);
+  }
+  auto r = f.run({"-q"}, {"/bin/sh", "-c",
+                          "echo evil >> .git/config && echo WROTE; cat .git/config; echo ok > x"});
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "[core]\n") << r.err;
+  EXPECT_NE(r.err.find("Read-only file system"), std::string::npos) << r.err;
+  EXPECT_EQ(read_text(f.ws() + "/.git/config"), "[core]\n");
+}
+
+TEST(Cow, NoFlagsAtAllRunsInTheCurrentDirectory) {
+  SandboxFixture f;
+  f.make_workspace_owned();
+  auto r = run_program({cordon_bin(), "run", "--", "true"}, RunSpec{.env = f.env(), .cwd = f.ws()});
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_NE(r.err.find("cordon: 0 files changed in the copy-on-write layer"), std::string::npos)
+      << r.err;
+  auto pwd =
+      run_program({cordon_bin(), "run", "-q", "--", "pwd"}, RunSpec{.env = f.env(), .cwd = f.ws()});
+  EXPECT_EQ(pwd.exit_code(), 0) << pwd.err;
+  EXPECT_EQ(pwd.out, f.ws() + "\n");
+}
+
+TEST(Cow, SessionStoreInsideTheWorkspaceIsRefused) {
+  SandboxFixture f;
+  f.make_workspace_owned();
+  const std::string before = tree_snapshot(f.ws());
+  std::vector<std::string> env = f.env();
+  for (auto& e : env) {
+    if (e.rfind("CORDON_STATE_DIR=", 0) == 0) {
+      e = "CORDON_STATE_DIR=" + f.ws() + "/state";
+    }
+  }
+  auto r = run_program({cordon_bin(), "run", "--workspace", f.ws(), "--", "true"},
+                       RunSpec{.env = env, .cwd = f.ws()});
+  EXPECT_EQ(r.exit_code(), 125);
+  EXPECT_NE(r.err.find("is inside the workspace"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--mode ro or rw"), std::string::npos) << r.err;
+  EXPECT_EQ(tree_snapshot(f.ws()), before);
+}
+
+// The copy-on-write overlay cannot be built (here: the session store sits on an overlayfs, which
+// overlayfs refuses as an upper layer): cordon must stop, say why and how to go on, and never run
+// the program with the workspace writable instead.
+TEST(Cow, OverlayRefusalFailsClosed) {
+  CORDON_REQUIRE_ROOT();  // mounting the overlay that hosts the session store needs host root
+  SandboxFixture f;
+  f.make_workspace_owned();
+  TempDir layers;
+  for (const char* d : {"/l", "/u", "/w", "/m"}) {
+    ASSERT_EQ(::mkdir((layers.path() + d).c_str(), 0755), 0);
+  }
+  const std::string store = layers.path() + "/m";
+  const std::string opts = "lowerdir=" + layers.path() + "/l,upperdir=" + layers.path() +
+                           "/u,workdir=" + layers.path() + "/w";
+  ASSERT_EQ(::mount("overlay", store.c_str(), "overlay", 0, opts.c_str()), 0) << strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{store};
+  std::vector<std::string> env = f.env();
+  for (auto& e : env) {
+    if (e.rfind("CORDON_STATE_DIR=", 0) == 0) {
+      e = "CORDON_STATE_DIR=" + store;
+    }
+  }
+  const std::string before = tree_snapshot(f.ws());
+  auto r = run_program({cordon_bin(), "run", "--", "/bin/sh", "-c", "echo ran > ran.txt"},
+                       RunSpec{.env = env, .cwd = f.ws()});
+  EXPECT_EQ(r.exit_code(), 125) << r.err;
+  EXPECT_NE(r.err.find("mounting the copy-on-write workspace " + f.ws()), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("upperdir"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Invalid argument"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("use --mode ro or --mode rw"), std::string::npos) << r.err;
+  EXPECT_EQ(tree_snapshot(f.ws()), before) << "the program must not have run";
+}
+
+TEST(Cow, SummaryLineSaysHowManyAndWhere) {
+  launcher::SessionEnd end;
+  EXPECT_EQ(launcher::format_summary("X", end).find("copy-on-write"), std::string::npos);
+  end.cow_upper = "/s/X/upper";
+  end.cow_changed = 1;
+  EXPECT_NE(launcher::format_summary("X", end).find(
+                "cordon: 1 file changed in the copy-on-write layer (the workspace is "
+                "untouched): /s/X/upper\n"),
+            std::string::npos);
+  end.cow_changed = 100000;
+  end.cow_changed_more = true;
+  EXPECT_NE(launcher::format_summary("X", end).find("cordon: more than 100000 files changed"),
+            std::string::npos);
+}
+
+TEST(Cow, CountStopsAtItsBound) {
+  TempDir upper, lower;
+  for (int i = 0; i < 5; ++i) {
+    write_text(upper.path() + "/f" + std::to_string(i), "x");
+  }
+  ::mkdir((upper.path() + "/old").c_str(), 0755);  // copied up: the lower has it
+  ::mkdir((lower.path() + "/old").c_str(), 0755);
+  write_text(upper.path() + "/old/g", "x");
+  auto all = launcher::count_cow_changes(upper.path(), lower.path(), 100);
+  EXPECT_EQ(all.count, 6u);
+  EXPECT_FALSE(all.more);
+  auto some = launcher::count_cow_changes(upper.path(), lower.path(), 3);
+  EXPECT_TRUE(some.more);
+  EXPECT_LE(some.count, 3u);
+}
+
+}  // namespace
+}  // namespace cordon::testing
