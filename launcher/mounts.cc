@@ -316,6 +316,15 @@ Status apply(const MountOp& op, const CowLayers& cow) {
       return bind(op.source, dst, kSafe | MOUNT_ATTR_RDONLY);
     case MountKind::BindRw:
       return bind(op.source, dst, kSafe);
+    case MountKind::Pin: {
+      struct stat st {};
+      if (::lstat(dst.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return {};  // gone or replaced since planning: nothing beneath it is protected by a pin
+      }
+      // A plain (non-recursive) self-bind inside the new root: it changes nothing the program
+      // sees, but rename(2)/rmdir(2) of a mountpoint fail with EBUSY.
+      return do_mount(dst.c_str(), dst, nullptr, MS_BIND, nullptr);
+    }
     case MountKind::BindDev: {
       // Device nodes only work through a mount without nodev; nosuid/noexec still apply.
       TRY(ensure_mountpoint(dst, false));

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include "launcher/env.h"
@@ -173,8 +174,76 @@ void plan_dev(LaunchPlan& plan) {
 
 struct DenyCtx {
   const policy::FilesystemPolicy& fsp;
-  bool rw;
+  bool rw;          // writable workspace: cow or rw
+  bool direct = false;  // rw: writes land in the real workspace at once
 };
+
+// Pins every directory between the workspace root and `rel` (exclusive), outermost first, once.
+// A read-only bind on `.git/config` alone does not hold: `mv .git .git.old` carries the bind
+// away and a fresh `.git/config` is writable. Found by attack (tests/launcher/escape_test.cc).
+void pin_ancestors(const std::string& ws, const std::string& rel, std::set<std::string>& pinned,
+                   LaunchPlan& plan) {
+  for (size_t pos = rel.find('/'); pos != std::string::npos; pos = rel.find('/', pos + 1)) {
+    std::string abs = ws + "/" + rel.substr(0, pos);
+    if (pinned.insert(abs).second) {
+      plan.mounts.push_back({MountKind::Pin, "", abs});
+    }
+  }
+}
+
+// The literal directory part of a relative pattern: ".git/modules/**" -> ".git/modules";
+// "**/.envrc" -> "".
+std::string literal_prefix(const std::string& pattern) {
+  std::string out;
+  size_t start = 0;
+  while (start < pattern.size()) {
+    size_t end = pattern.find('/', start);
+    std::string seg = pattern.substr(start, end == std::string::npos ? end : end - start);
+    if (seg.find_first_of("*?[") != std::string::npos) {
+      break;
+    }
+    out += (out.empty() ? "" : "/") + seg;
+    if (end == std::string::npos) {
+      break;
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+// rw mode: a protected path that does not exist yet (".git/commondir", which would point the
+// host's git at a planted config) cannot be covered by a bind, so its nearest existing directory
+// below the workspace root becomes read-only instead. In practice `.git` turns read-only in rw
+// mode: agents that commit belong in cow mode, where nothing reaches the host before review.
+void protect_absent_paths(const std::string& ws, const std::vector<policy::PathPattern>& pats,
+                          std::set<std::string>& pinned, std::set<std::string>& sealed,
+                          LaunchPlan& plan) {
+  for (const auto& pat : pats) {
+    if (pat.absolute) {
+      continue;
+    }
+    std::string lit = literal_prefix(pat.expanded);
+    struct stat st {};
+    if (lit.empty() || ::lstat((ws + "/" + lit).c_str(), &st) == 0) {
+      continue;  // nothing literal, or it exists and the walk covered it
+    }
+    while (!lit.empty()) {
+      size_t cut = lit.rfind('/');
+      lit = cut == std::string::npos ? "" : lit.substr(0, cut);
+      if (lit.empty()) {
+        break;  // only the workspace root is left: sealing it would make rw mode ro
+      }
+      std::string abs = ws + "/" + lit;
+      if (::lstat(abs.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode) && sealed.insert(abs).second) {
+          pin_ancestors(ws, lit, pinned, plan);
+          plan.mounts.push_back({MountKind::BindRo, abs, abs});
+        }
+        break;
+      }
+    }
+  }
+}
 
 bool any_match(const std::vector<policy::PathPattern>& pats, const std::string& rel,
                const std::string& abs) {
@@ -201,6 +270,11 @@ Status plan_workspace_rules(const std::string& ws, const DenyCtx& ctx, LaunchPla
     return make_error("walking the workspace " + ws + " for filesystem.deny: " + ec.message());
   }
   size_t n = 0;
+  std::set<std::string> pinned, sealed;
+  if (ctx.direct) {
+    protect_absent_paths(ws, f.protect, pinned, sealed, plan);
+    protect_absent_paths(ws, f.deny_write, pinned, sealed, plan);
+  }
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (ec) {
       return make_error("walking the workspace " + ws + " for filesystem.deny: " + ec.message());
@@ -232,6 +306,7 @@ Status plan_workspace_rules(const std::string& ws, const DenyCtx& ctx, LaunchPla
       continue;
     }
     if (ctx.rw && (any_match(f.deny_write, rel, abs) || any_match(f.protect, rel, abs))) {
+      pin_ancestors(ws, rel, pinned, plan);
       plan.mounts.push_back({MountKind::BindRo, abs, abs});
       if (dir) {
         it.disable_recursion_pending();
@@ -421,7 +496,8 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
 
   // Deny rules last, so they cover whatever an allow rule made visible.
   // Masks and read-only binds land on top of the workspace mount, the overlay in cow mode too.
-  TRY(plan_workspace_rules(plan.workspace, DenyCtx{p.filesystem, plan.mode != WorkspaceMode::Ro},
+  TRY(plan_workspace_rules(plan.workspace, DenyCtx{p.filesystem, plan.mode != WorkspaceMode::Ro,
+                                   plan.mode == WorkspaceMode::Rw},
                            plan));
   for (const auto& d : p.filesystem.deny) {
     if (!d.absolute || d.has_glob || is_under(d.expanded, plan.workspace)) {

@@ -36,6 +36,8 @@ enum class MountKind {
   Devpts,      // a private devpts instance + /dev/ptmx
   MaskFile,    // an empty read-only file over a host file
   MaskDir,     // an empty read-only directory over a host directory
+  Pin,         // target bound onto itself inside the sandbox: a mountpoint cannot be renamed or
+               // removed (EBUSY), so a protected path's parents stay where they are
   CowOverlay,  // cow mode: overlayfs, lower = source (the real workspace, never written),
                // upper/work = LaunchPlan::cow_upper/cow_work (the session's upper/ and work/)
 };
