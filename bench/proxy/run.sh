@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# bench/proxy/run.sh BUILD_DIR [SECONDS]: request rate (wrk, keep-alive), bulk throughput and idle
+# connection memory against nginx on loopback — direct, through cordon-netproxy (explicit HTTP
+# proxy, absolute-form and CONNECT) and through tinyproxy — printing ratios to direct.
+# Everything listens on 127.0.0.1 and lives in a scratch directory on /dev/shm.
+set -euo pipefail
+if [[ $# -lt 1 || ! -x $1/netproxy/cordon-netproxy ]]; then
+  echo "usage: $0 BUILD_DIR [SECONDS]   (BUILD_DIR with netproxy/cordon-netproxy built)" >&2
+  exit 2
+fi
+proxy_bin=$(cd "$1" && pwd)/netproxy/cordon-netproxy
+secs=${2:-5}
+for tool in nginx wrk tinyproxy curl python3; do
+  command -v "$tool" >/dev/null || { echo "$0: $tool is not installed" >&2; exit 2; }
+done
+work=$(mktemp -d /dev/shm/cordon-bench-proxy-XXXXXX)
+chmod 755 "$work"  # nginx workers run unprivileged
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# nginx: a small page for the request rate, a 1 GiB sparse file for bulk throughput.
+mkdir -p "$work/www" "$work/nginx"
+echo "hello from nginx" > "$work/www/index.html"
+truncate -s 1G "$work/www/big.bin"
+np=$(free_port)
+cat > "$work/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
+  uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
+  keepalive_requests 1000000;
+  sendfile on;
+  server { listen 127.0.0.1:$np; root $work/www; }
+}
+CONF
+nginx -c "$work/nginx.conf"
+
+# cordon-netproxy: explicit listener, bench.test pinned to 127.0.0.1.
+cat > "$work/policy.json" <<POL
+{"version": 1, "network": {"allow": ["bench.test:$np"], "resolve": {"bench.test": "127.0.0.1"},
+ "max_connections": 4096, "max_connections_per_host": 4096, "connections_per_minute": 10000000}}
+POL
+"$proxy_bin" --policy "$work/policy.json" --listen 127.0.0.1:0 --events "$work/events.jsonl" \
+  > "$work/cordon.addr" 2> "$work/cordon.err" &
+pids+=($!)
+cordon_pid=$!
+
+# tinyproxy, allowing loopback clients.
+tp=$(free_port)
+cat > "$work/tinyproxy.conf" <<TP
+Port $tp
+Listen 127.0.0.1
+Timeout 600
+MaxClients 4096
+Allow 127.0.0.1
+ConnectPort $np
+LogLevel Critical
+TP
+tinyproxy -d -c "$work/tinyproxy.conf" > /dev/null 2>&1 &
+pids+=($!)
+tinyproxy_pid=$!
+sleep 0.5
+cordon_addr=$(head -1 "$work/cordon.addr")
+
+# wrk through a proxy: absolute-form request line to the proxy address.
+cat > "$work/proxy.lua" <<LUA
+wrk.path = "http://bench.test:$np/index.html"
+wrk.headers["Host"] = "bench.test:$np"
+LUA
+# tinyproxy resolves names itself: give it the address.
+cat > "$work/proxy_ip.lua" <<LUA
+wrk.path = "http://127.0.0.1:$np/index.html"
+wrk.headers["Host"] = "127.0.0.1:$np"
+LUA
+# A run with any non-2xx answer is an error, not a number.
+rate() {
+  local out
+  out=$(wrk -t1 -c50 -d"${secs}s" "$@" 2>&1)
+  if grep -q "Non-2xx" <<<"$out"; then
+    echo "$0: wrk $*: non-2xx responses:" >&2
+    echo "$out" >&2
+    exit 1
+  fi
+  awk '/Requests\/sec/ {print $2}' <<<"$out"
+}
+
+direct_rate=$(rate "http://127.0.0.1:$np/index.html")
+cordon_rate=$(rate -s "$work/proxy.lua" "http://$cordon_addr")
+tiny_rate=$(rate -s "$work/proxy_ip.lua" "http://127.0.0.1:$tp")
+
+bulk() { curl -sf -o /dev/null -w '%{speed_download}' "$@" || { echo "$0: curl $* failed" >&2; exit 1; }; }
+mib() { awk -v b="$1" 'BEGIN {printf "%.0f", b / 1048576}'; }
+direct_bulk=$(bulk "http://127.0.0.1:$np/big.bin")
+cordon_bulk=$(bulk -x "http://$cordon_addr" "http://bench.test:$np/big.bin")
+cordon_tunnel=$(bulk -p -x "http://$cordon_addr" "http://bench.test:$np/big.bin")
+tiny_bulk=$(bulk -x "http://127.0.0.1:$tp" "http://127.0.0.1:$np/big.bin")
+
+# Idle connection memory: 1000 CONNECT tunnels held open, RSS delta per tunnel.
+rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+idle_kib() {  # $1 pid, $2 proxy host:port, $3 target host
+  local before after
+  before=$(rss "$1")
+  python3 - "$2" "$3" "$np" <<'PY' &
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+socks = []
+for _ in range(1000):
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(f"CONNECT {sys.argv[2]}:{sys.argv[3]} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    if b" 200" not in s.recv(200):
+        sys.exit("CONNECT refused")
+    socks.append(s)
+time.sleep(4)
+PY
+  local py=$!
+  sleep 3
+  after=$(rss "$1")
+  wait "$py" || true
+  awk -v a="$after" -v b="$before" 'BEGIN {printf "%.1f", (a - b) / 1000}'
+}
+ulimit -n 8192 2>/dev/null || true
+cordon_base=$(rss "$cordon_pid")
+cordon_idle=$(idle_kib "$cordon_pid" "$cordon_addr" bench.test)
+tiny_idle=$(idle_kib "$tinyproxy_pid" "127.0.0.1:$tp" 127.0.0.1)
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
+printf '%-34s %12s %8s\n' "keep-alive req/s (wrk -c50)" "req/s" "ratio"
+printf '%-34s %12s %8s\n' "direct nginx" "$direct_rate" "1.00x"
+printf '%-34s %12s %8s\n' "cordon-netproxy (absolute-form)" "$cordon_rate" "$(ratio "$cordon_rate" "$direct_rate")"
+printf '%-34s %12s %8s\n' "tinyproxy (absolute-form)" "$tiny_rate" "$(ratio "$tiny_rate" "$direct_rate")"
+printf '\n%-34s %12s %8s\n' "bulk 1 GiB (curl)" "MiB/s" "ratio"
+printf '%-34s %12s %8s\n' "direct nginx" "$(mib "$direct_bulk")" "1.00x"
+printf '%-34s %12s %8s\n' "cordon-netproxy (absolute-form)" "$(mib "$cordon_bulk")" "$(ratio "$cordon_bulk" "$direct_bulk")"
+printf '%-34s %12s %8s\n' "cordon-netproxy (CONNECT)" "$(mib "$cordon_tunnel")" "$(ratio "$cordon_tunnel" "$direct_bulk")"
+printf '%-34s %12s %8s\n' "tinyproxy (absolute-form)" "$(mib "$tiny_bulk")" "$(ratio "$tiny_bulk" "$direct_bulk")"
+printf '\n%-34s %12s\n' "memory" "KiB"
+printf '%-34s %12s\n' "cordon-netproxy base RSS" "$cordon_base"
+printf '%-34s %12s\n' "cordon-netproxy per idle tunnel" "$cordon_idle"
+printf '%-34s %12s\n' "tinyproxy per idle tunnel" "$tiny_idle"

@@ -1,0 +1,48 @@
+// Shared connection context helpers.
+#include "netproxy/context.h"
+
+#include <spdlog/spdlog.h>
+
+namespace cordon::netproxy {
+
+void Context::emit(std::string_view kind, nlohmann::json fields) const {
+  auto st = events.emit(kind, std::move(fields));
+  if (!st.ok()) {
+    spdlog::warn("cordon-netproxy: writing event {}: {}", kind, st.error().to_string());
+  }
+}
+
+asio::ip::address to_asio(const policy::IpAddress& ip) {
+  if (!ip.v6) {
+    return asio::ip::address_v4(
+        asio::ip::address_v4::bytes_type{ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]});
+  }
+  return asio::ip::address_v6(ip.bytes);
+}
+
+policy::IpAddress from_asio(const asio::ip::address& a) {
+  if (a.is_v4()) {
+    return policy::IpAddress::from_v4(a.to_v4().to_uint());
+  }
+  auto b = a.to_v6().to_bytes();
+  uint8_t raw[16];
+  for (size_t i = 0; i < 16; ++i) {
+    raw[i] = b[i];
+  }
+  return policy::IpAddress::from_v6_bytes(raw);
+}
+
+void log_coroutine_end(const char* what, std::exception_ptr e) {
+  if (!e) {
+    return;
+  }
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    spdlog::warn("cordon-netproxy: {} ended with an exception: {}", what, ex.what());
+  } catch (...) {
+    spdlog::warn("cordon-netproxy: {} ended with an unknown exception", what);
+  }
+}
+
+}  // namespace cordon::netproxy

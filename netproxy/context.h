@@ -1,0 +1,59 @@
+// What every connection handler shares: the policy, the event log, caps and the name map. One per
+// proxy, used from the single io_context thread only.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "netproxy/caps.h"
+#include "netproxy/name_map.h"
+#include "policy/policy.h"
+#include "policy/record/events.h"
+
+namespace cordon::netproxy {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+using Millis = std::chrono::milliseconds;
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+struct Context {
+  Context(asio::io_context& io, const policy::NetworkPolicy& p, const record::EventLog& ev)
+      : io(io), policy(p), events(ev), caps(p) {}
+  asio::io_context& io;
+  const policy::NetworkPolicy& policy;
+  const record::EventLog& events;
+  Caps caps;
+  NameMap names;
+  uint32_t clients = 0;  // accepted sockets being served (bounded by kMaxClients)
+  static constexpr uint32_t kMaxClients = 8192;
+  // How long to wait for a client's first bytes (transparent peek uses its own, shorter deadline).
+  Millis handshake_timeout{std::chrono::seconds(30)};
+  Millis peek_timeout{std::chrono::milliseconds(300)};
+
+  void emit(std::string_view kind, nlohmann::json fields) const;
+};
+
+// Counts a served client for the bound on concurrent accepted sockets.
+class ClientGuard {
+ public:
+  explicit ClientGuard(Context& c) : c_(c) { ++c_.clients; }
+  ~ClientGuard() { --c_.clients; }
+  ClientGuard(const ClientGuard&) = delete;
+  ClientGuard& operator=(const ClientGuard&) = delete;
+
+ private:
+  Context& c_;
+};
+
+asio::ip::address to_asio(const policy::IpAddress& ip);
+policy::IpAddress from_asio(const asio::ip::address& a);
+
+// Logs an exception escaping a connection coroutine: the handler every co_spawn gets.
+void log_coroutine_end(const char* what, std::exception_ptr e);
+
+}  // namespace cordon::netproxy

@@ -1,0 +1,214 @@
+// DNS responder: answers only allowed names; nothing about any other name ever leaves the host.
+#include "netproxy/dns_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "netproxy/decide.h"
+#include "netproxy/dns_message.h"
+
+namespace cordon::netproxy {
+
+namespace {
+
+using udp = asio::ip::udp;
+constexpr uint32_t kMaxUdpInFlight = 64;  // queries awaiting the host resolver at once
+
+bool type_allowed(const policy::NetworkPolicy& p, uint16_t qtype) {
+  auto name = dns::type_name(qtype);
+  return std::any_of(p.dns_types.begin(), p.dns_types.end(),
+                     [&](const std::string& t) { return t == name; });
+}
+
+}  // namespace
+
+asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const uint8_t> msg,
+                                                 size_t max_reply) {
+  const auto& p = ctx.policy;
+  dns::Query q;
+  auto parsed = dns::parse_query(msg, &q);
+  if (parsed == dns::ParseResult::Drop) {
+    ctx.emit("net.dns", {{"decision", "deny"},
+                         {"rule", "network.dns"},
+                         {"reason", "malformed or not a query; dropped"},
+                         {"size", msg.size()}});
+    co_return std::vector<uint8_t>{};
+  }
+  if (parsed != dns::ParseResult::Ok) {
+    auto rcode = parsed == dns::ParseResult::NotImp ? dns::kNotImp : dns::kFormErr;
+    ctx.emit("net.dns", {{"decision", "deny"},
+                         {"rule", "network.dns"},
+                         {"rcode", rcode == dns::kNotImp ? "NOTIMP" : "FORMERR"},
+                         {"reason", "malformed query"}});
+    co_return dns::build_header_only(q.id, q.flags, rcode);
+  }
+  nlohmann::json ev = {{"name", q.name}, {"type", dns::type_name(q.qtype)}};
+  auto finish = [&](dns::Rcode rcode, const policy::Decision& d,
+                    const std::vector<dns::Answer>& answers, nlohmann::json more = {}) {
+    static const char* kNames[] = {"NOERROR",  "FORMERR", "SERVFAIL",
+                                   "NXDOMAIN", "NOTIMP",  "REFUSED"};
+    ev["rcode"] = kNames[rcode];
+    ev["decision"] = d.allow ? "allow" : "deny";
+    ev["rule"] = d.rule;
+    auto list = nlohmann::json::array();
+    for (const auto& a : answers) {
+      uint8_t b[16] = {};
+      std::copy(a.rdata.begin(), a.rdata.end(), b);
+      list.push_back(a.type == dns::kA ? policy::IpAddress::from_v4((uint32_t{b[0]} << 24) |
+                                                                    (uint32_t{b[1]} << 16) |
+                                                                    (uint32_t{b[2]} << 8) | b[3])
+                                             .to_string()
+                                       : policy::IpAddress::from_v6_bytes(b).to_string());
+    }
+    ev["answers"] = std::move(list);
+    if (more.is_object()) {
+      for (auto& [k, v] : more.items()) {
+        ev[k] = v;
+      }
+    }
+    ctx.emit("net.dns", ev);
+    return dns::build_response(q, rcode, answers, max_reply);
+  };
+
+  if (q.qclass != 1) {
+    co_return finish(dns::kRefused, {false, "network.dns (class not IN)"}, {});
+  }
+  // The name first: a query for a name that is not allowed is NXDOMAIN whatever its type, and
+  // is never forwarded: no data can ride out in the name.
+  auto d = decide_dns_name(p, q.name);
+  if (!d.allow) {
+    co_return finish(dns::kNxDomain, d, {});
+  }
+  if (!type_allowed(p, q.qtype)) {
+    co_return finish(dns::kRefused, {false, "network.dns.types"}, {});
+  }
+  if (q.qtype != dns::kA && q.qtype != dns::kAaaa) {
+    // Other types listed in network.dns.types: the host resolver interface only gives addresses,
+    // so they are answered as "no data" rather than forwarded.
+    co_return finish(dns::kNoError, d, {});
+  }
+  const bool want_v6 = q.qtype == dns::kAaaa;
+  std::vector<policy::IpAddress> candidates;
+  bool pinned = false;
+  if (const auto* pins = pinned_addresses(p, q.name)) {
+    candidates = *pins;
+    pinned = true;
+  } else {
+    tcp::resolver resolver(ctx.io);
+    auto [ec, results] =
+        co_await resolver.async_resolve(want_v6 ? tcp::v6() : tcp::v4(), q.name, "", use_nothrow);
+    if (ec == asio::error::host_not_found) {
+      co_return finish(dns::kNxDomain, d, {}, {{"reason", "host resolver: " + ec.message()}});
+    }
+    if (ec && ec != asio::error::no_data && ec != asio::error::host_not_found_try_again) {
+      co_return finish(dns::kServFail, d, {}, {{"reason", "host resolver: " + ec.message()}});
+    }
+    if (!ec) {
+      for (const auto& r : results) {
+        auto ip = from_asio(r.endpoint().address());
+        if (std::find(candidates.begin(), candidates.end(), ip) == candidates.end() &&
+            candidates.size() < 16) {
+          candidates.push_back(ip);
+        }
+      }
+    }
+  }
+  // Port for the address check: the first port the allowing rule names.
+  uint16_t port = 1;
+  if (d.rule.rfind("network.allow[", 0) == 0) {
+    size_t i = std::stoul(d.rule.substr(14));
+    if (i < p.allow.size()) {
+      port = std::max<uint16_t>(1, p.allow[i].port_lo);
+    }
+  }
+  std::vector<dns::Answer> answers;
+  nlohmann::json refused = nlohmann::json::array();
+  nlohmann::json real = nlohmann::json::array();
+  for (const auto& ip : candidates) {
+    if (ip.v6 != want_v6) {
+      continue;
+    }
+    auto ad = check_address(p, q.name, ip, port, pinned, d);
+    if (!ad.allow) {
+      refused.push_back(ip.to_string());  // never handed to the sandbox
+      continue;
+    }
+    auto seen = ctx.names.remember(q.name, ip);
+    dns::Answer a;
+    a.type = want_v6 ? dns::kAaaa : dns::kA;
+    a.ttl = kDnsTtl;
+    a.rdata.assign(seen.bytes.begin(), seen.bytes.begin() + (want_v6 ? 16 : 4));
+    answers.push_back(std::move(a));
+    real.push_back(ip.to_string());
+  }
+  nlohmann::json more = {{"addresses", real}};
+  if (!refused.empty()) {
+    more["refused_addresses"] = refused;
+  }
+  co_return finish(dns::kNoError, d, answers, more);
+}
+
+asio::awaitable<void> serve_dns_udp(Context& ctx, udp::socket& sock) {
+  uint32_t in_flight = 0;
+  std::array<uint8_t, dns::kMaxMessage + 1> buf;
+  for (;;) {
+    udp::endpoint from;
+    auto [ec, n] = co_await sock.async_receive_from(asio::buffer(buf), from, use_nothrow);
+    if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) {
+      co_return;
+    }
+    if (ec || n > dns::kMaxMessage) {
+      continue;  // oversized (truncated by us) or a transient error: drop
+    }
+    if (in_flight >= kMaxUdpInFlight) {
+      continue;  // bounded: the client retries
+    }
+    ++in_flight;
+    std::vector<uint8_t> query(buf.begin(), buf.begin() + static_cast<long>(n));
+    asio::co_spawn(
+        ctx.io,
+        [&ctx, &sock, &in_flight, query = std::move(query), from]() -> asio::awaitable<void> {
+          auto reply = co_await answer_dns(ctx, query, dns::kMaxUdpReply);
+          if (!reply.empty()) {
+            co_await sock.async_send_to(asio::buffer(reply), from, use_nothrow);
+          }
+          --in_flight;
+        },
+        [](std::exception_ptr e) { log_coroutine_end("DNS query", e); });
+  }
+}
+
+asio::awaitable<void> serve_dns_tcp_client(Context& ctx, tcp::socket client) {
+  beast::tcp_stream s(std::move(client));
+  for (int i = 0; i < 100; ++i) {  // bounded queries per connection
+    std::array<uint8_t, 2> len_buf;
+    s.expires_after(std::chrono::seconds(10));
+    auto [ec, n] = co_await asio::async_read(s, asio::buffer(len_buf), use_nothrow);
+    if (ec) {
+      co_return;
+    }
+    size_t len = (size_t{len_buf[0]} << 8) | len_buf[1];
+    if (len < 12 || len > dns::kMaxMessage) {
+      co_return;  // oversized or impossible: close rather than read it
+    }
+    std::vector<uint8_t> msg(len);
+    auto [ec2, n2] = co_await asio::async_read(s, asio::buffer(msg), use_nothrow);
+    if (ec2) {
+      co_return;
+    }
+    auto reply = co_await answer_dns(ctx, msg, 65535);
+    if (reply.empty()) {
+      co_return;
+    }
+    std::array<uint8_t, 2> out_len{static_cast<uint8_t>(reply.size() >> 8),
+                                   static_cast<uint8_t>(reply.size() & 0xff)};
+    std::array<asio::const_buffer, 2> bufs{asio::buffer(out_len), asio::buffer(reply)};
+    auto [ec3, n3] = co_await asio::async_write(s, bufs, use_nothrow);
+    if (ec3) {
+      co_return;
+    }
+  }
+}
+
+}  // namespace cordon::netproxy

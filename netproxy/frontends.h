@@ -1,0 +1,30 @@
+// The connection front ends: explicit (HTTP proxy + SOCKS5 on one port) and transparent.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include "netproxy/context.h"
+
+namespace cordon::netproxy {
+
+// Explicit proxy port: sniffs the first byte (0x05 = SOCKS5, anything else = HTTP proxy).
+asio::awaitable<void> serve_explicit(Context& ctx, tcp::socket client);
+
+// HTTP proxy (absolute-form requests, keep-alive, CONNECT); `buf` holds bytes already read.
+asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
+                                       beast::flat_buffer buf);
+
+struct Upstream;
+// Plaintext HTTP captured transparently, after the connection was decided: every request is
+// parsed, its Host checked against the decided name, forwarded, and logged as net.http.
+asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream client,
+                                             beast::flat_buffer buf, beast::tcp_stream upstream,
+                                             Upstream& up);
+
+// SOCKS5 (no auth, CONNECT); `buf` holds bytes already read.
+asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast::flat_buffer buf);
+
+// A connection redirected by netfilter: original destination, peeked SNI/Host, name map.
+asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client);
+
+}  // namespace cordon::netproxy

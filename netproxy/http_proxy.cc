@@ -1,0 +1,371 @@
+// HTTP proxy front end: absolute-form requests (each decided and logged on its own, keep-alive,
+// streamed bodies) and CONNECT tunnels.
+#include <spdlog/spdlog.h>
+
+#include <boost/beast/http.hpp>
+
+#include "netproxy/decide.h"
+#include "netproxy/frontends.h"
+#include "netproxy/http_head.h"
+#include "netproxy/upstream.h"
+
+namespace cordon::netproxy {
+
+namespace http = beast::http;
+
+namespace {
+
+constexpr uint32_t kMaxRequestHead = 16 * 1024;
+constexpr uint32_t kMaxResponseHead = 64 * 1024;
+
+asio::awaitable<void> send_refusal(Context& ctx, beast::tcp_stream& s, unsigned version,
+                                   http::status status, const std::string& line, bool keep_alive) {
+  http::response<http::string_body> res{status, version};
+  res.set(http::field::server, "cordon");
+  res.set(http::field::content_type, "text/plain; charset=utf-8");
+  res.keep_alive(keep_alive);
+  res.body() = line + "\n";
+  res.prepare_payload();
+  s.expires_after(ctx.handshake_timeout);
+  co_await http::async_write(s, res, use_nothrow);
+}
+
+http::status status_for(Failure f) {
+  return (f == Failure::Policy || f == Failure::Cap) ? http::status::forbidden
+                                                     : http::status::bad_gateway;
+}
+
+// Streams one message (head already parsed into `p`) from `in` to `out` through a bounded
+// buffer, the shape of Beast's relay example. Counts bytes written; `outbound` says which byte
+// budget they are charged to. Returns an error, or a cap name in *cut when a budget ran out.
+template <bool isRequest>
+asio::awaitable<beast::error_code> relay_message(Context& ctx, beast::tcp_stream& in,
+                                                 beast::flat_buffer& buf,
+                                                 http::parser<isRequest, http::buffer_body>& p,
+                                                 beast::tcp_stream& out, bool outbound,
+                                                 uint64_t* written, std::string* cut) {
+  http::serializer<isRequest, http::buffer_body> sr{p.get()};
+  std::array<char, 16 * 1024> chunk;
+  const auto timeout = ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                           : Millis(std::chrono::hours(24));
+  do {
+    if (!p.is_done()) {
+      p.get().body().data = chunk.data();
+      p.get().body().size = chunk.size();
+      in.expires_after(timeout);
+      auto [ec, n] = co_await http::async_read(in, buf, p, use_nothrow);
+      if (ec == http::error::need_buffer) {
+        ec = {};
+      }
+      if (ec) {
+        co_return ec;
+      }
+      p.get().body().size = chunk.size() - p.get().body().size;
+      p.get().body().data = chunk.data();
+      p.get().body().more = !p.is_done();
+    } else {
+      p.get().body().data = nullptr;
+      p.get().body().size = 0;
+      p.get().body().more = false;
+    }
+    out.expires_after(timeout);
+    auto [ec, w] = co_await http::async_write(out, sr, use_nothrow);
+    if (ec == http::error::need_buffer) {
+      ec = {};
+    }
+    *written += w;
+    uint64_t ok = outbound ? ctx.caps.take_out(w) : ctx.caps.take_in(w);
+    if (ec) {
+      co_return ec;
+    }
+    if (ok < w) {
+      // The budget ran out inside this chunk: cut here (an HTTP message cannot be trimmed).
+      *cut = outbound ? "network.max_bytes_out" : "network.max_bytes_in";
+      co_return beast::error_code(asio::error::connection_aborted);
+    }
+  } while (!p.is_done() && !sr.is_done());
+  co_return beast::error_code{};
+}
+
+asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
+                                    beast::flat_buffer& buf,
+                                    const http::request<http::buffer_body>& req) {
+  std::string host;
+  int port = 0;
+  std::string target(req.target());
+  if (!split_host_port(target, &host, &port) || port == 0) {
+    co_await send_refusal(ctx, client, req.version(), http::status::bad_request,
+                          "cordon: CONNECT needs host:port, got \"" + target + "\"", false);
+    co_return;
+  }
+  Destination dest;
+  dest.host = host;
+  dest.port = static_cast<uint16_t>(port);
+  dest.mode = "connect";
+  auto opened = co_await open_upstream(ctx, std::move(dest));
+  if (opened.failure != Failure::None) {
+    co_await send_refusal(ctx, client, req.version(), status_for(opened.failure), opened.message,
+                          false);
+    co_return;
+  }
+  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
+  client.expires_after(ctx.handshake_timeout);
+  auto [ec, n] = co_await asio::async_write(client, asio::buffer(kEstablished), use_nothrow);
+  if (!ec) {
+    client.expires_never();
+    co_await relay(ctx, client.socket(), opened.stream->socket(), opened.up, buf.data());
+  }
+  finish_upstream(ctx, opened.up);
+}
+
+}  // namespace
+
+asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
+                                       beast::flat_buffer buf) {
+  std::optional<beast::tcp_stream> up_stream;
+  std::optional<beast::flat_buffer> up_buf;
+  Upstream up;
+  std::string up_key;
+  auto close_upstream = [&] {
+    if (up_stream) {
+      beast::error_code ignored;
+      up_stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      up_stream->socket().close(ignored);
+      finish_upstream(ctx, up);
+      up_stream.reset();
+      up_buf.reset();
+    }
+  };
+
+  for (int count = 0;; ++count) {
+    http::request_parser<http::buffer_body> p;
+    p.header_limit(kMaxRequestHead);
+    p.body_limit(boost::none);
+    client.expires_after(count == 0
+                             ? ctx.handshake_timeout
+                             : (ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                                    : ctx.handshake_timeout));
+    auto [ec, n] = co_await http::async_read_header(client, buf, p, use_nothrow);
+    if (ec) {
+      if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
+          ec != asio::error::connection_reset && count == 0) {
+        co_await send_refusal(ctx, client, 11, http::status::bad_request,
+                              "cordon: malformed proxy request (" + ec.message() + ")", false);
+      }
+      break;
+    }
+    auto& req = p.get();
+    if (req.method() == http::verb::connect) {
+      close_upstream();
+      co_await serve_connect(ctx, client, buf, req);
+      co_return;
+    }
+    const std::string method(req.method_string());
+    const std::string url(req.target());
+    const unsigned version = req.version();
+    const bool client_keep = req.keep_alive();
+    std::string host, path;
+    uint16_t port = 0;
+    if (!parse_absolute_http(url, &host, &port, &path)) {
+      co_await send_refusal(ctx, client, version, http::status::bad_request,
+                            "cordon: proxy requests need an absolute http:// URL (https:// goes "
+                            "through CONNECT), got \"" +
+                                url + "\"",
+                            false);
+      break;
+    }
+    std::string key = host + ":" + std::to_string(port);
+    if (!up_stream || key != up_key) {
+      close_upstream();
+      Destination dest;
+      dest.host = host;
+      dest.port = port;
+      dest.mode = "http";
+      dest.extra = {{"method", method}, {"url", url}};
+      auto opened = co_await open_upstream(ctx, std::move(dest));
+      if (opened.failure != Failure::None) {
+        // Keep the client connection only when no request body is left unread.
+        bool keep = client_keep && p.is_done();
+        co_await send_refusal(ctx, client, version, status_for(opened.failure), opened.message,
+                              keep);
+        if (!keep) {
+          break;
+        }
+        continue;
+      }
+      up_stream.emplace(std::move(*opened.stream));
+      up_buf.emplace();
+      up = std::move(opened.up);
+      up_key = key;
+    }
+    // Origin-form upstream; hop-by-hop proxy headers are ours, not the server's.
+    req.target(path);
+    // The upstream sees the host that was decided on, never a different Host header the client
+    // slipped in (RFC 9112 3.2.2: a proxy replaces Host with the target's authority).
+    req.set(http::field::host, (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                                   (port == 80 ? "" : ":" + std::to_string(port)));
+    req.erase("Proxy-Connection");
+    req.erase(http::field::proxy_authorization);
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      // Answer the client's expectation here so it sends the body without waiting.
+      req.erase(http::field::expect);
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      co_await asio::async_write(client, asio::buffer(kContinue), use_nothrow);
+    }
+    uint64_t req_bytes = 0, resp_bytes = 0;
+    std::string cut;
+    auto rec =
+        co_await relay_message<true>(ctx, client, buf, p, *up_stream, true, &req_bytes, &cut);
+    up.bytes_out += req_bytes;
+    if (rec) {
+      up.end = cut.empty() ? "reset" : cut;
+      if (!cut.empty()) {
+        ctx.emit("limit.hit", {{"cap", cut}, {"name", host}, {"port", port}, {"url", url}});
+      }
+      break;
+    }
+    http::response_parser<http::buffer_body> rp;
+    rp.header_limit(kMaxResponseHead);
+    rp.body_limit(boost::none);
+    if (req.method() == http::verb::head) {
+      rp.skip(true);
+    }
+    up_stream->expires_after(ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                                 : ctx.handshake_timeout);
+    auto [hec, hn] = co_await http::async_read_header(*up_stream, *up_buf, rp, use_nothrow);
+    if (hec) {
+      co_await send_refusal(ctx, client, version, http::status::bad_gateway,
+                            "cordon: " + key + " did not send a response (" + hec.message() + ")",
+                            false);
+      break;
+    }
+    const unsigned status = rp.get().result_int();
+    const bool server_keep = rp.get().keep_alive();
+    auto sec = co_await relay_message<false>(ctx, *up_stream, *up_buf, rp, client, false,
+                                             &resp_bytes, &cut);
+    up.bytes_in += resp_bytes;
+    ctx.emit("net.http", {{"method", method},
+                          {"url", url},
+                          {"name", host},
+                          {"port", port},
+                          {"status", status},
+                          {"request_bytes", req_bytes},
+                          {"response_bytes", resp_bytes},
+                          {"decision", "allow"},
+                          {"rule", up.rule},
+                          {"address", up.addr.to_string()}});
+    if (sec) {
+      up.end = cut.empty() ? "reset" : cut;
+      if (!cut.empty()) {
+        ctx.emit("limit.hit", {{"cap", cut}, {"name", host}, {"port", port}, {"url", url}});
+      }
+      break;
+    }
+    if (!server_keep) {
+      close_upstream();
+    }
+    if (!client_keep || !server_keep) {
+      break;
+    }
+  }
+  close_upstream();
+  beast::error_code ignored;
+  client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream client,
+                                             beast::flat_buffer buf, beast::tcp_stream upstream,
+                                             Upstream& up) {
+  beast::flat_buffer up_buf;
+  const std::string authority =
+      (up.name.empty() ? (up.addr.v6 ? "[" + up.addr.to_string() + "]" : up.addr.to_string())
+                       : up.name) +
+      (up.port == 80 ? "" : ":" + std::to_string(up.port));
+  const Millis idle =
+      ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout : ctx.handshake_timeout;
+  for (int count = 0; count < 100000; ++count) {
+    http::request_parser<http::buffer_body> p;
+    p.header_limit(kMaxRequestHead);
+    p.body_limit(boost::none);
+    client.expires_after(idle);
+    auto [ec, n] = co_await http::async_read_header(client, buf, p, use_nothrow);
+    if (ec) {
+      break;
+    }
+    auto& req = p.get();
+    const std::string method(req.method_string());
+    const std::string target(req.target());
+    const std::string url = "http://" + authority + target;
+    // Every request on the connection must name the host the connection was decided for: a
+    // second request with another Host is the keep-alive form of domain fronting.
+    std::string host;
+    int host_port = 0;
+    if (!up.name.empty() &&
+        (!split_host_port(std::string(req[http::field::host]), &host, &host_port) ||
+         policy::normalize_host(host) != up.name)) {
+      std::string msg = "cordon: Host \"" + std::string(req[http::field::host]) +
+                        "\" does not match " + up.name + ", the name this connection was " +
+                        "decided for";
+      ctx.emit("net.refused", {{"name", host},
+                               {"address", up.addr.to_string()},
+                               {"port", up.port},
+                               {"mode", "transparent"},
+                               {"decision", "deny"},
+                               {"rule", "network (name mismatch)"},
+                               {"resolved_name", up.name},
+                               {"method", method},
+                               {"url", url},
+                               {"reason", msg}});
+      co_await send_refusal(ctx, client, req.version(), http::status::forbidden, msg, false);
+      break;
+    }
+    const bool client_keep = req.keep_alive();
+    uint64_t req_bytes = 0, resp_bytes = 0;
+    std::string cut;
+    auto rec = co_await relay_message<true>(ctx, client, buf, p, upstream, true, &req_bytes, &cut);
+    up.bytes_out += req_bytes;
+    if (rec) {
+      up.end = cut.empty() ? "reset" : cut;
+      break;
+    }
+    http::response_parser<http::buffer_body> rp;
+    rp.header_limit(kMaxResponseHead);
+    rp.body_limit(boost::none);
+    if (req.method() == http::verb::head) {
+      rp.skip(true);
+    }
+    upstream.expires_after(idle);
+    auto [hec, hn] = co_await http::async_read_header(upstream, up_buf, rp, use_nothrow);
+    if (hec) {
+      break;
+    }
+    const unsigned status = rp.get().result_int();
+    const bool server_keep = rp.get().keep_alive();
+    auto sec =
+        co_await relay_message<false>(ctx, upstream, up_buf, rp, client, false, &resp_bytes, &cut);
+    up.bytes_in += resp_bytes;
+    ctx.emit("net.http", {{"method", method},
+                          {"url", url},
+                          {"name", up.name},
+                          {"port", up.port},
+                          {"status", status},
+                          {"request_bytes", req_bytes},
+                          {"response_bytes", resp_bytes},
+                          {"decision", "allow"},
+                          {"rule", up.rule},
+                          {"address", up.addr.to_string()},
+                          {"mode", "transparent"}});
+    if (sec) {
+      up.end = cut.empty() ? "reset" : cut;
+      break;
+    }
+    if (!client_keep || !server_keep) {
+      break;
+    }
+  }
+  beast::error_code ignored;
+  client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  upstream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+}  // namespace cordon::netproxy

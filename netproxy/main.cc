@@ -1,0 +1,110 @@
+// `cordon-netproxy`: the egress proxy daemon. Parses the command line, loads the policy, serves.
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "netproxy/proxy.h"
+#include "policy/loader.h"
+
+using namespace cordon;
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "cordon-netproxy " CORDON_VERSION
+      " - cordon's egress proxy. Decides every TCP connection and\n"
+      "DNS query of a sandbox by network policy (allow/deny host patterns, private-range and\n"
+      "metadata blocking, caps and byte budgets) and logs each one to events.jsonl.\n\n"
+      "Front ends: --listen serves an explicit HTTP proxy (absolute-form and CONNECT) and SOCKS5\n"
+      "(no auth, CONNECT) on the same port; --transparent-fd serves connections netfilter\n"
+      "REDIRECTed inside the sandbox's network namespace; --dns-fd / --dns-tcp-fd answer DNS.\n"
+      "Exit status: 0 after SIGINT/SIGTERM, 2 for a bad policy or command line, 1 if a socket\n"
+      "could not be set up."};
+  std::string policy_file, events_file, session = "standalone", log_level = "warn";
+  std::vector<std::string> listen;
+  std::vector<int> listen_fds, transparent_fds, dns_fds, dns_tcp_fds;
+  int events_fd = -1, ready_fd = -1;
+  app.add_option("--policy,-p", policy_file,
+                 "Policy file (JSON with comments); its network "
+                 "section is enforced")
+      ->required();
+  app.add_option("--listen,-l", listen,
+                 "Explicit proxy listener ADDR:PORT (repeatable), e.g. 127.0.0.1:3128 or "
+                 "[::1]:0; port 0 picks a free port, and each listener's address is printed on "
+                 "stdout, one line each");
+  app.add_option("--listen-fd", listen_fds,
+                 "Already-listening TCP socket (inherited fd) for the explicit proxy, e.g. one "
+                 "the launcher made inside the sandbox's namespace (repeatable)");
+  app.add_option("--transparent-fd", transparent_fds,
+                 "Already-listening TCP socket (inherited fd) for REDIRECTed connections "
+                 "(repeatable)");
+  app.add_option("--dns-fd", dns_fds, "Bound UDP socket (inherited fd) for DNS (repeatable)");
+  app.add_option("--dns-tcp-fd", dns_tcp_fds,
+                 "Listening TCP socket (inherited fd) for DNS over TCP (repeatable)");
+  auto* ev_file = app.add_option("--events", events_file,
+                                 "Append events (JSON Lines) to FILE, created mode 0600");
+  app.add_option("--events-fd", events_fd, "Append events to this inherited O_APPEND fd")
+      ->excludes(ev_file);
+  app.add_option("--session", session, "Session id written in every event");
+  app.add_option("--ready-fd", ready_fd,
+                 "Write one byte to this fd (then close it) once every socket is set up");
+  app.add_option("--log-level", log_level, "Diagnostics on stderr: trace|debug|info|warn|error");
+  CLI11_PARSE(app, argc, argv);
+
+  auto logger = spdlog::stderr_color_mt("cordon-netproxy");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  ::signal(SIGPIPE, SIG_IGN);
+
+  policy::Policy pol;
+  try {
+    pol = policy::load_policy_file(policy_file, {.home = {}, .source_name = policy_file});
+  } catch (const policy::PolicyError& e) {
+    std::fprintf(stderr, "cordon-netproxy: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cordon-netproxy: %s: %s\n", policy_file.c_str(), e.what());
+    return 2;
+  }
+
+  record::EventLog events;
+  if (!events_file.empty()) {
+    auto opened = record::EventLog::open(events_file, session, "netproxy");
+    if (!opened.ok()) {
+      std::fprintf(stderr, "cordon-netproxy: --events: %s\n", opened.error().to_string().c_str());
+      return 1;
+    }
+    events = std::move(opened).value();
+  } else if (events_fd >= 0) {
+    events = record::EventLog::adopt(UniqueFd(events_fd), session, "netproxy");
+  }
+
+  netproxy::Proxy proxy(std::move(pol.network), std::move(events));
+  netproxy::ProxyOptions opts;
+  opts.listen = listen;
+  opts.listen_fds = listen_fds;
+  opts.transparent_fds = transparent_fds;
+  opts.dns_udp_fds = dns_fds;
+  opts.dns_tcp_fds = dns_tcp_fds;
+  if (auto st = proxy.start(opts); !st.ok()) {
+    std::fprintf(stderr, "cordon-netproxy: %s\n", st.error().to_string().c_str());
+    return 1;
+  }
+  proxy.handle_signals();
+  for (const auto& addr : proxy.listening()) {
+    std::printf("%s\n", addr.c_str());
+  }
+  std::fflush(stdout);
+  if (ready_fd >= 0) {
+    char one = '1';
+    if (::write(ready_fd, &one, 1) != 1) {
+      spdlog::warn("write(--ready-fd {}): {}", ready_fd, std::strerror(errno));
+    }
+    ::close(ready_fd);
+  }
+  proxy.run();
+  return 0;
+}

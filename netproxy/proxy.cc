@@ -1,0 +1,223 @@
+// The Proxy: binds or adopts the sockets and runs every accept loop on one io_context thread.
+#include "netproxy/proxy.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <list>
+
+#include "netproxy/context.h"
+#include "netproxy/dns_server.h"
+#include "netproxy/frontends.h"
+#include "netproxy/http_head.h"
+
+namespace cordon::netproxy {
+
+using udp = asio::ip::udp;
+
+struct Proxy::Impl {
+  Impl(policy::NetworkPolicy p, record::EventLog ev)
+      : policy(std::move(p)), events(std::move(ev)), ctx(*io, policy, events) {}
+  ~Impl() {
+    signals.reset();
+    explicit_acceptors.clear();
+    transparent_acceptors.clear();
+    dns_tcp_acceptors.clear();
+    dns_udp_sockets.clear();
+    // Destroying the io_context destroys the suspended connection coroutines, whose ConnSlots
+    // release into ctx.caps: that must happen while ctx is still alive.
+    io.reset();
+  }
+  policy::NetworkPolicy policy;
+  record::EventLog events;
+  std::unique_ptr<asio::io_context> io = std::make_unique<asio::io_context>(1);
+  Context ctx;
+  // std::list: accept loops hold references, so elements must never move.
+  std::list<tcp::acceptor> explicit_acceptors;
+  std::list<tcp::acceptor> transparent_acceptors;
+  std::list<tcp::acceptor> dns_tcp_acceptors;
+  std::list<udp::socket> dns_udp_sockets;
+  std::optional<asio::signal_set> signals;
+};
+
+namespace {
+
+enum class Front { Explicit, Transparent, DnsTcp };
+
+asio::awaitable<void> serve_client(Context& ctx, tcp::socket sock, Front front) {
+  ClientGuard guard(ctx);
+  switch (front) {
+    case Front::Explicit:
+      co_await serve_explicit(ctx, std::move(sock));
+      break;
+    case Front::Transparent:
+      co_await serve_transparent(ctx, std::move(sock));
+      break;
+    case Front::DnsTcp:
+      co_await serve_dns_tcp_client(ctx, std::move(sock));
+      break;
+  }
+}
+
+asio::awaitable<void> accept_loop(Context& ctx, tcp::acceptor& acceptor, Front front) {
+  asio::steady_timer backoff(ctx.io);
+  for (;;) {
+    auto [ec, sock] = co_await acceptor.async_accept(use_nothrow);
+    if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) {
+      co_return;
+    }
+    if (ec) {
+      // EMFILE/ENFILE and friends: back off instead of spinning on a full descriptor table.
+      spdlog::warn("cordon-netproxy: accept: {}", ec.message());
+      backoff.expires_after(std::chrono::milliseconds(100));
+      co_await backoff.async_wait(use_nothrow);
+      continue;
+    }
+    if (ctx.clients >= Context::kMaxClients) {
+      continue;  // `sock` closes here: bounded, like every other queue
+    }
+    asio::co_spawn(ctx.io, serve_client(ctx, std::move(sock), front),
+                   [](std::exception_ptr e) { log_coroutine_end("connection", e); });
+  }
+}
+
+// Checks that `fd` is a socket of `type`, listening if TCP; returns its local address family.
+Result<int> check_fd(int fd, int want_type, const char* what) {
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) {
+    return sys_error(std::string("getsockopt(") + std::to_string(fd) + ", SO_TYPE) for " + what,
+                     "pass an fd the launcher created and left open across exec");
+  }
+  if (type != want_type) {
+    return make_error(std::string(what) + ": fd " + std::to_string(fd) + " is not a " +
+                      (want_type == SOCK_STREAM ? "TCP" : "UDP") + " socket");
+  }
+  if (want_type == SOCK_STREAM) {
+    int acc = 0;
+    len = sizeof acc;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) != 0 || acc == 0) {
+      return make_error(std::string(what) + ": fd " + std::to_string(fd) + " is not listening",
+                        "call listen() on it before handing it over");
+    }
+  }
+  sockaddr_storage ss{};
+  len = sizeof ss;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return sys_error(std::string("getsockname(") + std::to_string(fd) + ") for " + what);
+  }
+  return static_cast<int>(ss.ss_family);
+}
+
+}  // namespace
+
+Proxy::Proxy(policy::NetworkPolicy policy, record::EventLog events)
+    : impl_(std::make_unique<Impl>(std::move(policy), std::move(events))) {}
+Proxy::~Proxy() = default;
+
+Status Proxy::start(const ProxyOptions& opts) {
+  auto& im = *impl_;
+  for (const auto& spec : opts.listen) {
+    std::string host;
+    int port = -1;
+    // split_host_port rejects port 0; accept "ADDR:0" (pick a free port) here.
+    bool zero = spec.size() > 2 && spec.compare(spec.size() - 2, 2, ":0") == 0;
+    std::string parse = zero ? spec.substr(0, spec.size() - 2) + ":1" : spec;
+    if (!split_host_port(parse, &host, &port) || port == 0) {
+      return make_error("--listen " + spec + ": not ADDR:PORT", "e.g. 127.0.0.1:3128 or [::1]:0");
+    }
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(host, ec);
+    if (ec) {
+      return make_error("--listen " + spec + ": \"" + host + "\" is not an IP address");
+    }
+    tcp::endpoint ep(addr, static_cast<uint16_t>(zero ? 0 : port));
+    tcp::acceptor a(*im.io);
+    a.open(ep.protocol(), ec);
+    if (!ec) {
+      a.set_option(tcp::acceptor::reuse_address(true), ec);
+      a.bind(ep, ec);
+    }
+    if (!ec) {
+      a.listen(asio::socket_base::max_listen_connections, ec);
+    }
+    if (ec) {
+      errno = ec.value();
+      return sys_error("bind/listen(" + spec + ") for --listen",
+                       "pick a free port, or :0 to let the kernel choose");
+    }
+    im.explicit_acceptors.push_back(std::move(a));
+  }
+  for (int fd : opts.listen_fds) {
+    ASSIGN_OR_RETURN(int family, check_fd(fd, SOCK_STREAM, "--listen-fd"));
+    im.explicit_acceptors.emplace_back(*im.io, family == AF_INET6 ? tcp::v6() : tcp::v4(), fd);
+  }
+  for (int fd : opts.transparent_fds) {
+    ASSIGN_OR_RETURN(int family, check_fd(fd, SOCK_STREAM, "--transparent-fd"));
+    im.transparent_acceptors.emplace_back(*im.io, family == AF_INET6 ? tcp::v6() : tcp::v4(), fd);
+  }
+  for (int fd : opts.dns_tcp_fds) {
+    ASSIGN_OR_RETURN(int family, check_fd(fd, SOCK_STREAM, "--dns-tcp-fd"));
+    im.dns_tcp_acceptors.emplace_back(*im.io, family == AF_INET6 ? tcp::v6() : tcp::v4(), fd);
+  }
+  for (int fd : opts.dns_udp_fds) {
+    ASSIGN_OR_RETURN(int family, check_fd(fd, SOCK_DGRAM, "--dns-fd"));
+    im.dns_udp_sockets.emplace_back(*im.io, family == AF_INET6 ? udp::v6() : udp::v4(), fd);
+  }
+  if (im.explicit_acceptors.empty() && im.transparent_acceptors.empty() &&
+      im.dns_udp_sockets.empty() && im.dns_tcp_acceptors.empty()) {
+    return make_error("nothing to serve",
+                      "give --listen ADDR:PORT, --listen-fd N, --transparent-fd N, --dns-fd N or "
+                      "--dns-tcp-fd N");
+  }
+  auto done = [](const char* what) {
+    return [what](std::exception_ptr e) { log_coroutine_end(what, e); };
+  };
+  for (auto& a : im.explicit_acceptors) {
+    asio::co_spawn(*im.io, accept_loop(im.ctx, a, Front::Explicit), done("explicit accept loop"));
+  }
+  for (auto& a : im.transparent_acceptors) {
+    asio::co_spawn(*im.io, accept_loop(im.ctx, a, Front::Transparent),
+                   done("transparent accept loop"));
+  }
+  for (auto& a : im.dns_tcp_acceptors) {
+    asio::co_spawn(*im.io, accept_loop(im.ctx, a, Front::DnsTcp), done("DNS/TCP accept loop"));
+  }
+  for (auto& s : im.dns_udp_sockets) {
+    asio::co_spawn(*im.io, serve_dns_udp(im.ctx, s), done("DNS/UDP loop"));
+  }
+  return {};
+}
+
+std::vector<std::string> Proxy::listening() const {
+  std::vector<std::string> out;
+  for (const auto& a : impl_->explicit_acceptors) {
+    boost::system::error_code ec;
+    auto ep = a.local_endpoint(ec);
+    if (!ec) {
+      auto addr = ep.address().to_string();
+      out.push_back((ep.address().is_v6() ? "[" + addr + "]" : addr) + ":" +
+                    std::to_string(ep.port()));
+    }
+  }
+  return out;
+}
+
+void Proxy::run() { impl_->io->run(); }
+
+void Proxy::stop() {
+  asio::post(*impl_->io, [im = impl_.get()] { im->io->stop(); });
+}
+
+void Proxy::handle_signals() {
+  auto& im = *impl_;
+  im.signals.emplace(*im.io, SIGINT, SIGTERM);
+  im.signals->async_wait([im = &im](const boost::system::error_code& ec, int sig) {
+    if (!ec) {
+      spdlog::info("cordon-netproxy: signal {}, stopping", sig);
+      im->io->stop();
+    }
+  });
+}
+
+}  // namespace cordon::netproxy

@@ -1,0 +1,52 @@
+// cordon-netproxy as a library: the launcher (or main.cc, or a test) builds a Proxy from a network
+// policy and the sockets to serve, then runs it on one thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policy/base/result.h"
+#include "policy/policy.h"
+#include "policy/record/events.h"
+
+namespace cordon::netproxy {
+
+struct ProxyOptions {
+  // Explicit proxy listeners (HTTP proxy + SOCKS5 on each): "127.0.0.1:3128", "[::1]:0".
+  std::vector<std::string> listen;
+  // Already-listening TCP sockets for the explicit proxy (e.g. 127.0.0.1:E inside the sandbox's
+  // namespace, announced there through HTTP_PROXY / ALL_PROXY).
+  std::vector<int> listen_fds;
+  // Already-listening TCP sockets for netfilter-redirected connections (transparent mode); a
+  // dual-stack [::]:P socket serves both the IPv4 and IPv6 redirects.
+  std::vector<int> transparent_fds;
+  // Bound UDP sockets and listening TCP sockets for the DNS responder.
+  std::vector<int> dns_udp_fds;
+  std::vector<int> dns_tcp_fds;
+};
+
+class Proxy {
+ public:
+  // `policy` is copied; `events` receives net.* and limit.hit events.
+  Proxy(policy::NetworkPolicy policy, record::EventLog events);
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  // Binds the listeners and adopts the fds (taking ownership). Errors name the address or fd,
+  // the syscall and the fix. Nothing is served until run().
+  Status start(const ProxyOptions& opts);
+  // "127.0.0.1:41234" for each explicit listener, in the order given.
+  std::vector<std::string> listening() const;
+  // Serves until stop() (or SIGINT/SIGTERM when handle_signals was called).
+  void run();
+  void stop();
+  void handle_signals();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cordon::netproxy

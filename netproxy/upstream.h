@@ -1,0 +1,60 @@
+// Opening an upstream connection (decide -> caps -> resolve once -> check every address -> dial
+// the checked one) and relaying bytes after the decision; both shared by every front end.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <optional>
+#include <string>
+
+#include "netproxy/context.h"
+
+namespace cordon::netproxy {
+
+// One upstream connection, for its net.connect event at close.
+struct Upstream {
+  std::string mode;  // http | connect | socks5 | transparent
+  std::string name;  // the name decided on; empty for a raw-IP destination
+  std::string sni;
+  policy::IpAddress addr;
+  uint16_t port = 0;
+  std::string rule;
+  ConnSlot slot;
+  Clock::time_point start = Clock::now();
+  uint64_t bytes_out = 0;      // sandbox -> upstream
+  uint64_t bytes_in = 0;       // upstream -> sandbox
+  std::string end = "closed";  // why it ended: closed | idle_timeout | network.max_bytes_out | ...
+  bool finished = false;
+};
+
+enum class Failure { None, Policy, Cap, Resolve, ConnectRefused, Unreachable };
+
+struct Destination {
+  std::string host;  // a name or IP literal, as the client gave it
+  uint16_t port = 0;
+  std::string mode;
+  std::string sni;
+  // Transparent mode: the address the sandbox dialled, mapped back to the real one: dial exactly
+  // that (never re-resolve). `fixed_pinned`: it came from network.resolve.
+  std::optional<policy::IpAddress> fixed_addr;
+  bool fixed_pinned = false;
+  nlohmann::json extra = nlohmann::json::object();  // added to refusal events (method, url, ...)
+};
+
+struct Opened {
+  Failure failure = Failure::None;
+  std::string message;  // the one-line refusal the client reads
+  std::optional<beast::tcp_stream> stream;
+  Upstream up;
+};
+
+asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest);
+
+// Emits net.connect for `up` once (decision allow, bytes each way, duration).
+void finish_upstream(Context& ctx, Upstream& up);
+
+// Relays until both directions reach EOF, an error, the idle timeout or a byte budget. `leftover`
+// is sent upstream first (bytes the client sent before the decision was made).
+asio::awaitable<void> relay(Context& ctx, tcp::socket& client, tcp::socket& upstream, Upstream& up,
+                            asio::const_buffer leftover);
+
+}  // namespace cordon::netproxy

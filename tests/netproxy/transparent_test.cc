@@ -1,0 +1,394 @@
+// Transparent capture for real: a network namespace of the test's own with the capture ruleset
+// (capture.h) installed, listening sockets created inside it and handed to cordon-netproxy running
+// in the host namespace, and curl / python3 inside the namespace reaching loopback upstreams by
+// name - or being refused, each refusal with its event.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <sched.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "netproxy/capture.h"
+#include "tests/netproxy/egress_sink.h"
+#include "tests/netproxy/fixture.h"
+
+namespace cordon::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Binds a dual-stack [::]:port socket (v4 arrives v4-mapped); returns the fd and sets *port.
+int dual_stack(int type, int* port) {
+  int fd = socket(AF_INET6, type | SOCK_CLOEXEC, 0);
+  int zero = 0, one = 1;
+  setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  a.sin6_port = htons(static_cast<uint16_t>(*port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (type == SOCK_STREAM) {
+    listen(fd, 128);
+  }
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin6_port);
+  return fd;
+}
+
+// A sandbox-like network namespace: lo up, default routes via lo, the capture ruleset, and
+// cordon-netproxy (host namespace) serving the sockets made inside it. Everything is undone in
+// the destructor (proxy stopped, namespace deleted).
+class CaptureSandbox {
+ public:
+  CaptureSandbox(const TempDir& dir, const std::string& policy_json) {
+    static std::atomic<int> counter{0};
+    name_ = "cordon-np-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    ok_ = sh("ip netns add " + name_) && sh("ip -n " + name_ + " link set lo up") &&
+          sh("ip -n " + name_ + " route add default dev lo src 127.0.0.1") &&
+          sh("ip -n " + name_ + " -6 route add default dev lo src ::1");
+    if (!ok_) return;
+    // `ip netns exec` bind-mounts /etc/netns/NAME/resolv.conf over /etc/resolv.conf. The
+    // nameserver is never reached: the ruleset redirects port 53 to the proxy.
+    std::filesystem::create_directories("/etc/netns/" + name_);
+    write_file("/etc/netns/" + name_ + "/resolv.conf",
+               "nameserver 198.51.100.53\noptions timeout:2 attempts:1\n");
+    int proxy_fd = -1, udp_fd = -1, tcp_fd = -1, explicit_fd = -1;
+    ok_ = in_namespace([&] {
+      proxy_port_ = 0;
+      proxy_fd = dual_stack(SOCK_STREAM, &proxy_port_);
+      dns_port_ = 0;
+      tcp_fd = dual_stack(SOCK_STREAM, &dns_port_);
+      udp_fd = dual_stack(SOCK_DGRAM, &dns_port_);
+      // The explicit proxy inside the sandbox: 127.0.0.1:E, reached directly (loopback).
+      explicit_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof a;
+      if (explicit_fd < 0 || bind(explicit_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+          listen(explicit_fd, 64) != 0 ||
+          getsockname(explicit_fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        return false;
+      }
+      explicit_port_ = ntohs(a.sin_port);
+      if (proxy_fd < 0 || tcp_fd < 0 || udp_fd < 0) return false;
+      netproxy::CaptureConfig cfg;
+      cfg.proxy_port = static_cast<uint16_t>(proxy_port_);
+      cfg.dns_port = static_cast<uint16_t>(dns_port_);
+      cfg.nflog_group = 7;
+      auto st = netproxy::install_capture_rules(cfg);
+      if (!st.ok()) {
+        ADD_FAILURE() << st.error().to_string();
+      }
+      return st.ok();
+    });
+    if (!ok_) return;
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0) return;
+    proxy_ = std::make_unique<ProxyUnderTest>(
+        dir, policy_json,
+        std::vector<std::string>{"--transparent-fd", "3", "--dns-fd", "4", "--dns-tcp-fd", "5",
+                                 "--ready-fd", "6", "--listen-fd", "7"},
+        std::vector<std::pair<int, int>>{
+            {proxy_fd, 3}, {udp_fd, 4}, {tcp_fd, 5}, {ready[1], 6}, {explicit_fd, 7}});
+    // Only the proxy holds the sockets now: if it dies, connections are refused (fail closed).
+    close(proxy_fd);
+    close(udp_fd);
+    close(tcp_fd);
+    close(explicit_fd);
+    close(ready[1]);
+    pollfd p{ready[0], POLLIN, 0};
+    char b = 0;
+    ok_ = poll(&p, 1, 20000) == 1 && read(ready[0], &b, 1) == 1;
+    close(ready[0]);
+  }
+  ~CaptureSandbox() {
+    proxy_.reset();
+    sh("ip netns del " + name_);
+    std::error_code ec;
+    std::filesystem::remove_all("/etc/netns/" + name_, ec);
+  }
+
+  bool ok() const { return ok_; }
+  int explicit_port() const { return explicit_port_; }
+  ProxyUnderTest& proxy() { return *proxy_; }
+  const std::string& events() const { return proxy_->events(); }
+
+  // Runs argv inside the namespace.
+  RunResult exec(std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"ip", "netns", "exec", name_});
+    return run_program(argv);
+  }
+  RunResult curl(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{"curl", "-sS", "--noproxy", "*", "--max-time", "20"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return exec(argv);
+  }
+
+  // Runs f with the calling thread in the namespace (setns affects only this thread).
+  template <typename F>
+  bool in_namespace(F f) {
+    int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    int ns = open(("/run/netns/" + name_).c_str(), O_RDONLY | O_CLOEXEC);
+    bool ok = self >= 0 && ns >= 0 && setns(ns, CLONE_NEWNET) == 0;
+    if (ok) {
+      ok = f();
+      if (setns(self, CLONE_NEWNET) != 0) std::abort();  // never leave the thread astray
+    }
+    if (self >= 0) close(self);
+    if (ns >= 0) close(ns);
+    return ok;
+  }
+
+ private:
+  static bool sh(const std::string& cmd) { return run_program({"sh", "-c", cmd}).exit_code() == 0; }
+  std::string name_;
+  bool ok_ = false;
+  int proxy_port_ = 0, dns_port_ = 0, explicit_port_ = 0;
+  std::unique_ptr<ProxyUnderTest> proxy_;
+};
+
+class NetproxyTransparent : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) return;
+    files_ = new TempDir();
+    ASSERT_TRUE(make_test_files(*files_));
+    up_ = new Upstreams(
+        {"root=" + *files_ / "www", "cert=" + *files_ / "srv.pem", "key=" + *files_ / "srv.key"});
+    ASSERT_TRUE(up_->ok());
+  }
+  static void TearDownTestSuite() {
+    delete up_;
+    delete files_;
+    up_ = nullptr;
+    files_ = nullptr;
+  }
+  void SetUp() override {
+    CORDON_REQUIRE_ROOT();
+    std::string http = std::to_string(up_->port("http"));
+    std::string https = std::to_string(up_->port("https"));
+    std::string banner = std::to_string(up_->port("banner"));
+    box_ = std::make_unique<CaptureSandbox>(dir_, R"({"version": 1, "network": {
+          "allow": ["api.test:)" + http + R"(", "api.test:)" +
+                                                      https + R"(",
+                    "other.test:)" + http + R"(", "other.test:)" +
+                                                      https + R"(",
+                    "banner.test:)" + banner + R"("],
+          "resolve": {"api.test": "127.0.0.1", "other.test": "127.0.0.1",
+                      "banner.test": "127.0.0.1"}}})");
+    ASSERT_TRUE(box_->ok());
+  }
+  void TearDown() override { box_.reset(); }
+
+  std::string url(const std::string& scheme, const std::string& host, const std::string& path) {
+    return scheme + "://" + host + ":" + std::to_string(up_->port(scheme)) + path;
+  }
+
+  static TempDir* files_;
+  static Upstreams* up_;
+  TempDir dir_;
+  std::unique_ptr<CaptureSandbox> box_;
+};
+TempDir* NetproxyTransparent::files_ = nullptr;
+Upstreams* NetproxyTransparent::up_ = nullptr;
+
+TEST_F(NetproxyTransparent, CurlReachesUpstreamByNameOverHttpAndHttps) {
+  auto r = box_->curl({url("http", "api.test", "/hello.txt")});
+  ASSERT_EQ(r.exit_code(), 0) << r.err << dump_events(box_->events());
+  EXPECT_EQ(r.out, "hello through cordon\n");
+  auto s =
+      box_->curl({"--cacert", files_->path() + "/ca.pem", url("https", "api.test", "/hello.txt")});
+  ASSERT_EQ(s.exit_code(), 0) << s.err;
+  EXPECT_EQ(s.out, "hello through cordon\n");
+  auto dns = events_of(box_->events(), "net.dns", [](auto& e) { return e["name"] == "api.test"; });
+  ASSERT_FALSE(dns.empty());
+  EXPECT_EQ(dns[0]["decision"], "allow");
+  auto conns = wait_events(box_->events(), "net.connect", 2);
+  ASSERT_EQ(conns.size(), 2u);
+  EXPECT_EQ(conns[0]["mode"], "transparent");
+  EXPECT_EQ(conns[0]["name"], "api.test");
+  EXPECT_EQ(conns[0]["address"], "127.0.0.1");
+  EXPECT_EQ(conns[1]["sni"], "api.test");
+  EXPECT_GT(conns[1]["bytes_in"].get<int>(), 100);
+}
+
+TEST_F(NetproxyTransparent, EveryKeptAliveRequestIsDecidedAndLogged) {
+  auto r = box_->curl(
+      {url("http", "api.test", "/hello.txt"), url("http", "api.test", "/repo.git/HEAD")});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "hello through cordon\nref: refs/heads/master\n");
+  auto http = wait_events(box_->events(), "net.http", 2);
+  ASSERT_EQ(http.size(), 2u) << dump_events(box_->events());
+  EXPECT_EQ(http[0]["url"], url("http", "api.test", "/hello.txt"));
+  EXPECT_EQ(http[0]["status"], 200);
+  EXPECT_EQ(http[1]["url"], url("http", "api.test", "/repo.git/HEAD"));
+  EXPECT_EQ(http[1]["mode"], "transparent");
+  // A second request on the same connection naming another host is refused.
+  std::string code =
+      "import socket,sys\n"
+      "s=socket.create_connection(('api.test',int(sys.argv[1])),timeout=20)\n"
+      "s.sendall(b'GET /hello.txt HTTP/1.1\\r\\nHost: api.test\\r\\n\\r\\n')\n"
+      "b=b''\n"
+      "while not b.endswith(b'cordon\\n'): b+=s.recv(1000)\n"
+      "s.sendall(b'GET /hello.txt HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n')\n"
+      "b=b''\n"
+      "while True:\n"
+      "  d=s.recv(1000)\n"
+      "  if not d: break\n"
+      "  b+=d\n"
+      "print(b.decode().split('\\r\\n')[0]); print(b.decode().split('\\r\\n\\r\\n')[1], end='')\n";
+  auto p = box_->exec({"python3", "-c", code, std::to_string(up_->port("http"))});
+  ASSERT_EQ(p.exit_code(), 0) << p.err;
+  EXPECT_EQ(p.out,
+            "HTTP/1.1 403 Forbidden\ncordon: Host \"other.test\" does not match api.test, "
+            "the name this connection was decided for\n");
+}
+
+// Proxy-aware clients inside the sandbox use the explicit listener the launcher made there
+// (--listen-fd) and hand us names directly.
+TEST_F(NetproxyTransparent, ExplicitProxyInsideTheSandbox) {
+  std::string proxy = "http://127.0.0.1:" + std::to_string(box_->explicit_port());
+  // (Not curl() above: its --noproxy '*' would override -x.)
+  auto r = box_->exec({"curl", "-sS", "--max-time", "20", "-x", proxy,
+                       url("http", "api.test", "/hello.txt")});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "hello through cordon\n");
+  auto s = box_->exec({"curl", "-sS", "--max-time", "20", "--socks5-hostname",
+                       "127.0.0.1:" + std::to_string(box_->explicit_port()),
+                       "--cacert", files_->path() + "/ca.pem", url("https", "api.test", "/hello.txt")});
+  ASSERT_EQ(s.exit_code(), 0) << s.err;
+  EXPECT_EQ(s.out, "hello through cordon\n");
+  auto conns = wait_events(box_->events(), "net.connect", 2);
+  ASSERT_EQ(conns.size(), 2u);
+  EXPECT_EQ(conns[0]["mode"], "http");
+  EXPECT_EQ(conns[1]["mode"], "socks5");
+  // Nothing went through our DNS: the names came straight from the clients.
+  EXPECT_TRUE(events_of(box_->events(), "net.dns").empty());
+}
+
+TEST_F(NetproxyTransparent, GitCloneThroughCapture) {
+  auto r = box_->exec({"git", "clone", "-q", url("http", "api.test", "/repo.git"), dir_ / "clone"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "clone/README"));
+}
+
+TEST_F(NetproxyTransparent, UnallowedNameIsNxdomainAndRawIpsAreRefused) {
+  auto r = box_->curl({"http://evil.test/"});
+  EXPECT_EQ(r.exit_code(), 6) << r.err;  // could not resolve host
+  auto dns =
+      wait_events(box_->events(), "net.dns", 1, [](auto& e) { return e["name"] == "evil.test"; });
+  ASSERT_FALSE(dns.empty());
+  EXPECT_EQ(dns[0]["rcode"], "NXDOMAIN");
+  // The same server by its loopback address: inside the sandbox that is the sandbox's own lo,
+  // never redirected, so nothing answers.
+  auto lo = box_->curl({"http://127.0.0.1:" + std::to_string(up_->port("http")) + "/"});
+  EXPECT_EQ(lo.exit_code(), 7) << lo.err;
+  // Documentation addresses v4 and v6: the proxy refuses them before dialling anything; a
+  // plaintext HTTP request gets the readable 403.
+  auto v4 = box_->curl({"-w", "%{http_code}", "http://198.51.100.7/"});
+  EXPECT_EQ(v4.out, "cordon: 198.51.100.7:80 is not in network.allow\n403");
+  auto v6 = box_->curl({"-g", "-w", "%{http_code}", "http://[2001:db8::1]/"});
+  EXPECT_EQ(v6.out, "cordon: [2001:db8::1]:80 is not in network.allow\n403");
+  auto refused = wait_events(box_->events(), "net.refused", 2);
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[0]["original_dst"], "198.51.100.7");
+  EXPECT_EQ(refused[0]["peek"], "http");
+  EXPECT_EQ(refused[1]["original_dst"], "2001:db8::1");
+  EXPECT_EQ(events_of(box_->events(), "net.connect").size(), 0u);
+}
+
+// Raw-IP connections from the sandbox to documentation addresses routed into a counting sink:
+// refused by the proxy, and not one packet reaches the sink.
+TEST_F(NetproxyTransparent, RawIpConnectionsNeverLeave) {
+  EgressSink sink;
+  ASSERT_TRUE(sink.ok());
+  for (const std::string& target : {"http://" + sink.v4a() + "/", "https://" + sink.v4b() + "/",
+                                    "http://[" + sink.v6() + "]:8080/"}) {
+    auto r = box_->curl({"-g", "--max-time", "10", target});
+    EXPECT_TRUE(r.exit_code() != 0 || r.out.find("cordon: ") == 0) << target;
+  }
+  auto ev = wait_events(box_->events(), "net.refused", 3);
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0]["original_dst"], sink.v4a());
+  EXPECT_EQ(ev[1]["original_dst"], sink.v4b());
+  EXPECT_EQ(ev[1]["peek"], "tls");
+  EXPECT_EQ(ev[2]["original_dst"], sink.v6());
+  EXPECT_EQ(sink.packets(), 0);
+}
+
+TEST_F(NetproxyTransparent, HostOrSniOfOneNameAtAnothersAddressIsRefused) {
+  // HTTP: other.test's address, api.test in Host.
+  auto r = box_->curl(
+      {"-H", "Host: api.test", "-w", "%{http_code}", url("http", "other.test", "/hello.txt")});
+  EXPECT_THAT(r.out, HasSubstr("does not match other.test"));
+  EXPECT_THAT(r.out, HasSubstr("403"));
+  // TLS: SNI api.test sent to other.test's address.
+  auto t = box_->curl({"--cacert", files_->path() + "/ca.pem", "--connect-to",
+                       "api.test:" + std::to_string(up_->port("https")) +
+                           ":other.test:" + std::to_string(up_->port("https")),
+                       url("https", "api.test", "/hello.txt")});
+  EXPECT_NE(t.exit_code(), 0);
+  auto ev = wait_events(box_->events(), "net.refused", 2);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0]["rule"], "network (name mismatch)");
+  EXPECT_EQ(ev[0]["name"], "api.test");
+  EXPECT_EQ(ev[0]["resolved_name"], "other.test");
+  EXPECT_EQ(ev[1]["peek"], "tls");
+  EXPECT_EQ(events_of(box_->events(), "net.connect").size(), 0u);
+}
+
+TEST_F(NetproxyTransparent, ServerSpeaksFirstAfterPeekDeadline) {
+  std::string code =
+      "import socket,sys\n"
+      "s=socket.create_connection(('banner.test',int(sys.argv[1])),timeout=20)\n"
+      "b=b''\n"
+      "while not b.endswith(b'\\r\\n'): b+=s.recv(100)\n"
+      "s.sendall(b'hi')\n"
+      "print(b.decode().strip(), s.recv(100).decode())\n";
+  auto r = box_->exec({"python3", "-c", code, std::to_string(up_->port("banner"))});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "SSH-2.0-cordon-test you said: hi\n");
+  auto conns = wait_events(box_->events(), "net.connect", 1);
+  ASSERT_EQ(conns.size(), 1u);
+  EXPECT_EQ(conns[0]["name"], "banner.test");
+}
+
+TEST_F(NetproxyTransparent, OtherTrafficDroppedLoopbackKept) {
+  std::string code =
+      "import socket\n"
+      "u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+      "try:\n  u.sendto(b'x',('10.9.9.9',9999)); print('udp sent')\n"
+      "except PermissionError: print('udp dropped')\n"
+      "srv=socket.socket(); srv.bind(('127.0.0.1',0)); srv.listen(1)\n"
+      "c=socket.create_connection(srv.getsockname(),timeout=5); a,_=srv.accept()\n"
+      "c.sendall(b'local'); print(a.recv(10).decode())\n";
+  auto r = box_->exec({"python3", "-c", code});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "udp dropped\nlocal\n");
+  auto nft = box_->exec({"nft", "list", "table", "inet", "cordon"});
+  EXPECT_THAT(nft.out, HasSubstr("log prefix \"cordon-drop \" group 7"));
+  EXPECT_THAT(nft.out, HasSubstr("policy drop"));
+  EXPECT_THAT(nft.out, HasSubstr("udp dport 53 redirect to :"));
+}
+
+TEST_F(NetproxyTransparent, ProxyKilledMeansNoNetwork) {
+  auto before = box_->curl({url("http", "api.test", "/hello.txt")});
+  ASSERT_EQ(before.exit_code(), 0) << before.err;
+  box_->proxy().child().stop();
+  auto after = box_->curl({"--max-time", "8", url("http", "api.test", "/hello.txt")});
+  EXPECT_NE(after.exit_code(), 0);
+  EXPECT_TRUE(after.out.empty());
+  // Raw IP too: the redirect lands on a port nobody listens on any more.
+  auto raw = box_->curl({"--max-time", "8", "http://198.51.100.7/"});
+  EXPECT_EQ(raw.exit_code(), 7) << raw.err;  // connection refused
+}
+
+}  // namespace
+}  // namespace cordon::testing
