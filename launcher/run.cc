@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "launcher/cgroup_warmup.h"
 #include "launcher/channel.h"
 #include "launcher/commands.h"
 #include "launcher/contain.h"
@@ -178,6 +179,8 @@ void abandon(const ClonedChild& c) {
 
 int run_command(const RunOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
+  // Overlaps cgroup v1's first-migration grace period with everything up to clone.
+  CgroupAttachWarmup warmup = CgroupAttachWarmup::start();
   HostFacts host = HostFacts::current();
 
   // Parse: policy file (or the embedded default) plus command-line overrides.
@@ -263,6 +266,7 @@ int run_command(const RunOptions& opts) {
   if (!channel.ok()) {
     return setup_failed(channel.error().to_string());
   }
+  warmup.join();  // no second thread may exist across the raw clone
   const LaunchPlan& lp = *plan;
   const Limits& lim = *limits;
   const SeccompProgram& sc = *seccomp;
