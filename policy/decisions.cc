@@ -2,6 +2,7 @@
 #include <string>
 #include <string_view>
 
+#include "policy/glob.h"
 #include "policy/ip_ranges.h"
 #include "policy/policy.h"
 
@@ -43,27 +44,7 @@ bool is_workspace_path(std::string_view path) {
 
 // '*'-only glob, ASCII case-insensitive, iterative with one backtrack point.
 bool env_glob(std::string_view pat, std::string_view s) {
-  auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-  size_t p = 0, i = 0;
-  size_t star = std::string_view::npos, star_i = 0;
-  while (i < s.size()) {
-    if (p < pat.size() && pat[p] != '*' && lower(pat[p]) == lower(s[i])) {
-      ++p;
-      ++i;
-    } else if (p < pat.size() && pat[p] == '*') {
-      star = p++;
-      star_i = i;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      i = ++star_i;
-    } else {
-      return false;
-    }
-  }
-  while (p < pat.size() && pat[p] == '*') {
-    ++p;
-  }
-  return p == pat.size();
+  return glob_match(pat, s, GlobOptions{.question = false, .case_insensitive = true});
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "policy/glob.h"
+
 namespace cordon::policy {
 namespace {
 
@@ -36,28 +38,7 @@ std::vector<std::string_view> segments(std::string_view p) {
 
 // '*' = any run of characters within the segment, '?' = one character. Iterative with a single
 // backtrack point, so hostile patterns cannot make it exponential.
-bool segment_matches(std::string_view pat, std::string_view s) {
-  size_t p = 0, i = 0;
-  size_t star = std::string_view::npos, star_i = 0;
-  while (i < s.size()) {
-    if (p < pat.size() && (pat[p] == '?' || pat[p] == s[i])) {
-      ++p;
-      ++i;
-    } else if (p < pat.size() && pat[p] == '*') {
-      star = p++;
-      star_i = i;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      i = ++star_i;
-    } else {
-      return false;
-    }
-  }
-  while (p < pat.size() && pat[p] == '*') {
-    ++p;
-  }
-  return p == pat.size();
-}
+bool segment_matches(std::string_view pat, std::string_view s) { return glob_match(pat, s); }
 
 // Walks the segments of a path string, skipping empty and "." segments, without allocating.
 class SegmentCursor {
