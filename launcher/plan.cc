@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -82,10 +83,29 @@ Result<std::string> resolve_dir(const std::string& what, const std::string& path
   return std::string(buf);
 }
 
+// Reads /proc/self/uid_map: is inside uid 0 mapped to outside uid 0? In the initial namespace
+// ("0 0 4294967295") it is. A namespace whose 0 maps to another id cannot make anyone host root.
+bool uid0_maps_to_root() {
+  FILE* f = std::fopen("/proc/self/uid_map", "re");
+  if (f == nullptr) {
+    return true;  // cannot tell: keep the strict, as-root behaviour
+  }
+  unsigned long inside = 0, outside = 0, count = 0;
+  bool root = true;
+  while (std::fscanf(f, "%lu %lu %lu", &inside, &outside, &count) == 3) {
+    if (inside == 0 && count > 0) {
+      root = outside == 0;
+    }
+  }
+  std::fclose(f);
+  return root;
+}
+
 IdPlan choose_ids(const HostFacts& host, const struct stat& ws) {
   IdPlan ids;
-  if (host.euid != 0) {
-    // Rootless: the invoking user maps itself; nothing else is possible without privilege.
+  if (host.euid != 0 || !host.uid0_is_host_root) {
+    // Rootless (or "root" of a user namespace that is no host root): the invoking user maps
+    // itself; an unprivileged id like 65534 is usually not even mapped there.
     ids.rootless = true;
     ids.uid = host.euid;
     ids.gid = host.egid;
@@ -322,6 +342,7 @@ HostFacts HostFacts::current() {
   HostFacts h;
   h.euid = ::geteuid();
   h.egid = ::getegid();
+  h.uid0_is_host_root = h.euid != 0 || uid0_maps_to_root();
   char buf[PATH_MAX];
   if (::getcwd(buf, sizeof buf) != nullptr) {
     h.cwd = buf;

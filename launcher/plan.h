@@ -86,6 +86,9 @@ struct LaunchPlan {
 struct HostFacts {
   uid_t euid = 0;
   gid_t egid = 0;
+  // Whether uid 0 here is the host's root. False as "root" of a user namespace whose uid 0 maps
+  // to an unprivileged outer id (rootless containers): cordon then maps itself like any user.
+  bool uid0_is_host_root = true;
   std::string cwd;
   std::string home;  // $HOME
   std::optional<uid_t> sudo_uid;
