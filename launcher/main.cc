@@ -15,7 +15,7 @@ namespace {
 // Finds where `cordon run`'s options end and the program begins: at "--", or at the first word
 // that is neither an option nor the value of one. Moves the program's words into `command` and
 // leaves cordon's own in `args`. Returns whether a program was found.
-bool split_run_command(const CLI::App& app, const CLI::App& run, std::vector<std::string>& args,
+bool split_run_command(const CLI::App& run, std::vector<std::string>& args,
                        std::vector<std::string>& command) {
   size_t i = 0;
   // Top-level options (--help, --version) come before the subcommand name.
@@ -25,7 +25,6 @@ bool split_run_command(const CLI::App& app, const CLI::App& run, std::vector<std
   if (i >= args.size() || args[i] != "run") {
     return false;
   }
-  (void)app;
   for (++i; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") {
@@ -133,7 +132,7 @@ int main(int argc, char** argv) {
   // `run`'s program and its arguments are cut off before CLI11 sees them: CLI11 would otherwise
   // read the program's own flags as cordon's, or take a mistyped cordon flag as the program name.
   std::vector<std::string> args(argv + 1, argv + argc);
-  bool has_command = split_run_command(app, *run_cmd, args, run.argv);
+  bool has_command = split_run_command(*run_cmd, args, run.argv);
   try {
     std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
     app.parse(args);

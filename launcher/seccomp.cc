@@ -20,7 +20,9 @@
 //    socketcall(2) multiplexing on i386, whose arguments seccomp cannot inspect.)
 #include "launcher/seccomp.h"
 
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -35,6 +37,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,8 +50,9 @@ namespace cordon::launcher {
 
 namespace {
 
-// Bumped whenever the rules built below change meaning, so stale cache files are not reused.
-constexpr const char* kFilterFormat = "cordon-seccomp-4";
+// Bumped when the cache file's layout changes. The rules themselves are covered by the build id
+// in the key (build_id_hex), so a rebuilt cordon never loads a filter an older one compiled.
+constexpr const char* kFilterFormat = "cordon-seccomp-5";
 constexpr const char* kCacheMagic = "cordon-seccomp-cache 1\n";
 
 // Names with argument filters instead of a blanket EPERM. Listing socket, ioctl or personality
@@ -140,11 +144,50 @@ std::string native_arch_name() {
   }
 }
 
+// The GNU build id of the running executable (hex), or "" when it has none. It names the code
+// that builds the filter: a changed rule means a new binary, hence a new cache key.
+const std::string& build_id_hex() {
+  static const std::string id = [] {
+    std::string out;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+          auto* hex = static_cast<std::string*>(data);
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_NOTE) {
+              continue;
+            }
+            auto* p = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
+            const unsigned char* end = p + ph.p_memsz;
+            while (p + sizeof(ElfW(Nhdr)) <= end) {
+              auto* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
+              const unsigned char* name = p + sizeof(ElfW(Nhdr));
+              const unsigned char* desc = name + ((nh->n_namesz + 3) & ~3u);
+              if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+                  std::memcmp(name, "GNU", 4) == 0 && desc + nh->n_descsz <= end) {
+                static const char digits[] = "0123456789abcdef";
+                for (unsigned k = 0; k < nh->n_descsz; ++k) {
+                  hex->push_back(digits[desc[k] >> 4]);
+                  hex->push_back(digits[desc[k] & 15]);
+                }
+                return 1;
+              }
+              p = desc + ((nh->n_descsz + 3) & ~3u);
+            }
+          }
+          return 1;  // only the first object is the executable itself
+        },
+        &out);
+    return out;
+  }();
+  return id;
+}
+
 // Everything the BPF depends on; the cache key is a hash of it and the file repeats it in full,
 // so a hash collision cannot load a different filter.
 std::string cache_key_text(const Effective& e) {
   const scmp_version* v = seccomp_version();
-  return std::string(kFilterFormat) + "\nlibseccomp " + std::to_string(v->major) + "." +
+  return std::string(kFilterFormat) + "\nbuild " + build_id_hex() + "\nlibseccomp " + std::to_string(v->major) + "." +
          std::to_string(v->minor) + "." + std::to_string(v->micro) + "\narch " +
          native_arch_name() + "\ndeny " + join(e.denied) + "\nargs " + join(e.conditional) + "\n";
 }
@@ -429,7 +472,8 @@ Result<SeccompProgram> compile_seccomp(const policy::SeccompPolicy& p) {
   if (auto it = memo.find(memo_key); it != memo.end()) {
     return SeccompProgram{it->second};
   }
-  bool cache_ok = !dir.empty() && ensure_private_dir(dir);
+  // Without a build id nothing ties a cache file to the code that wrote it: compile every time.
+  bool cache_ok = !build_id_hex().empty() && !dir.empty() && ensure_private_dir(dir);
   if (cache_ok) {
     if (auto cached = read_cache(path, key)) {
       memo.emplace(memo_key, *cached);

@@ -17,41 +17,14 @@
 #include <string>
 
 #include "launcher/seccomp.h"
+#include "tests/support/fork_child.h"
 #include "tests/support/test_env.h"
 
 namespace cordon::launcher {
 namespace {
 
-struct ChildResult {
-  int status = -1;
-  std::string out;
-  bool exited_ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-};
-
-ChildResult run_child(const std::function<std::string()>& body) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) {
-    return {};
-  }
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    alarm(20);
-    std::string s = body();
-    (void)!write(p[1], s.data(), s.size());
-    _exit(0);
-  }
-  close(p[1]);
-  ChildResult r;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0) {
-    r.out.append(buf, static_cast<size_t>(n));
-  }
-  close(p[0]);
-  waitpid(pid, &r.status, 0);
-  return r;
-}
+using cordon::testing::ChildResult;
+using cordon::testing::run_in_child;
 
 std::string read_file(const char* path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -117,13 +90,13 @@ bool enter_user_namespace(uid_t outside) {
 }
 
 bool userns_available() {
-  auto r = run_child([] { return enter_user_namespace(65534) ? std::string("yes") : "no"; });
+  auto r = run_in_child([] { return enter_user_namespace(65534) ? std::string("yes") : "no"; });
   return r.out == "yes";
 }
 
 TEST(Caps, DropAsHostRootEmptiesEverySet) {
   CORDON_REQUIRE_ROOT();
-  auto r = run_child([] {
+  auto r = run_in_child([] {
     auto st = drop_privileges();
     if (!st.ok()) {
       return st.error().to_string();
@@ -136,7 +109,7 @@ TEST(Caps, DropAsHostRootEmptiesEverySet) {
 
 TEST(Caps, DropAsRootOfAUserNamespaceEmptiesEverySet) {
   CORDON_REQUIRE(userns_available(), "unprivileged user namespaces");
-  auto r = run_child([] {
+  auto r = run_in_child([] {
     if (!enter_user_namespace(65534)) {
       return std::string("userns setup failed");
     }
@@ -156,7 +129,7 @@ TEST(Caps, DropAsRootOfAUserNamespaceEmptiesEverySet) {
 
 TEST(Caps, SecurebitsAreSetAndLocked) {
   CORDON_REQUIRE(geteuid() == 0 || userns_available(), "root or user namespaces");
-  auto r = run_child([] {
+  auto r = run_in_child([] {
     if (geteuid() != 0 && !enter_user_namespace(geteuid())) {
       return std::string("userns setup failed");
     }
@@ -221,7 +194,7 @@ TEST(Caps, VerifySucceedsAfterTheFullSequence) {
     if (in_userns && !userns_available()) {
       continue;
     }
-    auto r = run_child([&] {
+    auto r = run_in_child([&] {
       if (in_userns && !enter_user_namespace(65534)) {
         return std::string("userns setup failed");
       }
@@ -243,7 +216,7 @@ TEST(Caps, VerifySucceedsAfterTheFullSequence) {
 
 TEST(Caps, VerifyFailsWithoutSeccompNamingIt) {
   CORDON_REQUIRE(geteuid() == 0 || userns_available(), "root or user namespaces");
-  auto r = run_child([] {
+  auto r = run_in_child([] {
     if (geteuid() != 0 && !enter_user_namespace(geteuid())) {
       return std::string("userns setup failed");
     }
@@ -262,7 +235,7 @@ TEST(Caps, VerifyFailsWhenCapabilitiesRemain) {
   CORDON_REQUIRE_ROOT();
   auto prog = compile_seccomp({});
   ASSERT_TRUE(prog.ok());
-  auto r = run_child([&] {
+  auto r = run_in_child([&] {
     // Seccomp and no_new_privs, but no drop_privileges: root keeps its capabilities.
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || !install_seccomp(*prog).ok()) {
       return std::string("setup failed");
@@ -276,7 +249,7 @@ TEST(Caps, VerifyFailsWhenCapabilitiesRemain) {
 
 TEST(Caps, VerifyFailsWithoutNoNewPrivs) {
   CORDON_REQUIRE_ROOT();
-  auto r = run_child([] {
+  auto r = run_in_child([] {
     auto c = verify_sandbox_holds();
     return c.ok() ? std::string("holds") : c.error().to_string();
   });

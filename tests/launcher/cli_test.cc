@@ -113,6 +113,10 @@ TEST(Cli, BadOverrideValueNamesFlagAndValueAndRunsNothing) {
 TEST(Cli, RunWithoutACommandIsAUsageError) {
   auto r = run_program({cordon_bin(), "run"});
   EXPECT_EQ(r.exit_code(), 125);
+  EXPECT_NE(r.err.find("no command given"), std::string::npos) << r.err;
+  r = run_program({cordon_bin(), "run", "-q", "--"});
+  EXPECT_EQ(r.exit_code(), 125);
+  EXPECT_NE(r.err.find("no command given"), std::string::npos) << r.err;
 }
 
 }  // namespace

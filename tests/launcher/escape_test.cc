@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/host_procs.h"
 #include "tests/support/sink_netns.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
@@ -257,22 +258,8 @@ const std::string& probe_binary() {
 // Every process on the host whose argv[0] is exactly `token` (set with bash's `exec -a`; a
 // substring match would also find cordon and the shells whose scripts mention the token).
 std::vector<pid_t> host_processes_with(const std::string& token) {
-  std::vector<pid_t> found;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) {
-    return found;
-  }
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') {
-      continue;
-    }
-    std::string cmd = slurp(std::string("/proc/") + e->d_name + "/cmdline");
-    if (cmd.substr(0, cmd.find('\0')) == token) {
-      found.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
-    }
-  }
-  ::closedir(d);
-  return found;
+  return cordon::testing::host_pids_where(
+      [&](pid_t, const std::string& cmd) { return cmd.substr(0, cmd.find('\0')) == token; });
 }
 
 // Polls (bounded: `tries` x 20 ms) until `pred` holds.

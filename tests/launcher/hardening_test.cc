@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/host_procs.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
@@ -194,25 +195,8 @@ std::vector<pid_t> processes_with_cmdline(const std::vector<std::string>& argv) 
     want += a;
     want.push_back('\0');
   }
-  std::vector<pid_t> found;
-  DIR* d = opendir("/proc");
-  if (d == nullptr) {
-    return found;
-  }
-  while (dirent* de = readdir(d)) {
-    pid_t pid = static_cast<pid_t>(atoi(de->d_name));
-    if (pid <= 0) {
-      continue;
-    }
-    std::ifstream f(std::string("/proc/") + de->d_name + "/cmdline", std::ios::binary);
-    std::stringstream s;
-    s << f.rdbuf();
-    if (s.str() == want) {
-      found.push_back(pid);
-    }
-  }
-  closedir(d);
-  return found;
+  return cordon::testing::host_pids_where(
+      [&](pid_t, const std::string& cmd) { return cmd == want; });
 }
 
 TEST_F(Hardening, ForkLoopIsContainedByPidsAndLeavesNothingBehind) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "launcher/limits_backend.h"
+#include "tests/support/fork_child.h"
 #include "tests/support/test_env.h"
 
 namespace cordon::launcher {
@@ -441,39 +442,26 @@ TEST(Limits, KillAllEmptiesTheCgroups) {
 
 TEST(Limits, RootlessFallsBackToRlimitsAndSaysWhatIsWeaker) {
   // As an ordinary user cgroup v1 is not writable; run the choice as uid 65534 when root.
-  int p[2];
-  ASSERT_EQ(pipe(p), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    if (geteuid() == 0 &&
-        (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)) {
-      _exit(2);
-    }
-    policy::ProcessPolicy pp;
-    pp.memory = 256ull << 20;
-    pp.cpus = 1.5;
-    pp.pids = 64;
-    auto l = Limits::create(pp, "rootless-test");
-    std::string s;
-    if (!l.ok()) {
-      s = "error: " + l.error().to_string();
-    } else {
-      s = std::string(l->backend() == LimitBackend::Rlimits ? "rlimits" : "cgroup") + "|" +
-          l->describe() + "|" + std::to_string(l->cgroup_paths().size());
-    }
-    (void)!write(p[1], s.data(), s.size());
-    _exit(0);
-  }
-  close(p[1]);
-  std::string s;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0) {
-    s.append(buf, static_cast<size_t>(n));
-  }
-  close(p[0]);
-  waitpid(pid, nullptr, 0);
+  std::string s =
+      cordon::testing::run_in_child([] {
+        if (geteuid() == 0 &&
+            (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)) {
+          return std::string("setresuid failed");
+        }
+        policy::ProcessPolicy pp;
+        pp.memory = 256ull << 20;
+        pp.cpus = 1.5;
+        pp.pids = 64;
+        auto l = Limits::create(pp, "rootless-test");
+        std::string out;
+        if (!l.ok()) {
+          out = "error: " + l.error().to_string();
+        } else {
+          out = std::string(l->backend() == LimitBackend::Rlimits ? "rlimits" : "cgroup") + "|" +
+                l->describe() + "|" + std::to_string(l->cgroup_paths().size());
+        }
+        return out;
+      }).out;
   CORDON_REQUIRE(!probe_cgroup_v2().usable, "a host without a delegated cgroup v2");
   EXPECT_EQ(s,
             "rlimits|limits: rlimits only (memory as address space 256M per process, pids "
@@ -485,29 +473,11 @@ TEST(Limits, RootlessFallsBackToRlimitsAndSaysWhatIsWeaker) {
 
 // Runs `body` in a forked child after applying `plan`; returns what it wrote.
 std::string in_child_with(const RlimitPlan& plan, const std::function<std::string()>& body) {
-  int p[2];
-  if (pipe(p) != 0) {
-    return "pipe";
-  }
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    alarm(20);
-    auto st = apply_rlimit_plan(plan);
-    std::string s = st.ok() ? body() : "apply: " + st.error().to_string();
-    (void)!write(p[1], s.data(), s.size());
-    _exit(0);
-  }
-  close(p[1]);
-  std::string s;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0) {
-    s.append(buf, static_cast<size_t>(n));
-  }
-  close(p[0]);
-  waitpid(pid, nullptr, 0);
-  return s;
+  return cordon::testing::run_in_child([&] {
+           auto st = apply_rlimit_plan(plan);
+           return st.ok() ? body() : "apply: " + st.error().to_string();
+         })
+      .out;
 }
 
 std::string limit_of(int resource) {

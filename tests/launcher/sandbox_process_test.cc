@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/support/host_procs.h"
 #include "tests/launcher/sandbox_fixture.h"
 
 namespace cordon::testing {
@@ -194,16 +195,7 @@ TEST(SandboxProcess, GroupSignalReachesTheProgramOnce) {
 
 // Host-side scan for a token in any process's command line.
 bool process_with_token_alive(const std::string& token) {
-  DIR* d = ::opendir("/proc");
-  bool found = false;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
-    std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (s.find(token) != std::string::npos) found = true;
-  }
-  ::closedir(d);
-  return found;
+  return !cordon::testing::host_pids_containing(token).empty();
 }
 
 TEST(SandboxProcess, TimeoutKillsTheWholeTree) {

@@ -31,46 +31,15 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/fork_child.h"
 #include "tests/support/test_env.h"
 
 namespace cordon::launcher {
 namespace {
 
+using cordon::testing::ChildResult;
+using cordon::testing::run_in_child;
 using cordon::testing::TempDir;
-
-struct ChildResult {
-  int status = -1;
-  std::string out;
-  bool exited_ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-  int signal() const { return WIFSIGNALED(status) ? WTERMSIG(status) : 0; }
-};
-
-// Runs `body` in a forked child and returns what it wrote and how it ended. The child is bounded
-// by alarm(), so a hang fails the test instead of blocking it.
-ChildResult run_child(const std::function<std::string()>& body) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) {
-    return {};
-  }
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    alarm(20);
-    std::string s = body();
-    (void)!write(p[1], s.data(), s.size());
-    _exit(0);
-  }
-  close(p[1]);
-  ChildResult r;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0) {
-    r.out.append(buf, static_cast<size_t>(n));
-  }
-  close(p[0]);
-  waitpid(pid, &r.status, 0);
-  return r;
-}
 
 const SeccompProgram& default_program() {
   static SeccompProgram prog = [] {
@@ -176,7 +145,7 @@ TEST(Seccomp, DefaultDeniedSyscallsFailWithEperm) {
     }
     auto it = probes().find(name);
     ASSERT_NE(it, probes().end()) << "no harmless probe for default-denied syscall " << name;
-    auto filtered = run_child([&] {
+    auto filtered = run_in_child([&] {
       if (!enter_filter(prog)) {
         return std::string("setup failed");
       }
@@ -187,7 +156,7 @@ TEST(Seccomp, DefaultDeniedSyscallsFailWithEperm) {
     if (geteuid() == 0) {
       // Without the filter, as root, the same call must NOT fail with EPERM; otherwise the probe
       // above proves nothing.
-      auto open = run_child([&] { return errno_of(it->second()); });
+      auto open = run_in_child([&] { return errno_of(it->second()); });
       ASSERT_TRUE(open.exited_ok());
       EXPECT_NE(open.out, std::to_string(EPERM)) << "unfiltered probe also gives EPERM";
     }
@@ -206,10 +175,10 @@ TEST(Seccomp, ThirtyTwoBitAbiIsKilled) {
     asm volatile("int $0x80" : "=a"(ret) : "a"(nr) : "memory");
     return std::to_string(ret);
   };
-  auto open = run_child(int80);
+  auto open = run_in_child(int80);
   // Without the filter the call works only where the kernel has IA32 emulation.
   bool ia32 = open.exited_ok() && !open.out.empty() && open.out[0] != '-';
-  auto filtered = run_child([&] {
+  auto filtered = run_in_child([&] {
     if (!enter_filter(prog)) {
       return std::string("setup failed");
     }
@@ -223,7 +192,7 @@ TEST(Seccomp, ThirtyTwoBitAbiIsKilled) {
 
   // x32 numbers (bit 30) arrive with the x86_64 AUDIT_ARCH; libseccomp's x86_64 filter routes
   // them to the bad-arch action as well.
-  auto x32 = run_child([&] {
+  auto x32 = run_in_child([&] {
     if (!enter_filter(prog)) {
       return std::string("setup failed");
     }
@@ -234,7 +203,7 @@ TEST(Seccomp, ThirtyTwoBitAbiIsKilled) {
 
 TEST(Seccomp, PacketAndRawSocketsAreRefused) {
   const auto& prog = default_program();
-  auto r = run_child([&] {
+  auto r = run_in_child([&] {
     if (!enter_filter(prog)) {
       return std::string("setup failed");
     }
@@ -254,14 +223,14 @@ TEST(Seccomp, PacketAndRawSocketsAreRefused) {
   std::string e = std::to_string(EPERM);
   EXPECT_EQ(r.out, e + "," + e + "," + e + "," + e + "," + e + "," + e + "," + e);
   if (geteuid() == 0) {
-    auto open = run_child([] { return errno_of(socket(AF_PACKET, SOCK_RAW, 0)); });
+    auto open = run_in_child([] { return errno_of(socket(AF_PACKET, SOCK_RAW, 0)); });
     EXPECT_EQ(open.out, "ok") << "as root without the filter a packet socket opens";
   }
 }
 
 TEST(Seccomp, NewUserNamespaceIsRefusedThroughUnshareCloneAndClone3) {
   const auto& prog = default_program();
-  auto r = run_child([&] {
+  auto r = run_in_child([&] {
     if (!enter_filter(prog)) {
       return std::string("setup failed");
     }
@@ -276,7 +245,7 @@ TEST(Seccomp, NewUserNamespaceIsRefusedThroughUnshareCloneAndClone3) {
   EXPECT_EQ(r.out, std::to_string(EPERM) + "," + std::to_string(EPERM) + "," +
                        std::to_string(EPERM) + "," + std::to_string(ENOSYS));
   // Without the filter a user namespace can be created (root, or unprivileged userns enabled).
-  auto open = run_child([] { return errno_of(unshare(CLONE_NEWUSER)); });
+  auto open = run_in_child([] { return errno_of(unshare(CLONE_NEWUSER)); });
   if (geteuid() == 0) {
     EXPECT_EQ(open.out, "ok");
   }
@@ -300,7 +269,7 @@ TEST(Seccomp, TiocstiOnAPtyIsRefused) {
     }
     return errno_of(syscall(SYS_ioctl, s, req, &c));
   };
-  auto r = run_child([&] {
+  auto r = run_in_child([&] {
     if (!enter_filter(prog)) {
       return std::string("setup failed");
     }
@@ -311,7 +280,7 @@ TEST(Seccomp, TiocstiOnAPtyIsRefused) {
   EXPECT_EQ(r.out,
             std::to_string(EPERM) + "," + std::to_string(EPERM) + "," + std::to_string(EPERM));
   // Unfiltered, TIOCSTI reaches the tty layer (ok, or EIO where dev.tty.legacy_tiocsti=0).
-  auto open = run_child([&] { return probe(false); });
+  auto open = run_in_child([&] { return probe(false); });
   if (geteuid() == 0) {
     EXPECT_NE(open.out, std::to_string(EPERM));
   }
@@ -319,7 +288,7 @@ TEST(Seccomp, TiocstiOnAPtyIsRefused) {
 
 TEST(Seccomp, PersonalityAllowsOnlyLinuxAndQuery) {
   const auto& prog = default_program();
-  auto r = run_child([&] {
+  auto r = run_in_child([&] {
     if (!enter_filter(prog)) {
       return std::string("setup failed");
     }
@@ -337,7 +306,7 @@ TEST(Seccomp, PersonalityAllowsOnlyLinuxAndQuery) {
 
 TEST(Seccomp, OrdinaryCallsStillWork) {
   const auto& prog = default_program();
-  auto r = run_child([&] {
+  auto r = run_in_child([&] {
     if (!enter_filter(prog)) {
       return std::string("setup failed");
     }
@@ -382,7 +351,7 @@ TEST(Seccomp, PolicyDenyAddsAndAllowRemoves) {
   p.allow = {"sysfs", "personality"};
   auto r = compile_seccomp(p);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
-  auto out = run_child([&] {
+  auto out = run_in_child([&] {
     if (!enter_filter(*r)) {
       return std::string("setup failed");
     }
@@ -443,7 +412,7 @@ TEST(Seccomp, SyscallsEveryProgramNeedsCannotBeDenied) {
 
 TEST(Seccomp, InstallWithoutNoNewPrivsFailsClearlyWhenUnprivileged) {
   const auto& prog = default_program();
-  auto r = run_child([&] {
+  auto r = run_in_child([&] {
     if (geteuid() == 0) {
       // Root has CAP_SYS_ADMIN, which lets it install without no_new_privs; drop it to test.
       if (setresuid(65534, 65534, 65534) != 0) {

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/host_procs.h"
 #include "tests/launcher/sandbox_fixture.h"
 
 namespace cordon::testing {
@@ -24,16 +25,7 @@ namespace {
 // the shell's line editor instead of the job.
 bool wait_for_process(const std::string& token) {
   for (int i = 0; i < 500; ++i) {
-    DIR* d = ::opendir("/proc");
-    bool found = false;
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      std::ifstream f(std::string("/proc/") + e->d_name + "/cmdline");
-      std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      if (s.find(token) != std::string::npos) found = true;
-    }
-    ::closedir(d);
-    if (found) return true;
+    if (!cordon::testing::host_pids_containing(token).empty()) return true;
     ::usleep(20000);
   }
   return false;
@@ -42,23 +34,13 @@ bool wait_for_process(const std::string& token) {
 // Waits (bounded) until the process with `token` in its command line is in `state` (R, S, T...).
 bool wait_for_state(const std::string& token, char state) {
   for (int i = 0; i < 500; ++i) {
-    DIR* d = ::opendir("/proc");
-    bool ok = false;
-    while (dirent* e = ::readdir(d)) {
-      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-      std::string dir = std::string("/proc/") + e->d_name;
-      std::ifstream f(dir + "/cmdline");
-      std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      if (s.find(token) == std::string::npos) continue;
-      std::ifstream st(dir + "/stat");
-      std::string line((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+    for (pid_t pid : cordon::testing::host_pids_containing(token)) {
+      std::string line = cordon::testing::proc_file(pid, "stat");
       size_t paren = line.rfind(')');
       if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == state) {
-        ok = true;
+        return true;
       }
     }
-    ::closedir(d);
-    if (ok) return true;
     ::usleep(20000);
   }
   return false;

@@ -1,0 +1,50 @@
+// Host-side scans of /proc, for tests that check what a sandbox left running. The sandbox's
+// processes are visible from the host, each with its full command line.
+#pragma once
+
+#include <dirent.h>
+#include <sys/types.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace cordon::testing {
+
+// The contents of /proc/PID/<file> ("" if gone).
+inline std::string proc_file(pid_t pid, const char* file) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/" + file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// Pids of every host process whose command line (argv joined and ended by NULs) satisfies `match`.
+inline std::vector<pid_t> host_pids_where(
+    const std::function<bool(pid_t, const std::string& cmdline)>& match) {
+  std::vector<pid_t> found;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) {
+    return found;
+  }
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') {
+      continue;
+    }
+    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (match(pid, proc_file(pid, "cmdline"))) {
+      found.push_back(pid);
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+// Pids whose command line contains `token` anywhere.
+inline std::vector<pid_t> host_pids_containing(const std::string& token) {
+  return host_pids_where(
+      [&](pid_t, const std::string& cmd) { return cmd.find(token) != std::string::npos; });
+}
+
+}  // namespace cordon::testing
