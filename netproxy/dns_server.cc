@@ -46,6 +46,9 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
   nlohmann::json ev = {{"name", q.name}, {"type", dns::type_name(q.qtype)}};
   auto finish = [&](dns::Rcode rcode, const policy::Decision& d,
                     const std::vector<dns::Answer>& answers, nlohmann::json more = {}) {
+    if (!ctx.events.enabled()) {
+      return dns::build_response(q, rcode, answers, max_reply);  // skip the per-query event
+    }
     static const char* kNames[] = {"NOERROR",  "FORMERR", "SERVFAIL",
                                    "NXDOMAIN", "NOTIMP",  "REFUSED"};
     ev["rcode"] = kNames[rcode];
@@ -67,7 +70,7 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
         ev[k] = v;
       }
     }
-    ctx.emit("net.dns", ev);
+    ctx.emit("net.dns", std::move(ev));  // finish runs once per query
     return dns::build_response(q, rcode, answers, max_reply);
   };
 

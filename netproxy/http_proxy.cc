@@ -244,16 +244,19 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     auto sec = co_await relay_message<false>(ctx, *up_stream, *up_buf, rp, client, false,
                                              &resp_bytes, &cut);
     up.bytes_in += resp_bytes;
-    ctx.emit("net.http", {{"method", method},
-                          {"url", url},
-                          {"name", host},
-                          {"port", port},
-                          {"status", status},
-                          {"request_bytes", req_bytes},
-                          {"response_bytes", resp_bytes},
-                          {"decision", "allow"},
-                          {"rule", up.rule},
-                          {"address", up.addr.to_string()}});
+    // Skipped when no event log: the JSON is built per request.
+    if (ctx.events.enabled()) {
+      ctx.emit("net.http", {{"method", method},
+                            {"url", url},
+                            {"name", host},
+                            {"port", port},
+                            {"status", status},
+                            {"request_bytes", req_bytes},
+                            {"response_bytes", resp_bytes},
+                            {"decision", "allow"},
+                            {"rule", up.rule},
+                            {"address", up.addr.to_string()}});
+    }
     if (sec) {
       up.end = cut.empty() ? "reset" : cut;
       if (!cut.empty()) {
@@ -344,17 +347,19 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
     auto sec =
         co_await relay_message<false>(ctx, upstream, up_buf, rp, client, false, &resp_bytes, &cut);
     up.bytes_in += resp_bytes;
-    ctx.emit("net.http", {{"method", method},
-                          {"url", url},
-                          {"name", up.name},
-                          {"port", up.port},
-                          {"status", status},
-                          {"request_bytes", req_bytes},
-                          {"response_bytes", resp_bytes},
-                          {"decision", "allow"},
-                          {"rule", up.rule},
-                          {"address", up.addr.to_string()},
-                          {"mode", "transparent"}});
+    if (ctx.events.enabled()) {
+      ctx.emit("net.http", {{"method", method},
+                            {"url", url},
+                            {"name", up.name},
+                            {"port", up.port},
+                            {"status", status},
+                            {"request_bytes", req_bytes},
+                            {"response_bytes", resp_bytes},
+                            {"decision", "allow"},
+                            {"rule", up.rule},
+                            {"address", up.addr.to_string()},
+                            {"mode", "transparent"}});
+    }
     if (sec) {
       up.end = cut.empty() ? "reset" : cut;
       break;

@@ -109,6 +109,18 @@ Result<int> check_fd(int fd, int want_type, const char* what) {
   return static_cast<int>(ss.ss_family);
 }
 
+// Adopts the inherited sockets `fds` (checked by check_fd) into `out`, one Asio object each.
+template <typename Protocol, typename Socket>
+Status adopt(asio::io_context& io, const std::vector<int>& fds, const char* what,
+             std::list<Socket>* out) {
+  constexpr int kType = std::is_same_v<Protocol, tcp> ? SOCK_STREAM : SOCK_DGRAM;
+  for (int fd : fds) {
+    ASSIGN_OR_RETURN(int family, check_fd(fd, kType, what));
+    out->emplace_back(io, family == AF_INET6 ? Protocol::v6() : Protocol::v4(), fd);
+  }
+  return {};
+}
+
 }  // namespace
 
 Proxy::Proxy(policy::NetworkPolicy policy, record::EventLog events)
@@ -148,22 +160,10 @@ Status Proxy::start(const ProxyOptions& opts) {
     }
     im.explicit_acceptors.push_back(std::move(a));
   }
-  for (int fd : opts.listen_fds) {
-    ASSIGN_OR_RETURN(int family, check_fd(fd, SOCK_STREAM, "--listen-fd"));
-    im.explicit_acceptors.emplace_back(*im.io, family == AF_INET6 ? tcp::v6() : tcp::v4(), fd);
-  }
-  for (int fd : opts.transparent_fds) {
-    ASSIGN_OR_RETURN(int family, check_fd(fd, SOCK_STREAM, "--transparent-fd"));
-    im.transparent_acceptors.emplace_back(*im.io, family == AF_INET6 ? tcp::v6() : tcp::v4(), fd);
-  }
-  for (int fd : opts.dns_tcp_fds) {
-    ASSIGN_OR_RETURN(int family, check_fd(fd, SOCK_STREAM, "--dns-tcp-fd"));
-    im.dns_tcp_acceptors.emplace_back(*im.io, family == AF_INET6 ? tcp::v6() : tcp::v4(), fd);
-  }
-  for (int fd : opts.dns_udp_fds) {
-    ASSIGN_OR_RETURN(int family, check_fd(fd, SOCK_DGRAM, "--dns-fd"));
-    im.dns_udp_sockets.emplace_back(*im.io, family == AF_INET6 ? udp::v6() : udp::v4(), fd);
-  }
+  TRY(adopt<tcp>(*im.io, opts.listen_fds, "--listen-fd", &im.explicit_acceptors));
+  TRY(adopt<tcp>(*im.io, opts.transparent_fds, "--transparent-fd", &im.transparent_acceptors));
+  TRY(adopt<tcp>(*im.io, opts.dns_tcp_fds, "--dns-tcp-fd", &im.dns_tcp_acceptors));
+  TRY(adopt<udp>(*im.io, opts.dns_udp_fds, "--dns-fd", &im.dns_udp_sockets));
   if (im.explicit_acceptors.empty() && im.transparent_acceptors.empty() &&
       im.dns_udp_sockets.empty() && im.dns_tcp_acceptors.empty()) {
     return make_error("nothing to serve",

@@ -70,7 +70,9 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
   std::vector<policy::IpAddress> addrs;
   policy::Decision d;
   std::string first_bad_rule, first_bad_addr;
-  if (auto ip = policy::IpAddress::parse(name); ip && !dest.fixed_addr) {
+  const auto name_ip = policy::IpAddress::parse(name);
+  if (name_ip && !dest.fixed_addr) {
+    const auto* ip = &*name_ip;
     // A raw address with no name behind it: only IP/CIDR rules can allow it.
     d = p.decide_ip(*ip, dest.port);
     if (!d.allow) {
@@ -154,7 +156,7 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
   }
   stream.socket().set_option(tcp::no_delay(true));
   out.up.mode = dest.mode;
-  out.up.name = policy::IpAddress::parse(name) ? std::string() : name;
+  out.up.name = name_ip ? std::string() : name;
   out.up.sni = dest.sni;
   out.up.port = dest.port;
   out.up.rule = d.rule;
@@ -168,6 +170,10 @@ void finish_upstream(Context& ctx, Upstream& up) {
     return;
   }
   up.finished = true;
+  up.slot.release();
+  if (!ctx.events.enabled()) {
+    return;  // nothing to log: skip building the per-connection event
+  }
   auto ms = std::chrono::duration_cast<Millis>(Clock::now() - up.start).count();
   nlohmann::json ev = {{"name", up.name},           {"address", up.addr.to_string()},
                        {"port", up.port},           {"mode", up.mode},
@@ -178,7 +184,6 @@ void finish_upstream(Context& ctx, Upstream& up) {
     ev["sni"] = up.sni;
   }
   ctx.emit("net.connect", std::move(ev));
-  up.slot.release();
 }
 
 namespace {
