@@ -129,6 +129,7 @@ bool channel_send(uint8_t* msg, size_t len) {
   int fd = channel_fd(&packed);
   bool sent = false;
   if (fd >= 0) {
+    stamp_sender(msg);  // not before: a backed-off or missing channel costs no getpid/getppid
     uint32_t dropped = channel_take_drops();
     memcpy(msg + wire::kOffDropped, &dropped, 4);
     // MSG_NOSIGNAL: a dead collector must not SIGPIPE the program.

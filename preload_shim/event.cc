@@ -76,23 +76,22 @@ void Event::add_argv(char* const argv[], wire::Tag arg_tag, wire::Tag truncated_
   }
 }
 
-void Event::stamp() {
+void stamp_sender(uint8_t* msg) {
   uint32_t pid = static_cast<uint32_t>(getpid());
   uint32_t ppid = static_cast<uint32_t>(getppid());
-  memcpy(buf_ + wire::kOffPid, &pid, 4);
-  memcpy(buf_ + wire::kOffPpid, &ppid, 4);
+  memcpy(msg + wire::kOffPid, &pid, 4);
+  memcpy(msg + wire::kOffPpid, &ppid, 4);
 }
 
 void Event::send() {
   if (!g_config.have_socket) {
     return;
   }
-  stamp();
-  channel_send(buf_, len_);
+  channel_send(buf_, len_);  // stamps pid/ppid once it has a channel to send on
 }
 
 bool Event::send_on(int fd) {
-  stamp();
+  stamp_sender(buf_);
   return channel_send_raw(fd, buf_, len_);
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 // Sent before the exec: on success there is no "after" in this image.
 void send_exec_event(const char* path, char* const argv[], const char* via, pid_t child) {
-  if (!g_config.loaded) {
+  if (!g_config.loaded || !g_config.have_socket) {  // nothing would be sent: skip the argv walk
     return;
   }
   Event ev(wire::kProcExec);
@@ -43,135 +43,35 @@ int count_list(va_list* ap) {
   return n;
 }
 
-}  // namespace
-
-CORDON_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  auto real = CORDON_REAL(execve);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  {
-    ErrnoGuard guard;
-    send_exec_event(path, argv, "execve", 0);
-  }
-  return real(path, argv, envp);
-}
-
-CORDON_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
-                           int flags) {
-  auto real = CORDON_REAL(execveat);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  {
-    ErrnoGuard guard;
-    send_exec_event(path, argv, "execveat", 0);
-  }
-  return real(dirfd, path, argv, envp, flags);
-}
-
-CORDON_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  auto real = CORDON_REAL(fexecve);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  {
-    ErrnoGuard guard;
-    send_exec_event(nullptr, argv, "fexecve", 0);
-  }
-  return real(fd, argv, envp);
-}
-
-CORDON_EXPORT int execv(const char* path, char* const argv[]) {
-  auto real = CORDON_REAL(execv);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  {
-    ErrnoGuard guard;
-    send_exec_event(path, argv, "execv", 0);
-  }
-  return real(path, argv);
-}
-
-CORDON_EXPORT int execvp(const char* file, char* const argv[]) {
-  auto real = CORDON_REAL(execvp);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  {
-    ErrnoGuard guard;
-    send_exec_event(file, argv, "execvp", 0);
-  }
-  return real(file, argv);
-}
-
-CORDON_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  auto real = CORDON_REAL(execvpe);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  {
-    ErrnoGuard guard;
-    send_exec_event(file, argv, "execvpe", 0);
-  }
-  return real(file, argv, envp);
-}
-
-CORDON_EXPORT int execl(const char* path, const char* arg0, ...) {
-  va_list ap;
-  va_start(ap, arg0);
-  int n = count_list(&ap);
-  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
+// Copies arg0 and the n-1 further list arguments into argv[0..n-1] and terminates it.
+void fill_list(const char* arg0, va_list* ap, char** argv, int n) {
   argv[0] = const_cast<char*>(arg0);
   for (int i = 1; i < n; ++i) {
-    argv[i] = va_arg(ap, char*);
+    argv[i] = va_arg(*ap, char*);
   }
   argv[n] = nullptr;
-  va_end(ap);
-  return execve(path, argv, environ);
 }
 
-CORDON_EXPORT int execle(const char* path, const char* arg0, ...) {
-  va_list ap;
-  va_start(ap, arg0);
-  int n = count_list(&ap);
-  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
-  argv[0] = const_cast<char*>(arg0);
-  for (int i = 1; i < n; ++i) {
-    argv[i] = va_arg(ap, char*);
+// The exec* entry points differ only in the real function and its arguments: report, then exec.
+template <typename Fn, typename... Args>
+inline int forward_exec(Fn* real, const char* shown, char* const argv[], const char* via,
+                        Args... args) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
   }
-  argv[n] = nullptr;
-  (void)va_arg(ap, char*);  // the terminating NULL
-  char** envp = va_arg(ap, char**);
-  va_end(ap);
-  return execve(path, argv, envp);
-}
-
-CORDON_EXPORT int execlp(const char* file, const char* arg0, ...) {
-  va_list ap;
-  va_start(ap, arg0);
-  int n = count_list(&ap);
-  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
-  argv[0] = const_cast<char*>(arg0);
-  for (int i = 1; i < n; ++i) {
-    argv[i] = va_arg(ap, char*);
+  {
+    ErrnoGuard guard;
+    send_exec_event(shown, argv, via, 0);
   }
-  argv[n] = nullptr;
-  va_end(ap);
-  return execvp(file, argv);
+  return real(args...);
 }
 
-CORDON_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
-                              const posix_spawnattr_t* attr, char* const argv[],
-                              char* const envp[]) {
-  auto real = CORDON_REAL(posix_spawn);
+// posix_spawn and posix_spawnp: spawn, then report with the child's pid (they return the error).
+template <typename Fn>
+inline int forward_spawn(Fn* real, const char* via, pid_t* pid, const char* path,
+                         const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
+                         char* const argv[], char* const envp[]) {
   if (real == nullptr) {
     return ENOSYS;
   }
@@ -182,26 +82,82 @@ CORDON_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_fi
   }
   if (rc == 0) {
     ErrnoGuard guard;
-    send_exec_event(path, argv, "posix_spawn", child);
+    send_exec_event(path, argv, via, child);
   }
   return rc;
+}
+
+}  // namespace
+
+CORDON_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  return forward_exec(CORDON_REAL(execve), path, argv, "execve", path, argv, envp);
+}
+
+CORDON_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
+                           int flags) {
+  return forward_exec(CORDON_REAL(execveat), path, argv, "execveat", dirfd, path, argv, envp,
+                      flags);
+}
+
+CORDON_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  return forward_exec(CORDON_REAL(fexecve), nullptr, argv, "fexecve", fd, argv, envp);
+}
+
+CORDON_EXPORT int execv(const char* path, char* const argv[]) {
+  return forward_exec(CORDON_REAL(execv), path, argv, "execv", path, argv);
+}
+
+CORDON_EXPORT int execvp(const char* file, char* const argv[]) {
+  return forward_exec(CORDON_REAL(execvp), file, argv, "execvp", file, argv);
+}
+
+CORDON_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  return forward_exec(CORDON_REAL(execvpe), file, argv, "execvpe", file, argv, envp);
+}
+
+CORDON_EXPORT int execl(const char* path, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  int n = count_list(&ap);
+  // alloca here, not in a helper: the array must outlive the helper's frame.
+  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
+  fill_list(arg0, &ap, argv, n);
+  va_end(ap);
+  return execve(path, argv, environ);
+}
+
+CORDON_EXPORT int execle(const char* path, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  int n = count_list(&ap);
+  // alloca here, not in a helper: the array must outlive the helper's frame.
+  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
+  fill_list(arg0, &ap, argv, n);
+  (void)va_arg(ap, char*);  // the terminating NULL
+  char** envp = va_arg(ap, char**);
+  va_end(ap);
+  return execve(path, argv, envp);
+}
+
+CORDON_EXPORT int execlp(const char* file, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  int n = count_list(&ap);
+  // alloca here, not in a helper: the array must outlive the helper's frame.
+  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
+  fill_list(arg0, &ap, argv, n);
+  va_end(ap);
+  return execvp(file, argv);
+}
+
+CORDON_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
+                              const posix_spawnattr_t* attr, char* const argv[],
+                              char* const envp[]) {
+  return forward_spawn(CORDON_REAL(posix_spawn), "posix_spawn", pid, path, fa, attr, argv, envp);
 }
 
 CORDON_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
                                const posix_spawnattr_t* attr, char* const argv[],
                                char* const envp[]) {
-  auto real = CORDON_REAL(posix_spawnp);
-  if (real == nullptr) {
-    return ENOSYS;
-  }
-  pid_t child = 0;
-  int rc = real(&child, file, fa, attr, argv, envp);
-  if (pid != nullptr) {
-    *pid = child;
-  }
-  if (rc == 0) {
-    ErrnoGuard guard;
-    send_exec_event(file, argv, "posix_spawnp", child);
-  }
-  return rc;
+  return forward_spawn(CORDON_REAL(posix_spawnp), "posix_spawnp", pid, file, fa, attr, argv, envp);
 }

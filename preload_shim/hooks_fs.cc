@@ -13,11 +13,10 @@ using namespace cordon::preload_shim;
 namespace {
 
 inline bool wants_event(bool failed, int err) {
-  if (g_config.fs_events == FsEvents::kAll) {
-    return g_config.loaded;
-  }
-  return g_config.fs_events == FsEvents::kRefused && failed && (err == EACCES || err == EPERM) &&
-         g_config.loaded;
+  bool wanted = g_config.fs_events == FsEvents::kAll || (g_config.fs_events == FsEvents::kRefused &&
+                                                         failed && (err == EACCES || err == EPERM));
+  // Without a collector Event::send would drop it: don't build it.
+  return wanted && g_config.loaded && g_config.have_socket;
 }
 
 __attribute__((noinline)) void send_open_event(const char* path, int flags, int err,
@@ -51,121 +50,97 @@ inline FILE* finish_fopen(FILE* f, const char* path, const char* via) {
   return f;
 }
 
-// open's third argument exists only when the flags create a file.
-inline bool needs_mode(int flags) {
-  return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
+// open's third argument exists only when the flags create a file: read it only then.
+inline mode_t open_mode(int flags, va_list* ap) {
+  if ((flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE) {
+    return va_arg(*ap, mode_t);
+  }
+  return 0;
+}
+
+// Every open-family entry point: call the real function, then maybe report. `flags` is what the
+// event shows (creat has none of its own).
+template <typename Fn, typename... Args>
+inline int forward_open(Fn* real, const char* via, const char* path, int flags, Args... args) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return finish_open(real(args...), path, flags, via);
+}
+
+template <typename Fn>
+inline FILE* forward_fopen(Fn* real, const char* via, const char* path, const char* mode) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  return finish_fopen(real(path, mode), path, via);
 }
 
 }  // namespace
 
-#define CORDON_NO_REAL_INT() \
-  do {                       \
-    errno = ENOSYS;          \
-    return -1;               \
-  } while (0)
-
 CORDON_EXPORT int open(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (needs_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
-  auto real = CORDON_REAL(open);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(path, flags, mode), path, flags, "open");
+  va_list ap;
+  va_start(ap, flags);
+  mode_t mode = open_mode(flags, &ap);
+  va_end(ap);
+  return forward_open(CORDON_REAL(open), "open", path, flags, path, flags, mode);
 }
 
 CORDON_EXPORT int open64(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (needs_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
-  auto real = CORDON_REAL(open64);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(path, flags, mode), path, flags, "open64");
+  va_list ap;
+  va_start(ap, flags);
+  mode_t mode = open_mode(flags, &ap);
+  va_end(ap);
+  return forward_open(CORDON_REAL(open64), "open64", path, flags, path, flags, mode);
 }
 
 CORDON_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (needs_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
-  auto real = CORDON_REAL(openat);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(dirfd, path, flags, mode), path, flags, "openat");
+  va_list ap;
+  va_start(ap, flags);
+  mode_t mode = open_mode(flags, &ap);
+  va_end(ap);
+  return forward_open(CORDON_REAL(openat), "openat", path, flags, dirfd, path, flags, mode);
 }
 
 CORDON_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (needs_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
-  auto real = CORDON_REAL(openat64);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(dirfd, path, flags, mode), path, flags, "openat64");
+  va_list ap;
+  va_start(ap, flags);
+  mode_t mode = open_mode(flags, &ap);
+  va_end(ap);
+  return forward_open(CORDON_REAL(openat64), "openat64", path, flags, dirfd, path, flags, mode);
 }
 
 CORDON_EXPORT int __open_2(const char* path, int flags) {
-  auto real = CORDON_REAL(__open_2);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(path, flags), path, flags, "__open_2");
+  return forward_open(CORDON_REAL(__open_2), "__open_2", path, flags, path, flags);
 }
 
 CORDON_EXPORT int __open64_2(const char* path, int flags) {
-  auto real = CORDON_REAL(__open64_2);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(path, flags), path, flags, "__open64_2");
+  return forward_open(CORDON_REAL(__open64_2), "__open64_2", path, flags, path, flags);
 }
 
 CORDON_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
-  auto real = CORDON_REAL(__openat_2);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(dirfd, path, flags), path, flags, "__openat_2");
+  return forward_open(CORDON_REAL(__openat_2), "__openat_2", path, flags, dirfd, path, flags);
 }
 
 CORDON_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
-  auto real = CORDON_REAL(__openat64_2);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(dirfd, path, flags), path, flags, "__openat64_2");
+  return forward_open(CORDON_REAL(__openat64_2), "__openat64_2", path, flags, dirfd, path, flags);
 }
 
 CORDON_EXPORT int creat(const char* path, mode_t mode) {
-  auto real = CORDON_REAL(creat);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(path, mode), path, O_CREAT | O_WRONLY | O_TRUNC, "creat");
+  return forward_open(CORDON_REAL(creat), "creat", path, O_CREAT | O_WRONLY | O_TRUNC, path, mode);
 }
 
 CORDON_EXPORT int creat64(const char* path, mode_t mode) {
-  auto real = CORDON_REAL(creat64);
-  if (real == nullptr) CORDON_NO_REAL_INT();
-  return finish_open(real(path, mode), path, O_CREAT | O_WRONLY | O_TRUNC, "creat64");
+  return forward_open(CORDON_REAL(creat64), "creat64", path, O_CREAT | O_WRONLY | O_TRUNC, path,
+                      mode);
 }
 
 CORDON_EXPORT FILE* fopen(const char* path, const char* mode) {
-  auto real = CORDON_REAL(fopen);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return nullptr;
-  }
-  return finish_fopen(real(path, mode), path, "fopen");
+  return forward_fopen(CORDON_REAL(fopen), "fopen", path, mode);
 }
 
 CORDON_EXPORT FILE* fopen64(const char* path, const char* mode) {
-  auto real = CORDON_REAL(fopen64);
-  if (real == nullptr) {
-    errno = ENOSYS;
-    return nullptr;
-  }
-  return finish_fopen(real(path, mode), path, "fopen64");
+  return forward_fopen(CORDON_REAL(fopen64), "fopen64", path, mode);
 }

@@ -21,6 +21,9 @@ wire::Decision decision_for(bool refused) {
 
 void send_net_event(wire::Kind kind, wire::Decision d, int fd, const sockaddr* remote,
                     socklen_t remote_len, int err, const char* via) {
+  if (!g_config.have_socket) {
+    return;  // nothing would be sent: spare the getsockname
+  }
   Event ev(kind, d);
   if (fd >= 0) {
     sockaddr_storage local;
@@ -137,7 +140,7 @@ CORDON_EXPORT int listen(int fd, int backlog) {
     return -1;
   }
   int rc = real(fd, backlog);
-  if (g_config.loaded && rc == 0) {
+  if (g_config.loaded && g_config.have_socket && rc == 0) {
     ErrnoGuard guard;
     sockaddr_storage local;
     socklen_t local_len = sizeof local;

@@ -91,18 +91,19 @@ class Event {
   void add_sockaddr(wire::Tag tag, const sockaddr* sa, socklen_t len);
   void add_identity();
   void add_argv(char* const argv[], wire::Tag arg_tag, wire::Tag truncated_tag);
-  // Stamps pid/ppid/drop count and hands the message to the channel; never blocks.
+  // Hands the message to the channel (which stamps pid/ppid/drop count); never blocks.
   void send();
   // Stamps pid/ppid and sends on `fd` directly (the channel's hello).
   bool send_on(int fd);
 
  private:
-  void stamp();
   uint8_t buf_[wire::kMaxMessage];
   size_t len_ = 0;
 };
 
-// Sends one finished message; returns false when it had to be dropped (counted).
+// Writes the sender's pid and ppid into a message header (two syscalls: only when sending).
+void stamp_sender(uint8_t* msg);
+// Stamps and sends one finished message; returns false when it had to be dropped (counted).
 bool channel_send(uint8_t* msg, size_t len);
 bool channel_send_raw(int fd, const uint8_t* msg, size_t len);
 // Takes (and zeroes) the number of events dropped since the last successful send.
