@@ -339,17 +339,9 @@ struct CowFs::Impl {
         }
       }
     } else if (S_ISLNK(lst.st_mode)) {
-      std::vector<char> target(static_cast<size_t>(lst.st_size) + 2);
-      ssize_t len = ::readlinkat(lfd, "", target.data(), target.size() - 1);
-      if (len < 0) {
-        return -errno;
+      if (int r = copy_symlink(lfd, "", lst, upper_dir, tmp); r != 0) {
+        return r;
       }
-      target[static_cast<size_t>(len)] = '\0';
-      if (::symlinkat(target.data(), upper_dir, tmp.c_str()) != 0) {
-        return -errno;
-      }
-      timespec times[2] = {lst.st_atim, lst.st_mtim};
-      ::utimensat(upper_dir, tmp.c_str(), times, AT_SYMLINK_NOFOLLOW);
     } else if (S_ISFIFO(lst.st_mode)) {
       if (::mkfifoat(upper_dir, tmp.c_str(), lst.st_mode & 07777) != 0) {
         return -errno;
@@ -671,18 +663,7 @@ struct CowFs::Impl {
     }
     if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_CTIME)) {
       timespec tv[2];
-      tv[0].tv_nsec = UTIME_OMIT;
-      tv[1].tv_nsec = UTIME_OMIT;
-      if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
-        tv[0].tv_nsec = UTIME_NOW;
-      } else if (to_set & FUSE_SET_ATTR_ATIME) {
-        tv[0] = attr->st_atim;
-      }
-      if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
-        tv[1].tv_nsec = UTIME_NOW;
-      } else if (to_set & FUSE_SET_ATTR_MTIME) {
-        tv[1] = attr->st_mtim;
-      }
+      setattr_times(*attr, to_set, tv);
       if (tv[0].tv_nsec != UTIME_OMIT || tv[1].tv_nsec != UTIME_OMIT) {
         int rc;
         if (is_lnk) {
@@ -698,6 +679,22 @@ struct CowFs::Impl {
       }
     }
     return stat_node(self->table_.view(ino), out);
+  }
+
+  // The utimensat/futimens pair a setattr asks for (UTIME_OMIT for a time it leaves alone).
+  static void setattr_times(const struct stat& attr, int to_set, timespec tv[2]) {
+    tv[0].tv_nsec = UTIME_OMIT;
+    tv[1].tv_nsec = UTIME_OMIT;
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+      tv[0].tv_nsec = UTIME_NOW;
+    } else if (to_set & FUSE_SET_ATTR_ATIME) {
+      tv[0] = attr.st_atim;
+    }
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+      tv[1].tv_nsec = UTIME_NOW;
+    } else if (to_set & FUSE_SET_ATTR_MTIME) {
+      tv[1] = attr.st_mtim;
+    }
   }
 
   static int setattr_fd(CowFs* self, Inode* n, int fd, struct stat* attr, int to_set,
@@ -727,18 +724,7 @@ struct CowFs::Impl {
     }
     if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)) {
       timespec tv[2];
-      tv[0].tv_nsec = UTIME_OMIT;
-      tv[1].tv_nsec = UTIME_OMIT;
-      if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
-        tv[0].tv_nsec = UTIME_NOW;
-      } else if (to_set & FUSE_SET_ATTR_ATIME) {
-        tv[0] = attr->st_atim;
-      }
-      if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
-        tv[1].tv_nsec = UTIME_NOW;
-      } else if (to_set & FUSE_SET_ATTR_MTIME) {
-        tv[1] = attr->st_mtim;
-      }
+      setattr_times(*attr, to_set, tv);
       if (::futimens(fd, tv) != 0) {
         return -errno;
       }
@@ -1210,6 +1196,11 @@ struct CowFs::Impl {
     std::lock_guard lk(fh->mu);
     if (fh->upper_fd) {
       return fh->upper_fd.get();
+    }
+    // Most reads of an untouched file land here: skip the reopen-by-name of view() until a copy-up
+    // has happened.
+    if (!self->table_.has_upper(fh->node)) {
+      return fh->fd.get();
     }
     InodeView v = self->table_.view(fh->node);
     if (v.upper >= 0) {
@@ -1765,6 +1756,11 @@ static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
         }
       }
       // Offsets are indexes into the listing taken at offset 0: stable while the handle lives.
+      // The directory's path is walked once per request, not once per entry.
+      std::string dir_path = plus ? self->table_.path_of(v.node) : std::string();
+      auto child_of = [](const std::string& dir, const std::string& name) {
+        return dir.empty() ? name : dir + "/" + name;
+      };
       for (size_t i = static_cast<size_t>(off); i < dh->entries.size(); i++) {
         const DirEntry& de = dh->entries[i];
         size_t rem = buf.size() - used;
@@ -1774,7 +1770,7 @@ static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
           std::memset(&e, 0, sizeof(e));
           bool looked_up = false;
           if (de.name != "." && de.name != ".." &&
-              self->access_.policy().decide_read(self->table_.child_path(v.node, de.name)).allow &&
+              self->access_.policy().decide_read(child_of(dir_path, de.name)).allow &&
               Impl::lookup_entry(self, v, de.name, &e) == 0) {
             looked_up = true;
           } else {

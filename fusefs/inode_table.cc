@@ -110,6 +110,11 @@ InodeView InodeTable::view(uint64_t id) {
   return view_locked_then_open(lk, it->second.get());
 }
 
+bool InodeTable::has_upper(Inode* n) {
+  std::lock_guard lk(mu_);
+  return n->has_upper;
+}
+
 InodeView InodeTable::view(Inode* n) {
   std::unique_lock lk(mu_);
   return view_locked_then_open(lk, n);

@@ -87,6 +87,8 @@ class InodeTable {
   // parent (stale when the name no longer leads to the same object).
   InodeView view(uint64_t id);
   InodeView view(Inode* node);
+  // Whether the node has an upper copy yet: a lock and a load, no syscalls (for per-read checks).
+  bool has_upper(Inode* node);
 
   // Registers a looked-up entry: an existing Inode with the same identity gets nlookup+1 (and its
   // new parent/name); otherwise a new one is made from the fds. Returns the Inode.

@@ -144,6 +144,22 @@ int copy_xattrs(int in_fd, int out_fd) {
   return 0;
 }
 
+int copy_symlink(int src_dirfd, const std::string& src_name, const struct stat& st, int dst_dirfd,
+                 const std::string& dst_name) {
+  std::vector<char> target(static_cast<size_t>(st.st_size) + 2);
+  ssize_t len = ::readlinkat(src_dirfd, src_name.c_str(), target.data(), target.size() - 1);
+  if (len < 0) {
+    return -errno;
+  }
+  target[static_cast<size_t>(len)] = '\0';
+  if (::symlinkat(target.data(), dst_dirfd, dst_name.c_str()) != 0) {
+    return -errno;
+  }
+  timespec times[2] = {st.st_atim, st.st_mtim};
+  ::utimensat(dst_dirfd, dst_name.c_str(), times, AT_SYMLINK_NOFOLLOW);
+  return 0;
+}
+
 std::string temp_name() {
   static std::atomic<uint64_t> counter{0};
   return std::string(kTempPrefix) + std::to_string(::getpid()) + "." +
@@ -276,17 +292,9 @@ int copy_tree_inner(int src, int dst, std::map<std::pair<dev_t, ino_t>, UniqueFd
         (*links)[{st.st_dev, st.st_ino}] = UniqueFd(open_beneath(dst, n, O_PATH | O_NOFOLLOW));
       }
     } else if (S_ISLNK(st.st_mode)) {
-      std::vector<char> target(static_cast<size_t>(st.st_size) + 2);
-      ssize_t len = ::readlinkat(src, n.c_str(), target.data(), target.size() - 1);
-      if (len < 0) {
-        return -errno;
+      if (int rc = copy_symlink(src, n, st, dst, n); rc != 0) {
+        return rc;
       }
-      target[static_cast<size_t>(len)] = '\0';
-      if (::symlinkat(target.data(), dst, n.c_str()) != 0) {
-        return -errno;
-      }
-      timespec times[2] = {st.st_atim, st.st_mtim};
-      ::utimensat(dst, n.c_str(), times, AT_SYMLINK_NOFOLLOW);
     } else if (S_ISFIFO(st.st_mode)) {
       if (::mkfifoat(dst, n.c_str(), st.st_mode & 07777) != 0) {
         return -errno;

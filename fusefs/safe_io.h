@@ -36,6 +36,12 @@ int clone_or_copy(int in_fd, int out_fd);
 // Copies user/trusted/security xattrs from an open fd to another; unsupported -> ignored. 0/-errno.
 int copy_xattrs(int in_fd, int out_fd);
 
+// Recreates the symlink `src_name` in src_dirfd (described by `st`; "" when src_dirfd is an O_PATH
+// fd of the link itself) as `dst_name` in dst_dirfd, with its times. The target is copied as text,
+// never followed. 0 or -errno.
+int copy_symlink(int src_dirfd, const std::string& src_name, const struct stat& st, int dst_dirfd,
+                 const std::string& dst_name);
+
 // A fresh temp name (".wh..wh.tmp.<pid>.<n>") unique within the process.
 std::string temp_name();
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 
 #include "tests/fusefs/mount_fixture.h"
@@ -57,6 +58,29 @@ TEST(CowFsLayers, DeleteLowerFileLeavesWhiteoutAndLowerIntact) {
   EXPECT_EQ(m.stop(), 0) << "cordon-fs exit status (ASan/LSan report in daemon.log)";
   ASSERT_EQ(m.start(), "");
   EXPECT_EQ(names_in(m.mnt("dir")), (std::vector<std::string>{".", ".."}));
+}
+
+TEST(CowFsLayers, ReaderOpenedBeforeCopyUpSeesTheCopiedUpBytes) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  write_file(m.lower("f"), "lower");
+  ASSERT_EQ(m.start(), "");
+  int rfd = ::open(m.mnt("f").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(rfd, 0);
+  char buf[16] = {};
+  ASSERT_EQ(::pread(rfd, buf, sizeof(buf), 0), 5);
+  EXPECT_EQ(std::string(buf, 5), "lower");
+  int wfd = ::open(m.mnt("f").c_str(), O_WRONLY | O_CLOEXEC);  // copies the file up
+  ASSERT_GE(wfd, 0);
+  ASSERT_EQ(::pwrite(wfd, "UPPER", 5, 0), 5);
+  ::close(wfd);
+  // Drop the cached pages so the read reaches the daemon through the reader's own handle.
+  ASSERT_EQ(::posix_fadvise(rfd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  std::memset(buf, 0, sizeof(buf));
+  ASSERT_EQ(::pread(rfd, buf, sizeof(buf), 0), 5);
+  EXPECT_EQ(std::string(buf, 5), "UPPER");
+  ::close(rfd);
+  EXPECT_EQ(read_file(m.lower("f")), "lower");
 }
 
 TEST(CowFsLayers, ReservedNamesCannotBeSeenOrMade) {
