@@ -171,7 +171,7 @@ class CgroupV1 final : public CgroupTree {
                          errno == EEXIST ? "a session with this id already exists" : "");
       }
       dirs_.push_back(
-          {dir, base, e.rel + (e.rel == "/" ? "" : "/") + "cordon/" + id, {e.controller}});
+          {dir, e.rel + (e.rel == "/" ? "" : "/") + "cordon/" + id, {e.controller}});
     }
     if (v.memory != 0) {
       std::string mem = dir_of("memory");
@@ -248,7 +248,6 @@ class CgroupV1 final : public CgroupTree {
  private:
   struct Dir {
     std::string path;    // <mount>/<own>/cordon/<id>
-    std::string parent;  // <mount>/<own>/cordon
     std::string rel;     // /<own>/cordon/<id> as /proc/<pid>/cgroup shows it
     std::vector<std::string> controllers;
   };
@@ -339,9 +338,8 @@ class CgroupV1 final : public CgroupTree {
       if (!removed) {
         spdlog::warn("cannot remove cgroup {}: {}", d.path, std::strerror(errno));
       }
-      // The shared "cordon" parent goes when the last session leaves; other sessions' busy
-      // directories make this fail harmlessly.
-      ::rmdir(d.parent.c_str());
+      // The shared "cordon" parent stays: removing it when empty raced with a concurrent session
+      // between its mkdir of the parent (EEXIST) and of its own directory (ENOENT).
       all_removed = all_removed && removed;
     }
     dirs_.clear();

@@ -142,7 +142,6 @@ class CgroupV2 final : public CgroupTree {
         return sys_error("mkdir(\"" + base + "\")");
       }
       TRY(enable_controllers(base, false));
-      base_ = base;
       dir = base + "/" + id;
     } else {
       TRY(enable_controllers(place.parent, place.move_self));
@@ -256,10 +255,9 @@ class CgroupV2 final : public CgroupTree {
   }
 
   void destroy() {
+    // The shared "cordon" base is never removed: removing it when empty would race with a
+    // concurrent session between its mkdir of the base and of its own directory.
     if (dir_.empty()) {
-      if (!base_.empty()) {
-        ::rmdir(base_.c_str());
-      }
       return;
     }
     kill_all();
@@ -276,14 +274,10 @@ class CgroupV2 final : public CgroupTree {
     if (!removed) {
       spdlog::warn("cannot remove cgroup {}: {}", dir_, std::strerror(errno));
     }
-    if (!base_.empty()) {
-      ::rmdir(base_.c_str());  // fails harmlessly while other sessions use it
-    }
     dir_.clear();
   }
 
   std::string dir_;
-  std::string base_;  // the shared top-level "cordon" cgroup, when we use one
 };
 
 }  // namespace

@@ -414,6 +414,36 @@ TEST(Limits, ForkLoopIsStoppedByPidsAndNothingSurvives) {
   prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
 }
 
+// Sessions share the "cordon" parent cgroup. One session's cleanup once removed it while another
+// was between creating the parent (EEXIST) and its own directory (ENOENT): cordon failed to start.
+TEST(Limits, ConcurrentSessionsNeverLoseTheSharedParent) {
+  REQUIRE_CGROUP_V1();
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 4; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(60);
+      policy::ProcessPolicy pp;
+      pp.memory = 64ull << 20;
+      pp.pids = 16;
+      for (int i = 0; i < 40; ++i) {
+        auto l = Limits::create(pp, "race-" + std::to_string(getpid()) + "-" + std::to_string(i));
+        if (!l.ok()) {
+          _exit(1);
+        }
+      }
+      _exit(0);
+    }
+    ASSERT_GT(pid, 0);
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int st = -1;
+    waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "a session failed to create its cgroups";
+  }
+}
+
 TEST(Limits, KillAllEmptiesTheCgroups) {
   REQUIRE_CGROUP_V1();
   policy::ProcessPolicy p;
