@@ -54,6 +54,8 @@ struct FileHandle {
   Inode* node = nullptr;
   UniqueFd fd;        // the fd the file was opened on (upper, or lower for read-only opens)
   bool on_lower = false;
+  bool tmpfile = false;  // made by O_TMPFILE: its quota goes back at release if never linked
+  bool writable = false;  // counted in node->writers
   std::mutex mu;      // guards `upper_fd`
   UniqueFd upper_fd;  // a read-only reopen of the upper file once another opener copied it up
 };
@@ -171,15 +173,32 @@ struct CowFs::Impl {
     return 0;
   }
 
-  static int stat_node(const InodeView& v, struct stat* st) {
-    if (v.stale) {
-      return -ESTALE;
+  static int stat_inode(CowFs* self, Inode* n, struct stat* st) {
+    if (n == nullptr) {
+      return -ENOENT;
     }
-    if (stat_fd(v.primary(), st) != 0) {
-      return -errno;
+    if (int rc = self->table_.stat(n, st); rc != 0) {
+      return rc;
     }
-    st->st_ino = v.node->id;
+    st->st_ino = n->id;
     return 0;
+  }
+
+  // What the kernel would do on write and truncate by a caller without CAP_FSETID, which with
+  // FUSE_CAP_HANDLE_KILLPRIV is ours to do (the daemon writes as itself, often root, for whom the
+  // host kernel keeps the bits). A caller the view sees as uid 0 keeps them, like root natively.
+  static void kill_suid_sgid(int fd, const Caller& who) {
+    struct stat st;
+    if (who.uid == 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      return;
+    }
+    mode_t kill = st.st_mode & S_ISUID;
+    if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) {
+      kill |= S_ISGID;
+    }
+    if (kill != 0 && ::fchmod(fd, st.st_mode & 07777 & ~kill) != 0 && errno == EBADF) {
+      ::chmod(proc_path(fd).c_str(), st.st_mode & 07777 & ~kill);  // an O_PATH fd
+    }
   }
 
   // ---- copy-up ------------------------------------------------------------------------------
@@ -231,6 +250,9 @@ struct CowFs::Impl {
   // The copy is built under a temp name and renamed into place: never half-visible, even after
   // a kill -9.
   static int ensure_upper(CowFs* self, Inode* node, bool with_data, const Caller& who) {
+    if (self->table_.upper_ready(node)) {
+      return 0;  // the common case: no reopen by name just to learn that
+    }
     InodeView v = self->table_.view(node);
     if (v.stale) {
       return -ESTALE;
@@ -589,7 +611,8 @@ struct CowFs::Impl {
         return 0;
       }
     }
-    return stat_node(fs(req)->table_.view(ino), st);
+    CowFs* self = fs(req);
+    return stat_inode(self, self->table_.find(ino), st);
   }
 
   static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
@@ -656,6 +679,9 @@ struct CowFs::Impl {
         rc = w ? ::ftruncate(w.get(), attr->st_size) : -1;
       }
       int e = errno;
+      if (rc == 0) {
+        kill_suid_sgid(fd, who);
+      }
       settle_size(self, v.node, fd);
       if (rc != 0) {
         return -e;
@@ -678,7 +704,7 @@ struct CowFs::Impl {
         }
       }
     }
-    return stat_node(self->table_.view(ino), out);
+    return stat_inode(self, v.node, out);
   }
 
   // The utimensat/futimens pair a setattr asks for (UTIME_OMIT for a time it leaves alone).
@@ -718,6 +744,9 @@ struct CowFs::Impl {
       }
       int rc = ::ftruncate(fd, attr->st_size) == 0 ? 0 : -errno;
       settle_size(self, n, fd);
+      if (rc == 0) {
+        kill_suid_sgid(fd, who);
+      }
       if (rc != 0) {
         return rc;
       }
@@ -1120,9 +1149,17 @@ struct CowFs::Impl {
       std::lock_guard lk(node->mu);
       int rc = ::ftruncate(fh->fd.get(), 0) == 0 ? 0 : -errno;
       settle_size(self, node, fh->fd.get());
+      kill_suid_sgid(fh->fd.get(), who);
       if (rc != 0) {
         return rc;
       }
+    }
+    if (writing) {
+      // Under mu: waits for a priming of this file's page cache in progress (prime_bytes), so no
+      // write of ours can race with it.
+      std::lock_guard lk(node->mu);
+      node->writers++;
+      fh->writable = true;
     }
     fi->keep_cache = 1;  // the daemon is the only writer: page cache stays valid across opens
     // Our flush does nothing (writes are synchronous, no writeback cache): spare the kernel the
@@ -1179,11 +1216,75 @@ struct CowFs::Impl {
       std::lock_guard lk(n->mu);
       n->size_known = true;
       n->accounted_size = 0;
+      n->writers++;
+      fh->writable = true;
     }
     fi->keep_cache = 1;
     fi->noflush = 1;
     self->table_.add_handle(n, fh->fd.get());
     fi->fh = reinterpret_cast<uint64_t>(fh.release());
+    return 0;
+  }
+
+  // O_TMPFILE: an unnamed file in the directory's upper side (linkat through /proc/self/fd gives
+  // it a name later, through do_link). Registered with an empty name: no lookup by name can
+  // reach it, every op goes through its open handle.
+  static int do_tmpfile(CowFs* self, const TmpfileRequest& req, TmpfileReply* reply) {
+    Caller who{static_cast<pid_t>(req.pid), req.uid, req.gid};
+    InodeView dir = self->table_.view(req.parent);
+    if (dir.node == nullptr) {
+      return -ENOENT;
+    }
+    if (dir.stale) {
+      return -ESTALE;
+    }
+    // Policy for the directory's future children: a name no rule targets, under "dir/**".
+    if (int rc = self->access_.check_write(self->table_.child_path(dir.node, "#tmpfile"),
+                                           "tmpfile", who);
+        rc != 0) {
+      return rc;
+    }
+    if (int rc = ensure_upper(self, dir.node, true, who); rc != 0) {
+      return rc;
+    }
+    dir = self->table_.view(req.parent);
+    if (!self->quota_.reserve_inode()) {
+      quota_refused(self, dir.node, "inodes", who);
+      return -EDQUOT;
+    }
+    int acc = static_cast<int>(req.flags) & O_ACCMODE;
+    int oflags = O_TMPFILE | (acc == O_WRONLY ? O_RDWR : acc) | O_CLOEXEC |
+                 (static_cast<int>(req.flags) & O_EXCL);
+    UniqueFd fd(::openat(dir.upper, ".", oflags, req.mode & 07777));
+    struct stat st;
+    if (!fd || ::fstat(fd.get(), &st) != 0) {
+      int e = errno;
+      self->quota_.release_inode();
+      return -e;
+    }
+    if (::geteuid() == 0) {
+      ::fchown(fd.get(), req.uid, req.gid);
+      ::fstat(fd.get(), &st);
+    }
+    UniqueFd key_fd(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));  // only its validity counts (see add_lookup)
+    Inode* n = self->table_.add_lookup(dir.node, "", S_IFREG, std::move(key_fd), UniqueFd(), false,
+                                       key_of(st), {});
+    auto fh = std::make_unique<FileHandle>();
+    {
+      std::lock_guard lk(n->mu);
+      n->size_known = true;
+      n->accounted_size = 0;
+      n->writers++;
+      fh->writable = true;
+    }
+    fh->node = n;
+    fh->tmpfile = true;
+    fh->fd = std::move(fd);
+    self->table_.add_handle(n, fh->fd.get());
+    fill_entry(self, n, st, &reply->entry);
+    reply->keep_cache = true;
+    reply->noflush = true;
+    reply->fh = reinterpret_cast<uint64_t>(fh.release());
     return 0;
   }
 
@@ -1242,6 +1343,7 @@ struct CowFs::Impl {
         left -= in->buf[i].size;
       }
     }
+    kill_suid_sgid(fh->fd.get(), caller(req));
     ssize_t res = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
     if (res < 0 || static_cast<uint64_t>(res) < allowed) {
       settle_size(self, n, fh->fd.get());
@@ -1408,6 +1510,16 @@ struct CowFs::Impl {
 
   // ---- trampolines: one reply each, sent after every lock is released ----------------------
 
+// Forgets an open FileHandle (release, or an open whose reply found the opener gone).
+static void drop_file_handle(CowFs* self, FileHandle* fh) {
+  if (fh->writable) {
+    std::lock_guard nl(fh->node->mu);
+    fh->node->writers--;
+  }
+  self->table_.drop_handle(fh->node, fh->on_lower ? -1 : fh->fd.get());
+  delete fh;
+}
+
 static void op_init(void* userdata, fuse_conn_info* conn) {
   (void)userdata;
   auto want = [&](unsigned cap) {
@@ -1427,8 +1539,9 @@ static void op_init(void* userdata, fuse_conn_info* conn) {
   // Writeback caching would let write(2) succeed into the page cache and fail later at flush: the
   // byte quota has to refuse at write(2), so writes go through.
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-  // Let the kernel clear suid/sgid on write with its own setattr rather than trusting us to.
-  conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+  // We clear suid/sgid on write and truncate ourselves (kill_suid_sgid; chown by the daemon
+  // clears them in the host kernel): spares a GETATTR before every chown.
+  want(FUSE_CAP_HANDLE_KILLPRIV);
   // No FUSE lock ops: the kernel keeps POSIX and flock locks locally, which is right for a view
   // that only this machine's sandbox uses.
   conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
@@ -1439,6 +1552,14 @@ static void op_init(void* userdata, fuse_conn_info* conn) {
   conn->time_gran = 1;
 }
 
+static void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e) {
+  if (rc != 0) {
+    fuse_reply_err(req, -rc);
+  } else {
+    fuse_reply_entry(req, &e);
+  }
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   CowFs* self = Impl::fs(req);
   fuse_entry_param e;
@@ -1446,19 +1567,27 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   {
     std::shared_lock lk(self->layer_mu_);
     rc = firewall([&] { return Impl::do_lookup(req, parent, name, &e); });
+    if (rc == -ENOENT) {
+      // A negative entry (ino 0) the kernel may cache: names appear in the view only through the
+      // kernel's own create/mkdir/link/rename, which replace negative dentries, or through a
+      // rollback, which invalidates every name recorded here. Recorded under the shared layer
+      // lock so that a rollback (exclusive) sees it. Past the cap: not cached.
+      std::memset(&e, 0, sizeof(e));
+      rc = 0;
+      try {
+        std::lock_guard nl(self->neg_mu_);
+        if (self->negatives_.size() < kMaxNegatives) {
+          self->negatives_.emplace(parent, name);
+          e.entry_timeout = self->config_.cache_timeout;
+        } else if (self->negatives_.count({parent, name}) != 0) {
+          e.entry_timeout = self->config_.cache_timeout;
+        }
+      } catch (const std::bad_alloc&) {
+        // Not recorded: answered uncached.
+      }
+    }
   }
-  if (rc == -ENOENT) {
-    // A negative entry with zero timeout: rollback cannot enumerate negative dentries to
-    // invalidate them, so none are cached.
-    std::memset(&e, 0, sizeof(e));
-    fuse_reply_entry(req, &e);
-    return;
-  }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_entry(req, &e);
-  }
+  reply_entry_or_err(req, rc, e);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -1523,14 +1652,6 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino) {
     fuse_reply_err(req, -rc);
   } else {
     fuse_reply_readlink(req, target.c_str());
-  }
-}
-
-static void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e) {
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_entry(req, &e);
   }
 }
 
@@ -1611,6 +1732,43 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
   reply_entry_or_err(req, rc, e);
 }
 
+// A small file opened for reading gets its bytes pushed into the kernel's page cache with the
+// open (FUSE_NOTIFY_STORE, then the reply with keep_cache): the program's read(2) then finds them
+// there instead of costing a READ round trip. The view's data only changes through the kernel's
+// own page cache (writes are write-through) or a rollback (which invalidates every inode), so
+// what is stored stays right. Once per inode; a page the kernel evicts is simply read again.
+//
+// Never while the file is open for writing: a write(2) updates the page cache before its WRITE
+// reaches us, and storing bytes read a moment earlier would put old data back over it. The
+// check, the read and the store happen under the node's mu, which every open for writing takes
+// before it returns (no write can start meanwhile, and no write request waits on a page lock
+// that the store would need).
+static constexpr off_t kPrimeMax = 64 * 1024;
+
+static void prime_page_cache(CowFs* self, fuse_ino_t ino, Inode* n, fuse_file_info* fi) {
+  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_DIRECT) || self->session_ == nullptr) {
+    return;
+  }
+  std::lock_guard nl(n->mu);
+  if (n->cache_primed || n->writers != 0) {
+    return;
+  }
+  n->cache_primed = true;
+  int fd = Impl::read_fd(fh, self);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > kPrimeMax) {
+    return;
+  }
+  char data[kPrimeMax];
+  if (::pread(fd, data, static_cast<size_t>(st.st_size), 0) != st.st_size) {
+    return;  // changed size under us: reads go the usual way
+  }
+  fuse_bufvec bv = FUSE_BUFVEC_INIT(static_cast<size_t>(st.st_size));
+  bv.buf[0].mem = data;
+  fuse_lowlevel_notify_store(self->session_, ino, 0, &bv, FUSE_BUF_NO_SPLICE);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   CowFs* self = Impl::fs(req);
   int rc;
@@ -1621,16 +1779,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       if (n == nullptr) {
         return -ENOENT;
       }
-      return Impl::open_node(self, n, fi->flags, Impl::caller(req), fi, "open");
+      int r = Impl::open_node(self, n, fi->flags, Impl::caller(req), fi, "open");
+      if (r == 0) {
+        prime_page_cache(self, ino, n, fi);
+      }
+      return r;
     });
   }
   if (rc != 0) {
     fuse_reply_err(req, -rc);
   } else if (fuse_reply_open(req, fi) == -ENOENT) {
     // The opener was interrupted: nobody will release this handle.
-    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-    self->table_.drop_handle(fh->node, fh->on_lower ? -1 : fh->fd.get());
-    delete fh;
+    std::shared_lock lk(self->layer_mu_);
+    drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
   }
 }
 
@@ -1646,10 +1807,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_
   if (rc != 0) {
     fuse_reply_err(req, -rc);
   } else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-    self->table_.drop_handle(fh->node, fh->fd.get());
+    std::shared_lock lk(self->layer_mu_);
+    drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
     self->table_.forget(e.ino, 1);
-    delete fh;
   }
 }
 
@@ -1689,8 +1849,17 @@ static void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
   {
     std::shared_lock lk(self->layer_mu_);
-    self->table_.drop_handle(fh->node, fh->on_lower ? -1 : fh->fd.get());
-    delete fh;
+    struct stat st;
+    if (fh->tmpfile && ::fstat(fh->fd.get(), &st) == 0 && st.st_nlink == 0 &&
+        self->table_.parent_and_name(fh->node).second.empty()) {
+      // Never linked (a link gives the node its name): the file dies with this last handle. A
+      // name that was linked and then unlinked released its share at unlink.
+      std::lock_guard nl(fh->node->mu);
+      self->quota_.release_inode();
+      self->quota_.release_bytes(Impl::accounted(fh->node, fh->fd.get()));
+      Impl::accounted(fh->node, fh->fd.get()) = 0;
+    }
+    drop_file_handle(self, fh);
   }
   fuse_reply_err(req, 0);
 }
@@ -2030,6 +2199,14 @@ static fuse_lowlevel_ops make_ops() {
 }
 };  // struct CowFs::Impl
 
+TmpfileHandler CowFs::tmpfile_handler() {
+  return [](void* userdata, const TmpfileRequest& req, TmpfileReply* reply) -> int {
+    auto* self = static_cast<CowFs*>(userdata);
+    std::shared_lock lk(self->layer_mu_);
+    return firewall([&] { return Impl::do_tmpfile(self, req, reply); });
+  };
+}
+
 const fuse_lowlevel_ops& CowFs::operations() {
   static const fuse_lowlevel_ops ops = Impl::make_ops();
   return ops;
@@ -2052,8 +2229,14 @@ Status CowFs::rollback_to(const std::string& snapshot_dir) {
   };
   std::vector<Inval> entries;
   std::vector<uint64_t> inodes;
+  std::set<std::pair<uint64_t, std::string>> negatives;
   {
     std::unique_lock lk(layer_mu_);
+    {
+      // Taken under the exclusive lock: a lookup recording a new negative holds the shared one.
+      std::lock_guard nl(neg_mu_);
+      negatives.swap(negatives_);
+    }
     UniqueFd snap;
     if (!snapshot_dir.empty()) {
       snap.reset(::open(snapshot_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -2103,12 +2286,17 @@ Status CowFs::rollback_to(const std::string& snapshot_dir) {
       }
       std::lock_guard nl(e.node->mu);
       e.node->size_known = false;
+      e.node->cache_primed = false;
     }
   }
   // Outside every lock: the kernel may call back into us while it invalidates.
   if (session_ != nullptr) {
     for (auto& e : entries) {
       fuse_lowlevel_notify_inval_entry(session_, e.parent, e.name.c_str(), e.name.size());
+    }
+    // Names that did not exist before may exist in the restored tree (or the other way round).
+    for (auto& [parent, name] : negatives) {
+      fuse_lowlevel_notify_inval_entry(session_, parent, name.c_str(), name.size());
     }
     for (uint64_t ino : inodes) {
       fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);

@@ -6,11 +6,15 @@
 #include <fuse_lowlevel.h>
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 
 #include "fusefs/access_control.h"
 #include "fusefs/inode_table.h"
+#include "fusefs/kernel_init.h"
 #include "fusefs/quota.h"
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
@@ -34,6 +38,8 @@ class CowFs {
   ~CowFs();
 
   static const fuse_lowlevel_ops& operations();
+  // Answers FUSE_TMPFILE (O_TMPFILE), which libfuse 3.14 cannot dispatch: see kernel_init.h.
+  static TmpfileHandler tmpfile_handler();
   // Needed for cache invalidation on rollback; set once the session exists.
   void set_session(fuse_session* se) { session_ = se; }
 
@@ -63,6 +69,11 @@ class CowFs {
   InodeTable table_;
   std::shared_mutex layer_mu_;
   fuse_session* session_ = nullptr;
+  // Names the kernel holds as negative dentries (lookup said ENOENT with a timeout), so that a
+  // rollback can invalidate them. Bounded: past the cap, ENOENT is not cached. A leaf lock.
+  static constexpr size_t kMaxNegatives = 1 << 16;
+  std::mutex neg_mu_;
+  std::set<std::pair<uint64_t, std::string>> negatives_;
 };
 
 }  // namespace cordon::fusefs

@@ -13,6 +13,7 @@
 
 #include "fusefs/control.h"
 #include "fusefs/cowfs.h"
+#include "fusefs/kernel_init.h"
 #include "policy/loader.h"
 #include "policy/record/events.h"
 
@@ -213,6 +214,10 @@ int run_daemon(const DaemonOptions& o) {
     return 1;
   }
   s.mounted = true;
+  // Speed and O_TMPFILE, not safety: without it the view works, slower and without O_TMPFILE.
+  if (Status st = add_init_flags(s.se, InitAdditions{}, CowFs::tmpfile_handler()); !st.ok()) {
+    std::fprintf(stderr, "cordon-fs: warning: %s\n", st.error().to_string().c_str());
+  }
   (*fs)->set_session(s.se);
   std::unique_ptr<ControlServer> control;
   if (!o.control.empty()) {

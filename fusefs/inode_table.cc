@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <vector>
 
 namespace cordon::fusefs {
@@ -22,6 +23,7 @@ void InodeTable::init_root(UniqueFd upper, UniqueFd lower, DevIno upper_key, Dev
   node->key = upper_key;
   numbers_[upper_key] = 1;
   numbers_[lower_key] = 1;
+  lower_dev_ = lower_key.dev;
   root_ = node.get();
   by_key_[upper_key] = root_;
   by_id_[1] = std::move(node);
@@ -84,7 +86,14 @@ InodeView InodeTable::view_locked_then_open(std::unique_lock<std::mutex>& lk, In
     }
     return fd;
   };
-  if (hu) {
+  // An open handle of the object itself (renamed or unlinked names included) spares the walk by
+  // name; after a rollback the handle holds the old file, whose identity no longer matches.
+  struct stat hst;
+  if (hu && handle_fd && ::fstat(handle_fd.get(), &hst) == 0 && hst.st_dev == key.dev &&
+      hst.st_ino == key.ino) {
+    v.own_upper = std::move(handle_fd);
+    v.upper = v.own_upper.get();
+  } else if (hu) {
     v.own_upper.reset(open_checked(pu, true));
     if (!v.own_upper && handle_fd) {
       v.own_upper = std::move(handle_fd);  // unlinked (or renamed away) but still open
@@ -115,6 +124,45 @@ bool InodeTable::has_upper(Inode* n) {
   return n->has_upper;
 }
 
+bool InodeTable::upper_ready(Inode* n) {
+  std::lock_guard lk(mu_);
+  return n->has_upper && !n->stale;
+}
+
+int InodeTable::stat(Inode* n, struct stat* st) {
+  std::unique_lock lk(mu_);
+  if (n->stale) {
+    return -ESTALE;
+  }
+  if (S_ISDIR(n->type) || n->parent == nullptr) {
+    int fd = n->upper ? n->upper.get() : n->lower.get();
+    lk.unlock();  // directory fds live as long as the kernel's reference, which this op holds
+    return ::fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+  }
+  int dirfd = n->has_upper ? n->parent->upper.get() : n->parent->lower.get();
+  std::string name = n->name;
+  DevIno key = n->key;
+  UniqueFd handle_fd;
+  if (n->has_upper && !n->handle_fds.empty()) {
+    handle_fd.reset(::fcntl(n->handle_fds.back(), F_DUPFD_CLOEXEC, 0));
+  }
+  lk.unlock();
+  if (handle_fd && ::fstat(handle_fd.get(), st) == 0 && st->st_dev == key.dev &&
+      st->st_ino == key.ino) {
+    return 0;
+  }
+  // One fstatat by name, checked against the identity: what a view plus fstat would give, in one
+  // syscall instead of four (getattr and every reply that carries attributes come here).
+  if (dirfd >= 0 && ::fstatat(dirfd, name.c_str(), st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      st->st_dev == key.dev && st->st_ino == key.ino) {
+    return 0;
+  }
+  if (handle_fd) {
+    return ::fstat(handle_fd.get(), st) == 0 ? 0 : -errno;  // as view(): the open object
+  }
+  return -ESTALE;
+}
+
 InodeView InodeTable::view(Inode* n) {
   std::unique_lock lk(mu_);
   return view_locked_then_open(lk, n);
@@ -123,7 +171,16 @@ InodeView InodeTable::view(Inode* n) {
 uint64_t InodeTable::number_locked(DevIno key) {
   auto [it, inserted] = numbers_.try_emplace(key, 0);
   if (inserted) {
-    it->second = next_id_++;
+    // An object of the lower filesystem shows its real inode number (and keeps it through
+    // copy-up): an index a tool built on the real workspace (git's, by st_ino) stays valid in the
+    // view. Everything else, and a real number already taken, gets one from above 2^32, where
+    // no real number of ext4 or tmpfs lies.
+    if (key.dev == lower_dev_ && key.ino > 1 && key.ino < kMadeUpBase &&
+        low_numbers_.insert(key.ino).second) {
+      it->second = key.ino;
+    } else {
+      it->second = next_id_++;
+    }
   }
   return it->second;
 }

@@ -2,11 +2,13 @@
 // whole session, exact lookup counts.
 //
 // Lock order (outermost first): CowFs::layer_mu_ (shared by every op, exclusive by rollback) ->
-// Inode::mu (copy-up, size accounting, writes of one file; parents before children, never two
-// siblings) -> InodeTable::mu_ (a leaf: nothing is acquired while holding it, no syscall blocks
-// under it except close() of O_PATH fds).
+// Inode::mu (copy-up, size accounting, writes of one file, priming its page cache; parents before
+// children, never two siblings) -> a FileHandle's mu (its upper reopen) -> InodeTable::mu_ (a
+// leaf: nothing is acquired while holding it, no syscall blocks under it except close() of O_PATH
+// fds and the F_DUPFD of an open handle's fd). CowFs::neg_mu_ is a leaf too.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -58,6 +61,8 @@ struct Inode {
   // Guarded by mu.
   std::mutex mu;
   bool size_known = false;
+  bool cache_primed = false;  // a small file's bytes were pushed into the kernel's page cache
+  uint32_t writers = 0;       // open handles that may write (priming waits for none)
   uint64_t accounted_size = 0;  // bytes of this upper file charged to the quota
 };
 
@@ -89,6 +94,11 @@ class InodeTable {
   InodeView view(Inode* node);
   // Whether the node has an upper copy yet: a lock and a load, no syscalls (for per-read checks).
   bool has_upper(Inode* node);
+  // Whether the node has a live upper copy (no copy-up needed): a lock and two loads.
+  bool upper_ready(Inode* node);
+  // The attributes of the object the view shows for node (st_ino not yet replaced): 0, -errno,
+  // or -ESTALE when its name no longer leads to it and no open handle holds it.
+  int stat(Inode* node, struct stat* st);
 
   // Registers a looked-up entry: an existing Inode with the same identity gets nlookup+1 (and its
   // new parent/name); otherwise a new one is made from the fds. Returns the Inode.
@@ -134,7 +144,10 @@ class InodeTable {
 
   std::mutex mu_;
   Inode* root_ = nullptr;
-  uint64_t next_id_ = 2;
+  static constexpr uint64_t kMadeUpBase = 1ull << 32;
+  uint64_t next_id_ = kMadeUpBase;
+  dev_t lower_dev_ = 0;
+  std::unordered_set<uint64_t> low_numbers_;  // real inode numbers handed out as they are
   std::unordered_map<uint64_t, std::unique_ptr<Inode>> by_id_;
   std::unordered_map<DevIno, Inode*, DevInoHash> by_key_;
   // Never shrinks: a file keeps its number for the whole session, across forget and copy-up.

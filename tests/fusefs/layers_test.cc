@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -81,6 +82,43 @@ TEST(CowFsLayers, ReaderOpenedBeforeCopyUpSeesTheCopiedUpBytes) {
   EXPECT_EQ(std::string(buf, 5), "UPPER");
   ::close(rfd);
   EXPECT_EQ(read_file(m.lower("f")), "lower");
+}
+
+// Small files opened for reading have their bytes pushed into the kernel's page cache with the
+// open; a writer racing with that first open must never have its bytes replaced by older ones.
+TEST(CowFsLayers, PrimedPageCacheNeverHidesAConcurrentWrite) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  constexpr int kFiles = 300;
+  for (int i = 0; i < kFiles; i++) {
+    write_file(m.lower("p" + std::to_string(i)), "lower version of " + std::to_string(i));
+  }
+  ASSERT_EQ(m.start(), "");
+  for (int i = 0; i < kFiles; i++) {
+    std::string path = m.mnt("p" + std::to_string(i));
+    std::string want = "written " + std::to_string(i) + std::string(i % 7, '!');
+    std::atomic<bool> opening{false};
+    std::thread reader([&] {
+      opening = true;
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      char b[64];
+      if (fd >= 0) {
+        (void)!::read(fd, b, sizeof(b));
+        ::close(fd);
+      }
+    });
+    while (!opening) {
+    }
+    // The write lands at varying points of the reader's open (and its priming).
+    std::this_thread::sleep_for(std::chrono::microseconds((i * 37) % 1500));
+    int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, want.data(), want.size()), static_cast<ssize_t>(want.size()));
+    ::close(fd);
+    reader.join();
+    EXPECT_EQ(read_file(path), want) << path;
+    EXPECT_EQ(read_file(m.upper("p" + std::to_string(i))), want) << path;
+  }
 }
 
 TEST(CowFsLayers, ReservedNamesCannotBeSeenOrMade) {

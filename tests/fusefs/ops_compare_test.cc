@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/fs.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -263,6 +264,60 @@ std::vector<Op> operations() {
     char b[8] = {};
     s += " read=" + std::to_string(::pread(fd, b, sizeof(b), 0)) + b;
     ::close(fd);
+    return s;
+  });
+  add("O_TMPFILE written then linked in", [](auto& r) {
+    int fd = ::open((r + "/d1").c_str(), O_TMPFILE | O_RDWR, 0640);
+    if (fd < 0) {
+      return err();
+    }
+    std::string s = std::to_string(::write(fd, "made unnamed", 12));
+    struct stat st;
+    s += ::fstat(fd, &st) == 0 ? " nlink=" + std::to_string(st.st_nlink) : err();
+    s += " " + listing(r + "/d1");
+    std::string proc = "/proc/self/fd/" + std::to_string(fd);
+    s += rc(::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, (r + "/d1/named").c_str(), AT_SYMLINK_FOLLOW));
+    s += ::fstat(fd, &st) == 0 ? " nlink=" + std::to_string(st.st_nlink) : err();
+    ::close(fd);
+    return s + " " + cat(r + "/d1/named") + " " + stat_str(r + "/d1/named") + listing(r + "/d1");
+  });
+  add("O_TMPFILE never linked, and O_EXCL refuses a link", [](auto& r) {
+    int fd = ::open(r.c_str(), O_TMPFILE | O_WRONLY | O_EXCL, 0600);
+    if (fd < 0) {
+      return err();
+    }
+    std::string s = std::to_string(::write(fd, "gone", 4));
+    std::string proc = "/proc/self/fd/" + std::to_string(fd);
+    s += rc(::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, (r + "/excl").c_str(), AT_SYMLINK_FOLLOW));
+    ::close(fd);
+    return s + " " + listing(r);
+  });
+  add("O_TMPFILE on a file is ENOTDIR", [](auto& r) {
+    return ::open((r + "/f2").c_str(), O_TMPFILE | O_RDWR, 0600) < 0 ? err() : "opened";
+  });
+  add("flock and OFD locks conflict between open files", [](auto& r) {
+    int a = ::open((r + "/f2").c_str(), O_RDWR);
+    int b = ::open((r + "/f2").c_str(), O_RDWR);
+    std::string s = rc(::flock(a, LOCK_EX | LOCK_NB)) + rc(::flock(b, LOCK_EX | LOCK_NB)) +
+                    rc(::flock(b, LOCK_SH | LOCK_NB)) + rc(::flock(a, LOCK_UN)) +
+                    rc(::flock(b, LOCK_SH | LOCK_NB));
+    struct flock l = {};
+    l.l_type = F_WRLCK;
+    l.l_whence = SEEK_SET;
+    l.l_start = 0;
+    l.l_len = 10;
+    s += rc(::fcntl(a, F_OFD_SETLK, &l));
+    struct flock q = l;
+    s += rc(::fcntl(b, F_OFD_SETLK, &q));
+    q = l;
+    q.l_start = 10;
+    s += rc(::fcntl(b, F_OFD_SETLK, &q));
+    q = l;
+    q.l_type = F_RDLCK;
+    s += rc(::fcntl(b, F_OFD_GETLK, &q)) + " type=" + std::to_string(q.l_type) +
+         " start=" + std::to_string(q.l_start);
+    ::close(a);
+    ::close(b);
     return s;
   });
   add("final root listing", [](auto& r) { return listing(r); });

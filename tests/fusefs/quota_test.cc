@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstring>
+#include <utility>
 #include <thread>
 
 #include "tests/fusefs/mount_fixture.h"
@@ -121,6 +124,53 @@ TEST(CowFsQuota, InodesExact) {
   EXPECT_EQ(sv.f_ffree, 0u);
   ASSERT_EQ(::unlink(m.mnt("d/f1").c_str()), 0);
   EXPECT_EQ(::mkdir(m.mnt("d2").c_str(), 0755), 0);
+}
+
+// O_TMPFILE: an unnamed file is charged while open, given back when closed unlinked, and a
+// linked one stays charged like any file.
+TEST(CowFsQuota, TmpfileChargedWhileOpenAndWhenLinked) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "64K", "inodes": 3}}})");
+  ASSERT_EQ(m.start(), "");
+  auto used = [&] {
+    struct statvfs sv;
+    EXPECT_EQ(::statvfs(m.mnt().c_str(), &sv), 0);
+    return std::make_pair(sv.f_files - sv.f_ffree, (sv.f_blocks - sv.f_bfree) * sv.f_frsize);
+  };
+  std::string block(40 * 1024, 't');
+  for (int round = 0; round < 5; round++) {  // never linked: nothing stays charged
+    int fd = ::open(m.mnt().c_str(), O_TMPFILE | O_RDWR, 0600);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    ASSERT_EQ(::write(fd, block.data(), block.size()), static_cast<ssize_t>(block.size()));
+    EXPECT_EQ(used().first, 1u);
+    // The byte quota counts the open unnamed file: a second 40K file does not fit.
+    int other = ::open(m.mnt("other").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(other, 0);
+    EXPECT_LT(::write(other, block.data(), block.size()), static_cast<ssize_t>(block.size()));
+    ::close(other);
+    ASSERT_EQ(::unlink(m.mnt("other").c_str()), 0);
+    ::close(fd);
+    // close(2) does not wait for FUSE_RELEASE (the kernel sends it in the background): give the
+    // daemon up to 10 s to see the last close.
+    auto zero = std::make_pair(uint64_t{0}, uint64_t{0});
+    for (int i = 0; i < 1000 && used() != zero; i++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(used(), zero) << "round " << round;
+  }
+  int fd = ::open(m.mnt().c_str(), O_TMPFILE | O_RDWR, 0640);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "kept", 4), 4);
+  // Through /proc (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH; CI also runs unprivileged).
+  std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  ASSERT_EQ(::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, m.mnt("kept").c_str(), AT_SYMLINK_FOLLOW), 0)
+      << strerror(errno);
+  ::close(fd);
+  EXPECT_EQ(read_file(m.mnt("kept")), "kept");
+  EXPECT_EQ(read_file(m.upper("kept")), "kept");
+  EXPECT_EQ(used().first, 1u);
+  ASSERT_EQ(::unlink(m.mnt("kept").c_str()), 0);
+  EXPECT_EQ(used().first, 0u);
 }
 
 }  // namespace

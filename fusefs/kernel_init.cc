@@ -1,0 +1,199 @@
+// What the kernel offers that libfuse 3.14 does not speak: INIT flags, and FUSE_TMPFILE.
+//
+// Debian 12's libfuse 3.14 answers INIT with protocol 7.31 and drops FUSE_PARALLEL_DIROPS and
+// FUSE_HANDLE_KILLPRIV from its reply even when conn->want asks for them (seen in the reply bytes
+// with strace). Without the first, the kernel serializes every lookup and readdir of a directory;
+// without a killpriv flag it asks security.capability (a GETXATTR round trip) before every
+// write(2) and GETATTRs before every chown. FUSE_PARALLEL_DIROPS and FUSE_HANDLE_KILLPRIV_V2
+// leave the layout of every other message unchanged, so adding them to the reply is safe for a
+// library that does not know them. FUSE_TMPFILE (7.37) has the layout of FUSE_CREATE; libfuse
+// would answer it ENOSYS, so the read hook answers it before libfuse sees it.
+#include "fusefs/kernel_init.h"
+
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+namespace cordon::fusefs {
+
+namespace {
+
+// One session per process: the hooks get only the session's userdata (the CowFs), so the little
+// state they need lives here.
+std::atomic<bool> g_init_seen{false};
+std::atomic<uint64_t> g_init_unique{0};
+std::atomic<uint32_t> g_offered{0};
+std::atomic<uint32_t> g_wanted{0};
+std::atomic<uint32_t> g_added{0};
+
+std::atomic<TmpfileHandler> g_tmpfile{nullptr};
+
+void to_fuse_attr(const struct stat& st, fuse_attr* a) {
+  std::memset(a, 0, sizeof(*a));
+  a->ino = st.st_ino;
+  a->size = static_cast<uint64_t>(st.st_size);
+  a->blocks = static_cast<uint64_t>(st.st_blocks);
+  a->atime = static_cast<uint64_t>(st.st_atim.tv_sec);
+  a->mtime = static_cast<uint64_t>(st.st_mtim.tv_sec);
+  a->ctime = static_cast<uint64_t>(st.st_ctim.tv_sec);
+  a->atimensec = static_cast<uint32_t>(st.st_atim.tv_nsec);
+  a->mtimensec = static_cast<uint32_t>(st.st_mtim.tv_nsec);
+  a->ctimensec = static_cast<uint32_t>(st.st_ctim.tv_nsec);
+  a->mode = st.st_mode;
+  a->nlink = static_cast<uint32_t>(st.st_nlink);
+  a->uid = st.st_uid;
+  a->gid = st.st_gid;
+  a->rdev = static_cast<uint32_t>(st.st_rdev);
+  a->blksize = static_cast<uint32_t>(st.st_blksize);
+}
+
+void split_timeout(double t, uint64_t* sec, uint32_t* nsec) {
+  t = std::max(t, 0.0);
+  *sec = static_cast<uint64_t>(t);
+  *nsec = static_cast<uint32_t>((t - static_cast<double>(*sec)) * 1e9);
+}
+
+// Answers one FUSE_TMPFILE request (the same layout as FUSE_CREATE: fuse_create_in, then the
+// name, which for a tmpfile says nothing) with a create-style reply.
+void answer_tmpfile(int fd, const fuse_in_header& h, const char* body, size_t body_len,
+                    void* userdata, TmpfileHandler handler) {
+  fuse_out_header out{};
+  out.unique = h.unique;
+  TmpfileReply reply;
+  int rc = -EINVAL;
+  if (body_len >= sizeof(fuse_create_in)) {
+    fuse_create_in in;
+    std::memcpy(&in, body, sizeof(in));
+    TmpfileRequest req;
+    req.parent = h.nodeid;
+    req.uid = h.uid;
+    req.gid = h.gid;
+    req.pid = h.pid;
+    req.flags = in.flags;
+    req.mode = in.mode;
+    rc = handler(userdata, req, &reply);
+  }
+  if (rc != 0) {
+    out.error = rc;
+    out.len = sizeof(out);
+    (void)!::write(fd, &out, sizeof(out));  // ENOENT: the opener was interrupted; nothing to undo
+    return;
+  }
+  fuse_entry_out e{};
+  e.nodeid = reply.entry.ino;
+  e.generation = reply.entry.generation;
+  split_timeout(reply.entry.entry_timeout, &e.entry_valid, &e.entry_valid_nsec);
+  split_timeout(reply.entry.attr_timeout, &e.attr_valid, &e.attr_valid_nsec);
+  to_fuse_attr(reply.entry.attr, &e.attr);
+  fuse_open_out o{};
+  o.fh = reply.fh;
+  o.open_flags = (reply.keep_cache ? FOPEN_KEEP_CACHE : 0) | (reply.noflush ? FOPEN_NOFLUSH : 0);
+  out.len = sizeof(out) + sizeof(e) + sizeof(o);
+  iovec iov[3] = {{&out, sizeof(out)}, {&e, sizeof(e)}, {&o, sizeof(o)}};
+  // If the write fails (the opener was interrupted), the kernel never learns of the handle or the
+  // lookup; a RELEASE/FORGET never comes for them. The handler's objects then live until unmount.
+  (void)!::writev(fd, iov, 3);
+}
+
+ssize_t hook_read(int fd, void* buf, size_t len, void* userdata) {
+  ssize_t n;
+  for (;;) {
+    n = ::read(fd, buf, len);
+    TmpfileHandler tmpfile = g_tmpfile.load(std::memory_order_relaxed);
+    if (tmpfile == nullptr || n < static_cast<ssize_t>(sizeof(fuse_in_header))) {
+      break;
+    }
+    fuse_in_header h;
+    std::memcpy(&h, buf, sizeof(h));
+    if (h.opcode != FUSE_TMPFILE) {
+      break;
+    }
+    answer_tmpfile(fd, h, static_cast<char*>(buf) + sizeof(h), static_cast<size_t>(n) - sizeof(h),
+                   userdata, tmpfile);
+  }
+  // INIT is the first request: remember what the kernel offered and which reply to patch.
+  if (n >= static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(uint32_t) * 4) &&
+      !g_init_seen.load(std::memory_order_relaxed)) {
+    fuse_in_header h;
+    std::memcpy(&h, buf, sizeof(h));
+    if (h.opcode == FUSE_INIT) {
+      uint32_t flags;
+      std::memcpy(&flags, static_cast<char*>(buf) + sizeof(h) + offsetof(fuse_init_in, flags),
+                  sizeof(flags));
+      g_offered = flags;
+      g_init_unique = h.unique;
+      g_init_seen = true;
+    }
+  }
+  return n;
+}
+
+ssize_t hook_writev(int fd, struct iovec* iov, int count, void*) {
+  fuse_out_header out;
+  if (count == 2 && iov[0].iov_len >= sizeof(out) && g_init_seen.load(std::memory_order_relaxed) &&
+      iov[1].iov_len >= offsetof(fuse_init_out, flags) + sizeof(uint32_t)) {
+    std::memcpy(&out, iov[0].iov_base, sizeof(out));
+    uint64_t want_unique = g_init_unique.load();
+    if (want_unique != 0 && out.unique == want_unique && out.error == 0 &&
+        g_init_unique.compare_exchange_strong(want_unique, 0)) {
+      // Patch a copy: libfuse owns the buffer.
+      char patched[sizeof(fuse_init_out)] = {};
+      size_t n = std::min(iov[1].iov_len, sizeof(patched));
+      std::memcpy(patched, iov[1].iov_base, n);
+      uint32_t flags;
+      std::memcpy(&flags, patched + offsetof(fuse_init_out, flags), sizeof(flags));
+      uint32_t add = g_wanted.load() & g_offered.load() & ~flags;
+      flags |= add;
+      std::memcpy(patched + offsetof(fuse_init_out, flags), &flags, sizeof(flags));
+      g_added = add;
+      iovec copy[2] = {iov[0], {patched, n}};
+      return ::writev(fd, copy, 2);
+    }
+  }
+  return ::writev(fd, iov, count);
+}
+
+// Replies carrying file data (READ) go out by splice from a pipe: no copy through our memory, and
+// no 128 KiB allocation per read (libfuse's copying fallback mallocs each reply's buffer).
+ssize_t hook_splice_send(int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
+                         unsigned int flags, void*) {
+  return ::splice(fdin, offin, fdout, offout, len, flags);
+}
+
+}  // namespace
+
+Status add_init_flags(fuse_session* se, const InitAdditions& add, TmpfileHandler tmpfile) {
+  uint32_t wanted = 0;
+  if (add.parallel_dirops) {
+    wanted |= FUSE_PARALLEL_DIROPS;
+  }
+  if (add.handle_killpriv_v2) {
+    wanted |= FUSE_HANDLE_KILLPRIV_V2;
+  }
+  g_wanted = wanted;
+  g_tmpfile = tmpfile;
+  fuse_custom_io io{};
+  io.read = hook_read;
+  io.writev = hook_writev;
+  io.splice_send = hook_splice_send;
+  // No splice_receive: every request then comes through hook_read (FUSE_TMPFILE must). Little is
+  // lost: libfuse 3.14 receives by splice only through a pipe of its whole buffer (1 MiB + a
+  // page), more than pipe-max-size allows by default, so it reads /dev/fuse with read(2) anyway.
+  int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se));
+  if (rc != 0) {
+    errno = -rc;
+    return sys_error("fuse_session_custom_io on the mounted session's /dev/fuse fd");
+  }
+  return {};
+}
+
+uint32_t init_flags_added() { return g_added.load(); }
+
+}  // namespace cordon::fusefs

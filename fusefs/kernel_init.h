@@ -1,0 +1,48 @@
+// What the kernel offers that libfuse 3.14 does not speak, through libfuse's custom-I/O hook on
+// /dev/fuse: capabilities added to the INIT reply, and the FUSE_TMPFILE request.
+#pragma once
+
+#define FUSE_USE_VERSION 35
+#include <fuse_lowlevel.h>
+
+#include <cstdint>
+
+#include "policy/base/result.h"
+
+namespace cordon::fusefs {
+
+// Kernel protocol flags (linux/fuse.h) added to the INIT reply when the kernel offered them.
+struct InitAdditions {
+  bool parallel_dirops = true;  // lookups and readdirs of one directory in parallel
+  // The daemon clears suid/sgid itself; the kernel may then mark inodes S_NOSEC.
+  bool handle_killpriv_v2 = true;
+};
+
+// O_TMPFILE: the kernel sends FUSE_TMPFILE (protocol 7.37), which libfuse 3.14 cannot dispatch
+// (it would answer ENOSYS, and the kernel would then refuse every O_TMPFILE with EOPNOTSUPP). The
+// hooks answer it themselves through this handler, called with the session's userdata.
+struct TmpfileRequest {
+  uint64_t parent = 0;  // nodeid of the directory
+  uint32_t uid = 0, gid = 0, pid = 0;
+  uint32_t flags = 0;  // open(2) flags, O_TMPFILE included
+  uint32_t mode = 0;   // with the caller's umask applied by the kernel
+};
+struct TmpfileReply {
+  fuse_entry_param entry{};
+  uint64_t fh = 0;
+  bool keep_cache = false;
+  bool noflush = false;
+};
+// 0 with *reply filled, or -errno.
+using TmpfileHandler = int (*)(void* userdata, const TmpfileRequest& req, TmpfileReply* reply);
+
+// Routes the session's /dev/fuse I/O through hooks that patch the INIT reply (and answer
+// FUSE_TMPFILE through `tmpfile`, when given). Call after
+// fuse_session_mount, before the loop starts. One session per process (the hooks keep static
+// state).
+Status add_init_flags(fuse_session* se, const InitAdditions& add, TmpfileHandler tmpfile = nullptr);
+
+// The flags actually added once INIT was answered (0 before).
+uint32_t init_flags_added();
+
+}  // namespace cordon::fusefs
