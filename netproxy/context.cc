@@ -45,4 +45,18 @@ void log_coroutine_end(const char* what, std::exception_ptr e) {
   }
 }
 
+std::string peer_text(const tcp::socket& s) {
+  boost::system::error_code ec;
+  tcp::endpoint ep = s.remote_endpoint(ec);
+  if (ec) {
+    return {};
+  }
+  asio::ip::address a = ep.address();
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
+  }
+  std::string port = std::to_string(ep.port());
+  return a.is_v6() ? "[" + a.to_string() + "]:" + port : a.to_string() + ":" + port;
+}
+
 }  // namespace cordon::netproxy

@@ -5,11 +5,13 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <chrono>
+#include <list>
 #include <optional>
 #include <string>
 
 #include "netproxy/caps.h"
 #include "netproxy/name_map.h"
+#include "netproxy/pipe_pool.h"
 #include "policy/policy.h"
 #include "policy/record/events.h"
 
@@ -21,6 +23,8 @@ using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
+struct Tunnel;
+
 struct Context {
   Context(asio::io_context& io, const policy::NetworkPolicy& p, const record::EventLog& ev)
       : io(io), policy(p), events(ev), caps(p) {}
@@ -29,6 +33,9 @@ struct Context {
   const record::EventLog& events;
   Caps caps;
   NameMap names;
+  PipePool pipes;  // for the splice(2) data path (splice.h)
+  std::list<Tunnel*> tunnels;  // running tunnels (upstream.cc), for the one idle-timeout sweeper
+  bool sweeping = false;
   uint32_t clients = 0;  // accepted sockets being served (bounded by kMaxClients)
   static constexpr uint32_t kMaxClients = 8192;
   // How long to wait for a client's first bytes (transparent peek uses its own, shorter deadline).
@@ -51,6 +58,11 @@ class ClientGuard {
 };
 
 asio::ip::address to_asio(const policy::IpAddress& ip);
+
+// The accepted socket's peer as the program saw its own end: "ip:port" or "[v6]:port", IPv4-mapped
+// addresses (dual-stack listeners) written as IPv4. Empty if the peer is gone. Events carry it as
+// "client", which the launcher joins with the preload shim's record of the same local address.
+std::string peer_text(const tcp::socket& s);
 policy::IpAddress from_asio(const asio::ip::address& a);
 
 // Logs an exception escaping a connection coroutine: the handler every co_spawn gets.

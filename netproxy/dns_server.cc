@@ -79,9 +79,9 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
   }
   // The name first: a query for a name that is not allowed is NXDOMAIN whatever its type, and
   // is never forwarded: no data can ride out in the name.
-  auto d = decide_dns_name(p, q.name);
+  const auto d = p.decide_dns(q.name);
   if (!d.allow) {
-    co_return finish(dns::kNxDomain, d, {});
+    co_return finish(dns::kNxDomain, d.decision(), {});
   }
   if (!type_allowed(p, q.qtype)) {
     co_return finish(dns::kRefused, {false, "network.dns.types"}, {});
@@ -89,12 +89,12 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
   if (q.qtype != dns::kA && q.qtype != dns::kAaaa) {
     // Other types listed in network.dns.types: the host resolver interface only gives addresses,
     // so they are answered as "no data" rather than forwarded.
-    co_return finish(dns::kNoError, d, {});
+    co_return finish(dns::kNoError, d.decision(), {});
   }
   const bool want_v6 = q.qtype == dns::kAaaa;
   std::vector<policy::IpAddress> candidates;
   bool pinned = false;
-  if (const auto* pins = pinned_addresses(p, q.name)) {
+  if (const auto* pins = p.pins(q.name)) {
     candidates = *pins;
     pinned = true;
   } else {
@@ -102,10 +102,12 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
     auto [ec, results] =
         co_await resolver.async_resolve(want_v6 ? tcp::v6() : tcp::v4(), q.name, "", use_nothrow);
     if (ec == asio::error::host_not_found) {
-      co_return finish(dns::kNxDomain, d, {}, {{"reason", "host resolver: " + ec.message()}});
+      co_return finish(dns::kNxDomain, d.decision(), {},
+                       {{"reason", "host resolver: " + ec.message()}});
     }
     if (ec && ec != asio::error::no_data && ec != asio::error::host_not_found_try_again) {
-      co_return finish(dns::kServFail, d, {}, {{"reason", "host resolver: " + ec.message()}});
+      co_return finish(dns::kServFail, d.decision(), {},
+                       {{"reason", "host resolver: " + ec.message()}});
     }
     if (!ec) {
       for (const auto& r : results) {
@@ -117,14 +119,8 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
       }
     }
   }
-  // Port for the address check: the first port the allowing rule names.
-  uint16_t port = 1;
-  if (d.rule.rfind("network.allow[", 0) == 0) {
-    size_t i = std::stoul(d.rule.substr(14));
-    if (i < p.allow.size()) {
-      port = std::max<uint16_t>(1, p.allow[i].port_lo);
-    }
-  }
+  // Port for the address check: the first port the allowing entry names.
+  const uint16_t port = d.pattern != nullptr ? std::max<uint16_t>(1, d.pattern->port_lo) : 1;
   std::vector<dns::Answer> answers;
   nlohmann::json refused = nlohmann::json::array();
   nlohmann::json real = nlohmann::json::array();
@@ -132,7 +128,7 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
     if (ip.v6 != want_v6) {
       continue;
     }
-    auto ad = check_address(p, q.name, ip, port, pinned, d);
+    auto ad = p.check_resolved(q.name, ip, port, pinned, d);
     if (!ad.allow) {
       refused.push_back(ip.to_string());  // never handed to the sandbox
       continue;
@@ -149,7 +145,7 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
   if (!refused.empty()) {
     more["refused_addresses"] = refused;
   }
-  co_return finish(dns::kNoError, d, answers, more);
+  co_return finish(dns::kNoError, d.decision(), answers, more);
 }
 
 asio::awaitable<void> serve_dns_udp(Context& ctx, udp::socket& sock) {

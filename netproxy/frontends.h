@@ -27,4 +27,9 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
 // A connection redirected by netfilter: original destination, peeked SNI/Host, name map.
 asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client);
 
+// The NFLOG socket (nflog.h): one net.refused per dropped packet, at most `per_second` a second,
+// the rest summarised.
+asio::awaitable<void> serve_nflog(Context& ctx, asio::posix::stream_descriptor& sock,
+                                  uint32_t per_second);
+
 }  // namespace cordon::netproxy

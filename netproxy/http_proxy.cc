@@ -2,16 +2,20 @@
 // streamed bodies) and CONNECT tunnels.
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/http.hpp>
+#include <sstream>
 
 #include "netproxy/decide.h"
 #include "netproxy/frontends.h"
 #include "netproxy/http_head.h"
+#include "netproxy/splice.h"
 #include "netproxy/upstream.h"
 
 namespace cordon::netproxy {
 
 namespace http = beast::http;
+using namespace asio::experimental::awaitable_operators;
 
 namespace {
 
@@ -35,11 +39,12 @@ http::status status_for(Failure f) {
                                                      : http::status::bad_gateway;
 }
 
-// Streams one message (head already parsed into `p`) from `in` to `out` through a bounded
-// buffer, the shape of Beast's relay example. Counts bytes written; `outbound` says which byte
-// budget they are charged to. Returns an error, or a cap name in *cut when a budget ran out.
+// Streams a chunked message (head already parsed into `p`) from `in` to `out` through a bounded
+// buffer, the shape of Beast's relay example: the chunk framing has to be parsed to find the
+// message's end. Counts bytes written; `outbound` says which byte budget they are charged to.
+// Returns an error, or a cap name in *cut when a budget ran out.
 template <bool isRequest>
-asio::awaitable<beast::error_code> relay_message(Context& ctx, beast::tcp_stream& in,
+asio::awaitable<beast::error_code> relay_chunked(Context& ctx, beast::tcp_stream& in,
                                                  beast::flat_buffer& buf,
                                                  http::parser<isRequest, http::buffer_body>& p,
                                                  beast::tcp_stream& out, bool outbound,
@@ -87,6 +92,115 @@ asio::awaitable<beast::error_code> relay_message(Context& ctx, beast::tcp_stream
   co_return beast::error_code{};
 }
 
+// Ends when nothing moved for the idle timeout (the splice pump has no deadline of its own).
+asio::awaitable<void> idle_guard(Context& ctx, const Clock::time_point& last) {
+  const auto idle = ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                        : Millis(std::chrono::hours(24));
+  asio::steady_timer timer(ctx.io);
+  for (;;) {
+    timer.expires_at(last + idle);
+    auto [ec] = co_await timer.async_wait(use_nothrow);
+    if (ec || Clock::now() >= last + idle) {
+      co_return;
+    }
+  }
+}
+
+// Writes `head` then `body` to `out` in one gather write (two small writes would meet Nagle and
+// the peer's delayed ACK), charged to the byte budget; an error with *cut set when the budget ran
+// out inside them (what fitted was sent: budgets are exact).
+asio::awaitable<beast::error_code> write_charged(Context& ctx, beast::tcp_stream& out,
+                                                 asio::const_buffer head, asio::const_buffer body,
+                                                 bool outbound, uint64_t* written,
+                                                 std::string* cut) {
+  const std::array<asio::const_buffer, 2> bytes{head, body};
+  const uint64_t total = head.size() + body.size();
+  uint64_t ok = outbound ? ctx.caps.take_out(total) : ctx.caps.take_in(total);
+  if (ok > 0) {
+    out.expires_after(ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                          : ctx.handshake_timeout);
+    auto [ec, w] =
+        co_await asio::async_write(out, beast::buffers_prefix(ok, bytes), use_nothrow);
+    *written += w;
+    if (ec) {
+      co_return ec;
+    }
+  }
+  if (ok < total) {
+    *cut = outbound ? "network.max_bytes_out" : "network.max_bytes_in";
+    co_return beast::error_code(asio::error::connection_aborted);
+  }
+  co_return beast::error_code{};
+}
+
+// Forwards one message whose head was just parsed into `p` (body bytes already read sit in
+// `buf`): the head as Beast serialises it, then a body of known length (Content-Length, or a
+// response running to EOF) by splice(2) with nothing copied through user space; chunked bodies
+// go through relay_chunked. *to_eof: the body ended with the connection (no keep-alive).
+template <bool isRequest>
+asio::awaitable<beast::error_code> relay_message(Context& ctx, beast::tcp_stream& in,
+                                                 beast::flat_buffer& buf,
+                                                 http::parser<isRequest, http::buffer_body>& p,
+                                                 beast::tcp_stream& out, bool outbound,
+                                                 uint64_t* written, std::string* cut,
+                                                 bool* to_eof = nullptr) {
+  if (p.chunked()) {
+    co_return co_await relay_chunked(ctx, in, buf, p, out, outbound, written, cut);
+  }
+  // No body: HEAD, 204, 304, Content-Length 0, a bodiless request.
+  const bool bodiless = p.is_done();
+  std::optional<uint64_t> length;
+  if (bodiless) {
+    length = 0;
+  } else if (auto cl = p.content_length()) {
+    length = *cl;
+  } else if (to_eof != nullptr) {
+    *to_eof = true;  // a response delimited by the end of the connection
+  }
+  // Body bytes that arrived with the head go out with it, in one write.
+  const uint64_t buffered = std::min<uint64_t>(buf.size(), length.value_or(buf.size()));
+  {
+    // The head exactly as it goes out (start line, fields, CRLF), charged like body bytes.
+    std::ostringstream head;
+    head << p.get().base();
+    const std::string text = head.str();
+    auto ec = co_await write_charged(ctx, out, asio::buffer(text),
+                                     asio::buffer(buf.data().data(), buffered), outbound,
+                                     written, cut);
+    buf.consume(buffered);
+    if (ec) {
+      co_return ec;
+    }
+  }
+  std::optional<uint64_t> rest;
+  if (length) {
+    rest = *length - buffered;
+    if (*rest == 0) {
+      co_return beast::error_code{};
+    }
+  }
+  Clock::time_point last = Clock::now();
+  auto r = co_await (pump(ctx, in.socket(), out.socket(), rest, outbound, {written, &last}) ||
+                     idle_guard(ctx, last));
+  if (r.index() == 1) {
+    co_return beast::error_code(beast::error::timeout);
+  }
+  switch (std::get<0>(r)) {
+    case PumpEnd::Limit:
+      co_return beast::error_code{};
+    case PumpEnd::Eof:
+      // Fine for a body that runs to EOF; a short Content-Length body is a broken message.
+      co_return length ? beast::error_code(http::error::partial_message) : beast::error_code{};
+    case PumpEnd::Budget:
+      *cut = outbound ? "network.max_bytes_out" : "network.max_bytes_in";
+      co_return beast::error_code(asio::error::connection_aborted);
+    case PumpEnd::ReadError:
+    case PumpEnd::WriteError:
+      break;
+  }
+  co_return beast::error_code(asio::error::connection_reset);
+}
+
 asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
                                     beast::flat_buffer& buf,
                                     const http::request<http::buffer_body>& req) {
@@ -102,6 +216,7 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
   dest.host = host;
   dest.port = static_cast<uint16_t>(port);
   dest.mode = "connect";
+  dest.client = peer_text(client.socket());
   auto opened = co_await open_upstream(ctx, std::move(dest));
   if (opened.failure != Failure::None) {
     co_await send_refusal(ctx, client, req.version(), status_for(opened.failure), opened.message,
@@ -111,11 +226,12 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
   static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
   client.expires_after(ctx.handshake_timeout);
   auto [ec, n] = co_await asio::async_write(client, asio::buffer(kEstablished), use_nothrow);
-  if (!ec) {
-    client.expires_never();
-    co_await relay(ctx, client.socket(), opened.stream->socket(), opened.up, buf.data());
+  if (ec) {
+    finish_upstream(ctx, opened.up);
+    co_return;
   }
-  finish_upstream(ctx, opened.up);
+  start_tunnel(ctx, client.release_socket(), opened.stream->release_socket(), std::move(opened.up),
+               take_leftover(buf));
 }
 
 }  // namespace
@@ -181,6 +297,7 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       dest.host = host;
       dest.port = port;
       dest.mode = "http";
+      dest.client = peer_text(client.socket());
       dest.extra = {{"method", method}, {"url", url}};
       auto opened = co_await open_upstream(ctx, std::move(dest));
       if (opened.failure != Failure::None) {
@@ -240,9 +357,10 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       break;
     }
     const unsigned status = rp.get().result_int();
-    const bool server_keep = rp.get().keep_alive();
+    bool to_eof = false;
     auto sec = co_await relay_message<false>(ctx, *up_stream, *up_buf, rp, client, false,
-                                             &resp_bytes, &cut);
+                                             &resp_bytes, &cut, &to_eof);
+    const bool server_keep = rp.get().keep_alive() && !to_eof;
     up.bytes_in += resp_bytes;
     // Skipped when no event log: the JSON is built per request.
     if (ctx.events.enabled()) {
@@ -255,7 +373,8 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
                             {"response_bytes", resp_bytes},
                             {"decision", "allow"},
                             {"rule", up.rule},
-                            {"address", up.addr.to_string()}});
+                            {"address", up.addr.to_string()},
+                            {"client", up.client}});
     }
     if (sec) {
       up.end = cut.empty() ? "reset" : cut;
@@ -316,6 +435,7 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
                                {"decision", "deny"},
                                {"rule", "network (name mismatch)"},
                                {"resolved_name", up.name},
+                               {"client", up.client},
                                {"method", method},
                                {"url", url},
                                {"reason", msg}});
@@ -343,9 +463,10 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
       break;
     }
     const unsigned status = rp.get().result_int();
-    const bool server_keep = rp.get().keep_alive();
-    auto sec =
-        co_await relay_message<false>(ctx, upstream, up_buf, rp, client, false, &resp_bytes, &cut);
+    bool to_eof = false;
+    auto sec = co_await relay_message<false>(ctx, upstream, up_buf, rp, client, false,
+                                             &resp_bytes, &cut, &to_eof);
+    const bool server_keep = rp.get().keep_alive() && !to_eof;
     up.bytes_in += resp_bytes;
     if (ctx.events.enabled()) {
       ctx.emit("net.http", {{"method", method},
@@ -358,6 +479,7 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
                             {"decision", "allow"},
                             {"rule", up.rule},
                             {"address", up.addr.to_string()},
+                            {"client", up.client},
                             {"mode", "transparent"}});
     }
     if (sec) {

@@ -1,5 +1,6 @@
 // `cordon-netproxy`: the egress proxy daemon. Parses the command line, loads the policy, serves.
 #include <signal.h>
+#include <sys/resource.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   std::string policy_file, events_file, session = "standalone", log_level = "warn";
   std::vector<std::string> listen;
   std::vector<int> listen_fds, transparent_fds, dns_fds, dns_tcp_fds;
-  int events_fd = -1, ready_fd = -1;
+  int events_fd = -1, ready_fd = -1, nflog_fd = -1;
   app.add_option("--policy,-p", policy_file,
                  "Policy file (JSON with comments); its network "
                  "section is enforced")
@@ -44,6 +45,10 @@ int main(int argc, char** argv) {
   app.add_option("--dns-fd", dns_fds, "Bound UDP socket (inherited fd) for DNS (repeatable)");
   app.add_option("--dns-tcp-fd", dns_tcp_fds,
                  "Listening TCP socket (inherited fd) for DNS over TCP (repeatable)");
+  app.add_option("--nflog-fd", nflog_fd,
+                 "NFLOG socket (inherited fd) opened inside the sandbox's network namespace by "
+                 "netproxy::open_nflog_socket(): each packet the capture rules drop becomes a "
+                 "net.refused event (rate-bounded, the excess summarised)");
   auto* ev_file = app.add_option("--events", events_file,
                                  "Append events (JSON Lines) to FILE, created mode 0600");
   app.add_option("--events-fd", events_fd, "Append events to this inherited O_APPEND fd")
@@ -58,6 +63,14 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(log_level));
   ::signal(SIGPIPE, SIG_IGN);
+  // Two sockets per connection, plus a pipe pair per chunk in flight (splice data path): use the
+  // hard descriptor limit, not the (often 1024) soft one.
+  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+      spdlog::warn("setrlimit(RLIMIT_NOFILE, {}): {}", nofile.rlim_max, std::strerror(errno));
+    }
+  }
 
   policy::Policy pol;
   try {
@@ -89,6 +102,7 @@ int main(int argc, char** argv) {
   opts.transparent_fds = transparent_fds;
   opts.dns_udp_fds = dns_fds;
   opts.dns_tcp_fds = dns_tcp_fds;
+  opts.nflog_fd = nflog_fd;
   if (auto st = proxy.start(opts); !st.ok()) {
     std::fprintf(stderr, "cordon-netproxy: %s\n", st.error().to_string().c_str());
     return 1;

@@ -2,6 +2,7 @@
 #include "netproxy/proxy.h"
 
 #include <spdlog/spdlog.h>
+#include <linux/netlink.h>
 #include <sys/socket.h>
 
 #include <list>
@@ -24,6 +25,7 @@ struct Proxy::Impl {
     transparent_acceptors.clear();
     dns_tcp_acceptors.clear();
     dns_udp_sockets.clear();
+    nflog.reset();
     // Destroying the io_context destroys the suspended connection coroutines, whose ConnSlots
     // release into ctx.caps: that must happen while ctx is still alive.
     io.reset();
@@ -37,6 +39,7 @@ struct Proxy::Impl {
   std::list<tcp::acceptor> transparent_acceptors;
   std::list<tcp::acceptor> dns_tcp_acceptors;
   std::list<udp::socket> dns_udp_sockets;
+  std::optional<asio::posix::stream_descriptor> nflog;
   std::optional<asio::signal_set> signals;
 };
 
@@ -76,6 +79,10 @@ asio::awaitable<void> accept_loop(Context& ctx, tcp::acceptor& acceptor, Front f
     if (ctx.clients >= Context::kMaxClients) {
       continue;  // `sock` closes here: bounded, like every other queue
     }
+    // Heads and small answers are written apart from the bodies spliced after them: without
+    // NODELAY, Nagle would hold such a write back until the client's delayed ACK.
+    boost::system::error_code ignored;
+    sock.set_option(tcp::no_delay(true), ignored);
     asio::co_spawn(ctx.io, serve_client(ctx, std::move(sock), front),
                    [](std::exception_ptr e) { log_coroutine_end("connection", e); });
   }
@@ -107,6 +114,24 @@ Result<int> check_fd(int fd, int want_type, const char* what) {
     return sys_error(std::string("getsockname(") + std::to_string(fd) + ") for " + what);
   }
   return static_cast<int>(ss.ss_family);
+}
+
+// An inherited NFLOG socket must be a netlink socket of the netfilter family (open_nflog_socket).
+Status check_nflog_fd(int fd) {
+  int domain = 0, protocol = 0;
+  socklen_t len = sizeof domain;
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) {
+    return sys_error("getsockopt(" + std::to_string(fd) + ", SO_DOMAIN) for --nflog-fd",
+                     "pass the fd of open_nflog_socket(), left open across exec");
+  }
+  len = sizeof protocol;
+  if (domain != AF_NETLINK || getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 ||
+      protocol != NETLINK_NETFILTER) {
+    return make_error("--nflog-fd: fd " + std::to_string(fd) +
+                          " is not a NETLINK_NETFILTER socket",
+                      "pass the fd of netproxy::open_nflog_socket()");
+  }
+  return {};
 }
 
 // Adopts the inherited sockets `fds` (checked by check_fd) into `out`, one Asio object each.
@@ -164,11 +189,15 @@ Status Proxy::start(const ProxyOptions& opts) {
   TRY(adopt<tcp>(*im.io, opts.transparent_fds, "--transparent-fd", &im.transparent_acceptors));
   TRY(adopt<tcp>(*im.io, opts.dns_tcp_fds, "--dns-tcp-fd", &im.dns_tcp_acceptors));
   TRY(adopt<udp>(*im.io, opts.dns_udp_fds, "--dns-fd", &im.dns_udp_sockets));
+  if (opts.nflog_fd >= 0) {
+    TRY(check_nflog_fd(opts.nflog_fd));
+    im.nflog.emplace(*im.io, opts.nflog_fd);
+  }
   if (im.explicit_acceptors.empty() && im.transparent_acceptors.empty() &&
-      im.dns_udp_sockets.empty() && im.dns_tcp_acceptors.empty()) {
+      im.dns_udp_sockets.empty() && im.dns_tcp_acceptors.empty() && !im.nflog) {
     return make_error("nothing to serve",
-                      "give --listen ADDR:PORT, --listen-fd N, --transparent-fd N, --dns-fd N or "
-                      "--dns-tcp-fd N");
+                      "give --listen ADDR:PORT, --listen-fd N, --transparent-fd N, --dns-fd N, "
+                      "--dns-tcp-fd N or --nflog-fd N");
   }
   auto done = [](const char* what) {
     return [what](std::exception_ptr e) { log_coroutine_end(what, e); };
@@ -185,6 +214,10 @@ Status Proxy::start(const ProxyOptions& opts) {
   }
   for (auto& s : im.dns_udp_sockets) {
     asio::co_spawn(*im.io, serve_dns_udp(im.ctx, s), done("DNS/UDP loop"));
+  }
+  if (im.nflog) {
+    asio::co_spawn(*im.io, serve_nflog(im.ctx, *im.nflog, opts.nflog_events_per_second),
+                   done("NFLOG reader"));
   }
   return {};
 }

@@ -24,6 +24,11 @@ struct ProxyOptions {
   // Bound UDP sockets and listening TCP sockets for the DNS responder.
   std::vector<int> dns_udp_fds;
   std::vector<int> dns_tcp_fds;
+  // An NFLOG socket from open_nflog_socket() (nflog.h), made inside the sandbox's namespace:
+  // every packet the capture ruleset drops becomes a net.refused event. -1 = none.
+  int nflog_fd = -1;
+  // Per-packet drop events per second before they are only counted and summarised.
+  uint32_t nflog_events_per_second = 20;
 };
 
 class Proxy {

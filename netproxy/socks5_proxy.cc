@@ -76,6 +76,7 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
   dest.host = req.ip ? req.ip->to_string() : req.host;
   dest.port = req.port;
   dest.mode = "socks5";
+  dest.client = peer_text(client.socket());
   if (req.error) {
     ctx.emit("net.refused",
              {{"name", dest.host},
@@ -83,6 +84,7 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
               {"mode", "socks5"},
               {"decision", "deny"},
               {"rule", "socks5"},
+              {"client", dest.client},
               {"reason", *req.error == socks5::kCommandNotSupported ? "command not supported"
                                                                     : "address type not supported"},
               {"socks5_reply", int{*req.error}}});
@@ -120,9 +122,8 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
   }
   auto reply = socks5::make_reply(socks5::kSucceeded, bound, ec ? 0 : local.port());
   co_await send(ctx, client, reply);
-  client.expires_never();
-  co_await relay(ctx, client.socket(), opened.stream->socket(), opened.up, buf.data());
-  finish_upstream(ctx, opened.up);
+  start_tunnel(ctx, client.release_socket(), opened.stream->release_socket(), std::move(opened.up),
+               take_leftover(buf));
 }
 
 }  // namespace cordon::netproxy

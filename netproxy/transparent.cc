@@ -72,7 +72,10 @@ asio::awaitable<std::optional<Peeked>> peek(Context& ctx, tcp::socket& s, beast:
   auto deadline = Clock::now() + ctx.peek_timeout;
   constexpr size_t kMaxPeek = 16 * 1024 + 5 * 4;  // a ClientHello in a few records, or a head
   while (buf.size() < kMaxPeek) {
-    auto r = co_await read_until(s, buf.prepare(kMaxPeek - buf.size()), deadline);
+    // Grow by doubling from 1 KiB: most first flights are small, and a thousand connections
+    // peeking at once should not each take the maximum.
+    const size_t step = std::min(kMaxPeek - buf.size(), std::max<size_t>(1024, buf.size()));
+    auto r = co_await read_until(s, buf.prepare(step), deadline);
     if (!r) {
       break;  // nothing (more) within the deadline: server-speaks-first, or a slow client
     }
@@ -163,6 +166,7 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
   Destination dest;
   dest.port = orig->port;
   dest.mode = "transparent";
+  dest.client = peer_text(s);
   dest.sni = peeked->kind == "tls" ? peeked->claimed : std::string();
   dest.extra = {{"original_dst", orig_text}, {"peek", peeked->kind}};
   if (peeked->kind == "http" && !peeked->claimed.empty()) {
@@ -190,6 +194,7 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
                                  {"decision", "deny"},
                                  {"rule", "network (name mismatch)"},
                                  {"resolved_name", entries.front().name},
+                                 {"client", dest.client},
                                  {"peek", peeked->kind},
                                  {"reason", msg}});
         co_await refuse_client(s, *peeked, msg);
@@ -197,20 +202,22 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
       }
     } else {
       // No claim (server-speaks-first, opaque, or an IP literal in Host): decide on the name the
-      // address came from; prefer one the policy allows on this port.
+      // address came from; prefer one the policy allows on this port. That decision is the one
+      // open_upstream uses: the name is not decided twice.
       for (const auto& e : entries) {
-        if (decide_name(ctx.policy, e.name, orig->port).allow) {
+        auto d = ctx.policy.decide_destination(e.name, orig->port);
+        if (d.allow || chosen == nullptr) {
           chosen = &e;
+          dest.decided = std::move(d);
+        }
+        if (dest.decided->allow) {
           break;
         }
-      }
-      if (chosen == nullptr) {
-        chosen = &entries.front();
       }
     }
     dest.host = chosen->name;
     dest.fixed_addr = chosen->real;
-    const auto* pins = pinned_addresses(ctx.policy, chosen->name);
+    const auto* pins = ctx.policy.pins(chosen->name);
     dest.fixed_pinned =
         pins != nullptr && std::find(pins->begin(), pins->end(), chosen->real) != pins->end();
   } else {
@@ -227,10 +234,11 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
   if (peeked->kind == "http") {
     co_await serve_http_transparent(ctx, beast::tcp_stream(std::move(s)), std::move(buf),
                                     std::move(*opened.stream), opened.up);
-  } else {
-    co_await relay(ctx, s, opened.stream->socket(), opened.up, buf.data());
+    finish_upstream(ctx, opened.up);
+    co_return;
   }
-  finish_upstream(ctx, opened.up);
+  start_tunnel(ctx, std::move(client), opened.stream->release_socket(), std::move(opened.up),
+               take_leftover(buf));
 }
 
 }  // namespace cordon::netproxy

@@ -3,13 +3,14 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <list>
+#include <memory>
+
 
 #include "netproxy/decide.h"
+#include "netproxy/splice.h"
 
 namespace cordon::netproxy {
-
-using namespace asio::experimental::awaitable_operators;
 
 namespace {
 
@@ -25,6 +26,9 @@ Opened refuse(Context& ctx, const Destination& dest, Failure f, std::string mess
   }
   if (!dest.sni.empty()) {
     ev["sni"] = dest.sni;
+  }
+  if (!dest.client.empty()) {
+    ev["client"] = dest.client;
   }
   for (auto& [k, v] : dest.extra.items()) {
     ev[k] = v;
@@ -68,29 +72,25 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
   }
   dest.host = name;
   std::vector<policy::IpAddress> addrs;
-  policy::Decision d;
   std::string first_bad_rule, first_bad_addr;
   const auto name_ip = policy::IpAddress::parse(name);
+  // The one decision on the destination as named (a raw address: only IP/CIDR rules can allow
+  // it); a front end that already decided (transparent, choosing among names) passes it in.
+  const policy::NetDecision d =
+      dest.decided ? *dest.decided : p.decide_destination(name, dest.port);
+  if (!d.allow) {
+    co_return refuse(ctx, dest, Failure::Policy, refusal_message(name, dest.port, d.decision()),
+                     d.rule, name_ip ? name_ip->to_string() : std::string());
+  }
   if (name_ip && !dest.fixed_addr) {
-    const auto* ip = &*name_ip;
-    // A raw address with no name behind it: only IP/CIDR rules can allow it.
-    d = p.decide_ip(*ip, dest.port);
-    if (!d.allow) {
-      co_return refuse(ctx, dest, Failure::Policy, refusal_message(name, dest.port, d), d.rule,
-                       ip->to_string());
-    }
-    addrs.push_back(*ip);
+    addrs.push_back(*name_ip);
   } else {
-    d = decide_name(p, name, dest.port);
-    if (!d.allow) {
-      co_return refuse(ctx, dest, Failure::Policy, refusal_message(name, dest.port, d), d.rule);
-    }
     std::vector<policy::IpAddress> candidates;
     bool pinned = false;
     if (dest.fixed_addr) {
       candidates.push_back(*dest.fixed_addr);
       pinned = dest.fixed_pinned;
-    } else if (auto* pins = pinned_addresses(p, name)) {
+    } else if (auto* pins = p.pins(name)) {
       candidates = *pins;
       pinned = true;
     } else {
@@ -105,7 +105,7 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
     }
     // Resolved once; every address checked; only checked addresses are dialled.
     for (const auto& ip : candidates) {
-      auto ad = check_address(p, name, ip, dest.port, pinned, d);
+      auto ad = p.check_resolved(name, ip, dest.port, pinned, d);
       if (ad.allow) {
         addrs.push_back(ip);
       } else if (first_bad_rule.empty()) {
@@ -158,6 +158,7 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
   out.up.mode = dest.mode;
   out.up.name = name_ip ? std::string() : name;
   out.up.sni = dest.sni;
+  out.up.client = dest.client;
   out.up.port = dest.port;
   out.up.rule = d.rule;
   out.up.start = Clock::now();
@@ -183,19 +184,29 @@ void finish_upstream(Context& ctx, Upstream& up) {
   if (!up.sni.empty()) {
     ev["sni"] = up.sni;
   }
+  if (!up.client.empty()) {
+    ev["client"] = up.client;
+  }
   ctx.emit("net.connect", std::move(ev));
 }
 
-namespace {
+// A decided connection after its front end is done: the two sockets and the connection's record,
+// shared by the two direction coroutines; the last one to finish destroys it, which logs
+// net.connect. Nothing else of the handshake stays alive while the tunnel idles.
+struct Tunnel {
+  Tunnel(Context& c, tcp::socket cl, tcp::socket u, Upstream record, std::string early)
+      : ctx(c), client(std::move(cl)), upstream(std::move(u)), up(std::move(record)),
+        leftover(std::move(early)) {
+    pos = ctx.tunnels.insert(ctx.tunnels.end(), this);
+  }
+  ~Tunnel() {
+    ctx.tunnels.erase(pos);
+    finish_upstream(ctx, up);
+  }
+  Tunnel(const Tunnel&) = delete;
+  Tunnel& operator=(const Tunnel&) = delete;
 
-struct RelayState {
-  tcp::socket& client;
-  tcp::socket& upstream;
-  Upstream& up;
-  Clock::time_point last = Clock::now();
-  bool torn_down = false;
-
-  // Ends both directions at once (reset, cap, idle): the other transfer's pending read completes.
+  // Ends both directions at once (reset, cap, idle): the other pump's pending wait completes.
   void tear_down(const std::string& why) {
     if (torn_down) {
       return;
@@ -210,86 +221,102 @@ struct RelayState {
     client.close(ec);
     upstream.close(ec);
   }
+
+  Context& ctx;
+  ClientGuard guard{ctx};
+  tcp::socket client;
+  tcp::socket upstream;
+  Upstream up;
+  std::string leftover;  // sent upstream first, then released
+  Clock::time_point last = Clock::now();
+  bool torn_down = false;
+  std::list<Tunnel*>::iterator pos;
 };
 
-asio::awaitable<void> transfer(Context& ctx, tcp::socket& from, tcp::socket& to, RelayState& st,
-                               bool outbound) {
-  // One bounded buffer per direction: a slow reader stops us reading (backpressure).
-  std::array<char, 16 * 1024> buf;
-  for (;;) {
-    auto [ec, n] = co_await from.async_read_some(asio::buffer(buf), use_nothrow);
-    if (ec) {
-      if (ec == asio::error::eof) {
-        boost::system::error_code ignored;
-        to.shutdown(tcp::socket::shutdown_send, ignored);  // pass the half-close on
-      } else {
-        st.tear_down(st.torn_down ? st.up.end : "reset");
-      }
+namespace {
+
+// One direction of a tunnel: splice until EOF (passed on as a half-close), a budget or an error.
+// No buffer lives in this frame while the tunnel idles.
+asio::awaitable<void> direction(std::shared_ptr<Tunnel> t, bool outbound) {
+  Context& ctx = t->ctx;
+  tcp::socket& from = outbound ? t->client : t->upstream;
+  tcp::socket& to = outbound ? t->upstream : t->client;
+  if (outbound && !t->leftover.empty()) {
+    uint64_t ok = ctx.caps.take_out(t->leftover.size());
+    auto [ec, n] = co_await asio::async_write(to, asio::buffer(t->leftover.data(), ok),
+                                              use_nothrow);
+    t->up.bytes_out += n;
+    const bool cut = ok < t->leftover.size();
+    std::string().swap(t->leftover);
+    if (ec || cut) {
+      t->tear_down(ec ? "reset" : ctx.caps.bytes_out_refusal().cap);
       co_return;
     }
-    st.last = Clock::now();
-    uint64_t ok = outbound ? ctx.caps.take_out(n) : ctx.caps.take_in(n);
-    if (ok > 0) {
-      auto [wec, w] = co_await asio::async_write(to, asio::buffer(buf.data(), ok), use_nothrow);
-      (outbound ? st.up.bytes_out : st.up.bytes_in) += w;
-      if (wec) {
-        st.tear_down("reset");
-        co_return;
-      }
+  }
+  auto end = co_await pump(ctx, from, to, std::nullopt, outbound,
+                           {outbound ? &t->up.bytes_out : &t->up.bytes_in, &t->last});
+  switch (end) {
+    case PumpEnd::Eof: {
+      boost::system::error_code ignored;
+      to.shutdown(tcp::socket::shutdown_send, ignored);  // pass the half-close on
+      break;
     }
-    if (ok < n) {
+    case PumpEnd::Budget: {
       auto cap = outbound ? ctx.caps.bytes_out_refusal() : ctx.caps.bytes_in_refusal();
       ctx.emit("limit.hit", {{"cap", cap.cap},
                              {"limit", cap.limit},
-                             {"name", st.up.name},
-                             {"address", st.up.addr.to_string()},
-                             {"port", st.up.port},
+                             {"name", t->up.name},
+                             {"address", t->up.addr.to_string()},
+                             {"port", t->up.port},
                              {"reason", cap.message}});
-      st.tear_down(cap.cap);
-      co_return;
+      t->tear_down(cap.cap);
+      break;
     }
-    st.last = Clock::now();
+    case PumpEnd::Limit:  // no limit given: not reached
+    case PumpEnd::ReadError:
+    case PumpEnd::WriteError:
+      t->tear_down(t->torn_down ? t->up.end : "reset");
+      break;
   }
 }
 
-asio::awaitable<void> watchdog(Context& ctx, RelayState& st) {
-  auto idle = ctx.policy.idle_timeout;
+// One timer for every tunnel's idle timeout (not one watchdog per tunnel): ticks while tunnels
+// exist, so a tunnel is closed between idle_timeout and idle_timeout + one tick after its last
+// byte.
+asio::awaitable<void> idle_sweeper(Context& ctx) {
+  const auto idle = ctx.policy.idle_timeout;
+  const auto tick = std::min<Millis>(Millis(1000), std::max<Millis>(Millis(50), idle / 4));
   asio::steady_timer timer(ctx.io);
-  for (;;) {
-    timer.expires_at(st.last + idle);
+  while (!ctx.tunnels.empty()) {
+    timer.expires_after(tick);
     auto [ec] = co_await timer.async_wait(use_nothrow);
     if (ec) {
-      co_return;  // the transfers finished first
+      break;
     }
-    if (Clock::now() >= st.last + idle) {
-      st.tear_down("idle_timeout");
-      co_return;
+    const auto now = Clock::now();
+    for (auto it = ctx.tunnels.begin(); it != ctx.tunnels.end();) {
+      Tunnel* t = *it++;  // tear_down does not unlink; advance first all the same
+      if (now - t->last >= idle) {
+        t->tear_down("idle_timeout");
+      }
     }
   }
+  ctx.sweeping = false;
 }
 
 }  // namespace
 
-asio::awaitable<void> relay(Context& ctx, tcp::socket& client, tcp::socket& upstream, Upstream& up,
-                            asio::const_buffer leftover) {
-  RelayState st{client, upstream, up};
-  if (leftover.size() > 0) {
-    uint64_t ok = ctx.caps.take_out(leftover.size());
-    auto [ec, n] =
-        co_await asio::async_write(upstream, asio::buffer(leftover.data(), ok), use_nothrow);
-    up.bytes_out += n;
-    if (ec || ok < leftover.size()) {
-      st.tear_down(ec ? "reset" : ctx.caps.bytes_out_refusal().cap);
-      co_return;
-    }
-  }
-  if (ctx.policy.idle_timeout.count() > 0) {
-    co_await (
-        (transfer(ctx, client, upstream, st, true) && transfer(ctx, upstream, client, st, false)) ||
-        watchdog(ctx, st));
-  } else {
-    co_await (transfer(ctx, client, upstream, st, true) &&
-              transfer(ctx, upstream, client, st, false));
+void start_tunnel(Context& ctx, tcp::socket client, tcp::socket upstream, Upstream up,
+                  std::string leftover) {
+  auto t = std::make_shared<Tunnel>(ctx, std::move(client), std::move(upstream), std::move(up),
+                                    std::move(leftover));
+  auto done = [](std::exception_ptr e) { log_coroutine_end("tunnel", e); };
+  asio::co_spawn(ctx.io, direction(t, true), done);
+  asio::co_spawn(ctx.io, direction(std::move(t), false), done);
+  if (ctx.policy.idle_timeout.count() > 0 && !ctx.sweeping) {
+    ctx.sweeping = true;
+    asio::co_spawn(ctx.io, idle_sweeper(ctx),
+                   [](std::exception_ptr e) { log_coroutine_end("idle sweeper", e); });
   }
 }
 

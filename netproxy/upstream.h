@@ -15,6 +15,7 @@ struct Upstream {
   std::string mode;  // http | connect | socks5 | transparent
   std::string name;  // the name decided on; empty for a raw-IP destination
   std::string sni;
+  std::string client;  // the sandbox-side peer ("ip:port" / "[v6]:port"): joins with the shim's record
   policy::IpAddress addr;
   uint16_t port = 0;
   std::string rule;
@@ -33,10 +34,13 @@ struct Destination {
   uint16_t port = 0;
   std::string mode;
   std::string sni;
+  std::string client;  // peer_text() of the accepted socket
   // Transparent mode: the address the sandbox dialled, mapped back to the real one: dial exactly
   // that (never re-resolve). `fixed_pinned`: it came from network.resolve.
   std::optional<policy::IpAddress> fixed_addr;
   bool fixed_pinned = false;
+  // Set when the front end already decided the name (so it is decided once): used as is.
+  std::optional<policy::NetDecision> decided;
   nlohmann::json extra = nlohmann::json::object();  // added to refusal events (method, url, ...)
 };
 
@@ -52,9 +56,19 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest);
 // Emits net.connect for `up` once (decision allow, bytes each way, duration).
 void finish_upstream(Context& ctx, Upstream& up);
 
-// Relays until both directions reach EOF, an error, the idle timeout or a byte budget. `leftover`
-// is sent upstream first (bytes the client sent before the decision was made).
-asio::awaitable<void> relay(Context& ctx, tcp::socket& client, tcp::socket& upstream, Upstream& up,
-                            asio::const_buffer leftover);
+// Hands a decided connection to a tunnel of its own and returns at once, so the front end's
+// coroutines (and their handshake state) end. The tunnel relays with splice(2) (splice.h) until
+// both directions reach EOF, an error, the idle timeout or a byte budget; a half-close is passed
+// on. `leftover` (bytes the client sent before the decision) is sent upstream first. net.connect
+// is logged when the tunnel ends.
+void start_tunnel(Context& ctx, tcp::socket client, tcp::socket upstream, Upstream up,
+                  std::string leftover);
+
+// The bytes a handshake buffer still holds (sent upstream first by the tunnel).
+inline std::string take_leftover(beast::flat_buffer& buf) {
+  std::string out(static_cast<const char*>(buf.data().data()), buf.size());
+  buf.consume(buf.size());
+  return out;
+}
 
 }  // namespace cordon::netproxy

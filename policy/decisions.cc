@@ -1,4 +1,5 @@
 // The decision functions of the policy model: network destinations, file access, environment.
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -47,54 +48,122 @@ bool env_glob(std::string_view pat, std::string_view s) {
   return glob_match(pat, s, GlobOptions{.question = false, .case_insensitive = true});
 }
 
-}  // namespace
-
-Decision NetworkPolicy::decide_name(std::string_view host, uint16_t port) const {
-  std::string n = normalize_host(host);
-  if (n.empty()) {
-    return {false, "network (not a valid host name)"};
-  }
-  if (auto ip = IpAddress::parse(n)) {
-    return decide_ip(*ip, port);
-  }
-  for (size_t i = 0; i < deny.size(); ++i) {
-    if (deny[i].matches_name(n, port)) {
-      return {false, indexed("network.deny", i)};
-    }
-  }
-  for (size_t i = 0; i < allow.size(); ++i) {
-    if (allow[i].matches_name(n, port)) {
-      return {true, indexed("network.allow", i)};
-    }
-  }
-  return {false, "network.allow (no match)"};
-}
-
-Decision NetworkPolicy::decide_ip(const IpAddress& ip, uint16_t port) const {
-  for (size_t i = 0; i < deny.size(); ++i) {
+// The deny entry that refuses the raw address `ip` on `port`, if any: the one deny loop for
+// addresses, shared by raw-IP decisions and the check of resolved addresses.
+std::optional<NetDecision> deny_for_ip(const NetworkPolicy& p, const IpAddress& ip,
+                                       uint16_t port) {
+  for (size_t i = 0; i < p.deny.size(); ++i) {
     // A deny "*" means "nothing at all", raw addresses included; other name patterns cannot
     // say anything about an address.
-    bool any = deny[i].kind == HostPattern::Kind::AnyName && deny[i].matches_port(port);
-    if (any || deny[i].matches_ip(ip, port)) {
-      return {false, indexed("network.deny", i)};
+    bool any = p.deny[i].kind == HostPattern::Kind::AnyName && p.deny[i].matches_port(port);
+    if (any || p.deny[i].matches_ip(ip, port)) {
+      return NetDecision{false, indexed("network.deny", i), &p.deny[i]};
     }
+  }
+  return std::nullopt;
+}
+
+NetDecision decide_address(const NetworkPolicy& p, const IpAddress& ip, uint16_t port) {
+  if (auto d = deny_for_ip(p, ip, port)) {
+    return *d;
   }
   const bool special = ip.is_special() || ip.is_metadata();
   bool matched_unnamed = false;
-  for (size_t i = 0; i < allow.size(); ++i) {
-    if (!allow[i].matches_ip(ip, port)) {
+  for (size_t i = 0; i < p.allow.size(); ++i) {
+    if (!p.allow[i].matches_ip(ip, port)) {
       continue;
     }
-    if (special && !names_special(allow[i], ip)) {
+    if (special && !names_special(p.allow[i], ip)) {
       matched_unnamed = true;
       continue;
     }
-    return {true, indexed("network.allow", i)};
+    return {true, indexed("network.allow", i), &p.allow[i]};
   }
   if (special || matched_unnamed) {
     return {false, "network: private/loopback/metadata address not named by network.allow"};
   }
   return {false, "network.allow (no match)"};
+}
+
+}  // namespace
+
+Decision NetworkPolicy::decide_name(std::string_view host, uint16_t port) const {
+  return decide_destination(host, port).decision();
+}
+
+Decision NetworkPolicy::decide_ip(const IpAddress& ip, uint16_t port) const {
+  return decide_address(*this, ip, port).decision();
+}
+
+NetDecision NetworkPolicy::decide_destination(std::string_view host, uint16_t port) const {
+  std::string n = normalize_host(host);
+  if (n.empty()) {
+    return {false, "network (not a valid host name)"};
+  }
+  if (auto ip = IpAddress::parse(n)) {
+    return decide_address(*this, *ip, port);
+  }
+  for (size_t i = 0; i < deny.size(); ++i) {
+    if (deny[i].matches_name(n, port)) {
+      return {false, indexed("network.deny", i), &deny[i]};
+    }
+  }
+  for (size_t i = 0; i < allow.size(); ++i) {
+    if (allow[i].matches_name(n, port)) {
+      return {true, indexed("network.allow", i), &allow[i]};
+    }
+  }
+  return {false, "network.allow (no match)"};
+}
+
+NetDecision NetworkPolicy::decide_dns(std::string_view name) const {
+  for (size_t i = 0; i < deny.size(); ++i) {
+    const auto& d = deny[i];
+    if (!d.is_ip() && d.port_lo <= 1 && d.port_hi == 65535 && d.matches_name(name, 1)) {
+      return {false, indexed("network.deny", i), &d};
+    }
+  }
+  for (size_t i = 0; i < allow.size(); ++i) {
+    const auto& a = allow[i];
+    if (!a.is_ip() && a.matches_name(name, a.port_lo == 0 ? 1 : a.port_lo)) {
+      return {true, indexed("network.allow", i), &a};
+    }
+  }
+  return {false, "network.allow (no match)"};
+}
+
+NetDecision NetworkPolicy::check_resolved(std::string_view name, const IpAddress& ip,
+                                          uint16_t port, bool pinned,
+                                          const NetDecision& by_name) const {
+  if (auto d = deny_for_ip(*this, ip, port)) {
+    return *d;
+  }
+  if (ip.is_metadata()) {
+    // A pin to a metadata address is the SSRF this check exists for: pinned or not, only an
+    // allow entry naming the address reaches it.
+    auto d = decide_address(*this, ip, port);
+    if (!d.allow) {
+      d.rule = "network (metadata address " + ip.to_string() + " not named in network.allow)";
+    }
+    return d;
+  }
+  if (pinned) {
+    // The policy's author typed this address: allowed even in a special range.
+    return {true, "network.resolve." + std::string(name)};
+  }
+  if (ip.is_special()) {
+    auto d = decide_address(*this, ip, port);
+    if (!d.allow) {
+      d.rule = "network (special address " + ip.to_string() + " not named in network.allow)";
+    }
+    return d;
+  }
+  return by_name;
+}
+
+const std::vector<IpAddress>* NetworkPolicy::pins(std::string_view name) const {
+  auto it = resolve.find(std::string(name));
+  return it == resolve.end() ? nullptr : &it->second;
 }
 
 Decision FilesystemPolicy::decide_read(std::string_view path) const {

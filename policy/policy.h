@@ -24,6 +24,16 @@ struct Decision {
   bool operator==(const Decision&) const = default;
 };
 
+// A network decision with the entry that made it, for callers that need the rule itself (its
+// ports), not only its path. `pattern` points into the NetworkPolicy that decided (null when no
+// allow/deny entry did: no match, a pin, a special-address refusal); `decision()` is the plain form.
+struct NetDecision {
+  bool allow = false;
+  std::string rule;                      // as Decision::rule, e.g. "network.allow[2]"
+  const HostPattern* pattern = nullptr;  // network.allow[i] / network.deny[i] that decided
+  Decision decision() const { return {allow, rule}; }
+};
+
 struct NetworkPolicy {
   std::vector<HostPattern> allow;  // network.allow
   std::vector<HostPattern> deny;   // network.deny; wins over allow
@@ -48,6 +58,25 @@ struct NetworkPolicy {
   // Decides a raw address with no name behind it: only IP/CIDR patterns can allow it, and private,
   // loopback, link-local, metadata, multicast addresses need a pattern that names them explicitly.
   Decision decide_ip(const IpAddress& ip, uint16_t port) const;
+
+  // The forms the egress proxy uses (one decision path for DNS, CONNECT, SOCKS5, HTTP and
+  // transparent connections), each naming the entry that decided:
+  //
+  // A destination as the sandbox named it: a name (decide_name) or an IP literal (decide_ip).
+  NetDecision decide_destination(std::string_view host, uint16_t port) const;
+  // A DNS query, where the port is not known yet: is the name allowed on some port? A deny
+  // entry counts only if it covers every port; the allowing entry's ports say which port the
+  // answer's addresses are checked for.
+  NetDecision decide_dns(std::string_view name) const;
+  // One address `name` resolved to, before it is handed out or dialled. `pinned`: it comes from
+  // network.resolve for this name. An IP/CIDR deny entry wins; a metadata address needs an allow
+  // entry naming it even when pinned; a pinned address is otherwise allowed (rule
+  // "network.resolve.NAME"); other special addresses need an IP/CIDR allow entry; anything else
+  // keeps the name's decision `by_name`.
+  NetDecision check_resolved(std::string_view name, const IpAddress& ip, uint16_t port,
+                             bool pinned, const NetDecision& by_name) const;
+  // network.resolve's pins for `name` (already normalised), or null.
+  const std::vector<IpAddress>* pins(std::string_view name) const;
   bool operator==(const NetworkPolicy&) const = default;
 };
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # bench/proxy/run.sh BUILD_DIR [SECONDS]: request rate (wrk, keep-alive), bulk throughput and idle
 # connection memory against nginx on loopback — direct, through cordon-netproxy (explicit HTTP
-# proxy, absolute-form and CONNECT) and through tinyproxy — printing ratios to direct.
+# proxy, absolute-form and CONNECT), through tinyproxy and through squid (when installed) —
+# printing ratios to direct. As root it also measures the transparent path: a network namespace
+# with the capture ruleset (bench/proxy/transparent_netns.py), clients inside it reaching nginx by
+# name through the proxy's DNS and REDIRECT.
 # Everything listens on 127.0.0.1 and lives in a scratch directory on /dev/shm.
 set -euo pipefail
 if [[ $# -lt 1 || ! -x $1/netproxy/cordon-netproxy ]]; then
@@ -16,8 +19,13 @@ done
 work=$(mktemp -d /dev/shm/cordon-bench-proxy-XXXXXX)
 chmod 755 "$work"  # nginx workers run unprivileged
 pids=()
+netns=""
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  if [[ -n $netns ]]; then
+    ip netns del "$netns" 2>/dev/null || true
+    rm -rf "/etc/netns/$netns"
+  fi
   [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -70,8 +78,52 @@ TP
 tinyproxy -d -c "$work/tinyproxy.conf" > /dev/null 2>&1 &
 pids+=($!)
 tinyproxy_pid=$!
-sleep 0.5
+
+# squid (optional): memory cache only, no logs on disk but its own cache.log in the scratch dir.
+squid_pid=""
+if command -v squid >/dev/null; then
+  sq=$(free_port)
+  mkdir -p "$work/squid"
+  cat > "$work/squid.conf" <<SQ
+http_port 127.0.0.1:$sq
+pid_filename $work/squid/squid.pid
+cache_log $work/squid/cache.log
+access_log none
+cache deny all
+cache_mem 8 MB
+coredump_dir $work/squid
+shutdown_lifetime 1 seconds
+max_filedescriptors 8192
+http_access allow localhost
+http_access deny all
+SQ
+  if [[ $(id -u) -eq 0 ]]; then chown -R proxy "$work/squid" 2>/dev/null || true; fi
+  squid -N -f "$work/squid.conf" > "$work/squid/stdout.log" 2>&1 &
+  pids+=($!)
+  squid_pid=$!
+fi
+# Transparent: a second cordon-netproxy serving a namespace of our own (root only).
+tproxy_pid=""
+if [[ $(id -u) -eq 0 ]]; then
+  netns=cordon-bench-$$
+  ip netns add "$netns"
+  ip -n "$netns" link set lo up
+  ip -n "$netns" route add default dev lo src 127.0.0.1
+  ip -n "$netns" -6 route add default dev lo src ::1
+  mkdir -p "/etc/netns/$netns"
+  printf 'nameserver 198.51.100.53\noptions timeout:2 attempts:1\n' > "/etc/netns/$netns/resolv.conf"
+  python3 "$(dirname "$0")/transparent_netns.py" "$netns" "$proxy_bin" "$work/policy.json" \
+    "$work/transparent-events.jsonl" > "$work/tproxy.pid" 2> "$work/tproxy.err" &
+  pids+=($!)
+fi
+sleep 1
 cordon_addr=$(head -1 "$work/cordon.addr")
+if [[ -n $netns ]]; then
+  tproxy_pid=$(head -1 "$work/tproxy.pid")
+  [[ -n $tproxy_pid ]] || { echo "$0: transparent proxy did not start: $(cat "$work/tproxy.err")" >&2; exit 1; }
+  pids+=("$tproxy_pid")
+fi
+in_ns() { ip netns exec "$netns" "$@"; }
 
 # wrk through a proxy: absolute-form request line to the proxy address.
 cat > "$work/proxy.lua" <<LUA
@@ -98,6 +150,10 @@ rate() {
 direct_rate=$(rate "http://127.0.0.1:$np/index.html")
 cordon_rate=$(rate -s "$work/proxy.lua" "http://$cordon_addr")
 tiny_rate=$(rate -s "$work/proxy_ip.lua" "http://127.0.0.1:$tp")
+squid_rate=""
+[[ -n $squid_pid ]] && squid_rate=$(rate -s "$work/proxy_ip.lua" "http://127.0.0.1:$sq")
+t_rate=""
+[[ -n $tproxy_pid ]] && t_rate=$(in_ns bash -c "$(declare -f rate); secs=$secs; rate http://bench.test:$np/index.html")
 
 bulk() { curl -sf -o /dev/null -w '%{speed_download}' "$@" || { echo "$0: curl $* failed" >&2; exit 1; }; }
 mib() { awk -v b="$1" 'BEGIN {printf "%.0f", b / 1048576}'; }
@@ -105,6 +161,14 @@ direct_bulk=$(bulk "http://127.0.0.1:$np/big.bin")
 cordon_bulk=$(bulk -x "http://$cordon_addr" "http://bench.test:$np/big.bin")
 cordon_tunnel=$(bulk -p -x "http://$cordon_addr" "http://bench.test:$np/big.bin")
 tiny_bulk=$(bulk -x "http://127.0.0.1:$tp" "http://127.0.0.1:$np/big.bin")
+tiny_tunnel=$(bulk -p -x "http://127.0.0.1:$tp" "http://127.0.0.1:$np/big.bin")
+t_bulk=""
+[[ -n $tproxy_pid ]] && t_bulk=$(in_ns curl -sf -o /dev/null -w '%{speed_download}' "http://bench.test:$np/big.bin")
+squid_bulk="" squid_tunnel=""
+if [[ -n $squid_pid ]]; then
+  squid_bulk=$(bulk -x "http://127.0.0.1:$sq" "http://127.0.0.1:$np/big.bin")
+  squid_tunnel=$(bulk -p -x "http://127.0.0.1:$sq" "http://127.0.0.1:$np/big.bin")
+fi
 
 # Idle connection memory: 1000 CONNECT tunnels held open, RSS delta per tunnel.
 rss() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
@@ -133,18 +197,51 @@ ulimit -n 8192 2>/dev/null || true
 cordon_base=$(rss "$cordon_pid")
 cordon_idle=$(idle_kib "$cordon_pid" "$cordon_addr" bench.test)
 tiny_idle=$(idle_kib "$tinyproxy_pid" "127.0.0.1:$tp" 127.0.0.1)
+squid_idle=""
+[[ -n $squid_pid ]] && squid_idle=$(idle_kib "$squid_pid" "127.0.0.1:$sq" 127.0.0.1)
+# Transparent idle connections: plain TCP connections by name from inside the namespace, nothing
+# sent (decided after the peek deadline, then relayed idle).
+t_idle="" t_base=""
+if [[ -n $tproxy_pid ]]; then
+  t_base=$(rss "$tproxy_pid")
+  before=$t_base
+  in_ns python3 - "$np" <<'PY' &
+import socket, sys, time
+socks = [socket.create_connection(("bench.test", int(sys.argv[1])), timeout=10) for _ in range(1000)]
+time.sleep(5)
+PY
+  py=$!
+  sleep 4
+  after=$(rss "$tproxy_pid")
+  wait "$py" || true
+  t_idle=$(awk -v a="$after" -v b="$before" 'BEGIN {printf "%.1f", (a - b) / 1000}')
+fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
 printf '%-34s %12s %8s\n' "keep-alive req/s (wrk -c50)" "req/s" "ratio"
 printf '%-34s %12s %8s\n' "direct nginx" "$direct_rate" "1.00x"
 printf '%-34s %12s %8s\n' "cordon-netproxy (absolute-form)" "$cordon_rate" "$(ratio "$cordon_rate" "$direct_rate")"
+[[ -n $tproxy_pid ]] && printf '%-34s %12s %8s\n' "cordon-netproxy (transparent)" "$t_rate" "$(ratio "$t_rate" "$direct_rate")"
 printf '%-34s %12s %8s\n' "tinyproxy (absolute-form)" "$tiny_rate" "$(ratio "$tiny_rate" "$direct_rate")"
+[[ -n $squid_pid ]] && printf '%-34s %12s %8s\n' "squid (absolute-form)" "$squid_rate" "$(ratio "$squid_rate" "$direct_rate")"
 printf '\n%-34s %12s %8s\n' "bulk 1 GiB (curl)" "MiB/s" "ratio"
 printf '%-34s %12s %8s\n' "direct nginx" "$(mib "$direct_bulk")" "1.00x"
 printf '%-34s %12s %8s\n' "cordon-netproxy (absolute-form)" "$(mib "$cordon_bulk")" "$(ratio "$cordon_bulk" "$direct_bulk")"
 printf '%-34s %12s %8s\n' "cordon-netproxy (CONNECT)" "$(mib "$cordon_tunnel")" "$(ratio "$cordon_tunnel" "$direct_bulk")"
+[[ -n $tproxy_pid ]] && printf '%-34s %12s %8s\n' "cordon-netproxy (transparent)" "$(mib "$t_bulk")" "$(ratio "$t_bulk" "$direct_bulk")"
 printf '%-34s %12s %8s\n' "tinyproxy (absolute-form)" "$(mib "$tiny_bulk")" "$(ratio "$tiny_bulk" "$direct_bulk")"
+printf '%-34s %12s %8s\n' "tinyproxy (CONNECT)" "$(mib "$tiny_tunnel")" "$(ratio "$tiny_tunnel" "$direct_bulk")"
+if [[ -n $squid_pid ]]; then
+  printf '%-34s %12s %8s\n' "squid (absolute-form)" "$(mib "$squid_bulk")" "$(ratio "$squid_bulk" "$direct_bulk")"
+  printf '%-34s %12s %8s\n' "squid (CONNECT)" "$(mib "$squid_tunnel")" "$(ratio "$squid_tunnel" "$direct_bulk")"
+fi
 printf '\n%-34s %12s\n' "memory" "KiB"
 printf '%-34s %12s\n' "cordon-netproxy base RSS" "$cordon_base"
 printf '%-34s %12s\n' "cordon-netproxy per idle tunnel" "$cordon_idle"
+if [[ -n $tproxy_pid ]]; then
+  printf '%-34s %12s\n' "transparent proxy base RSS" "$t_base"
+  printf '%-34s %12s\n' "transparent per idle connection" "$t_idle"
+fi
 printf '%-34s %12s\n' "tinyproxy per idle tunnel" "$tiny_idle"
+[[ -n $squid_pid ]] && printf '%-34s %12s\n' "squid per idle tunnel" "$squid_idle"
+exit 0

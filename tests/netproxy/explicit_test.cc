@@ -2,6 +2,8 @@
 // upstream servers on loopback reached by name (network.resolve), and every refusal with its event.
 #include <gmock/gmock.h>
 
+#include <filesystem>
+
 #include "tests/netproxy/egress_sink.h"
 #include "tests/netproxy/fixture.h"
 
@@ -97,6 +99,59 @@ TEST_F(NetproxyExplicit, PostBodyIsStreamed) {
   ASSERT_EQ(http.size(), 1u);
   EXPECT_EQ(http[0]["method"], "POST");
   EXPECT_GT(http[0]["request_bytes"].get<int>(), 300000);
+}
+
+// Bodies of known length are spliced, not parsed: several MiB on one kept-alive connection arrive
+// byte for byte, each response logged with its exact size.
+TEST_F(NetproxyExplicit, LargeBodiesOnOneConnectionArriveIntact) {
+  ProxyUnderTest proxy(dir_, policy(), {"--listen", "127.0.0.1:0"});
+  std::string big;
+  for (int i = 0; i < 3 * 1024 * 1024 + 17; ++i) {
+    big.push_back(static_cast<char>('a' + (static_cast<unsigned>(i) * 7919u) % 26));
+  }
+  write_file(*certs_ / "www/big.bin", big);
+  write_file(*certs_ / "www/small.txt", "small\n");
+  auto r = curl({"-x", proxy.url(), http_url("/big.bin"), http_url("/small.txt"),
+                 http_url("/big.bin")});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  ASSERT_EQ(r.out.size(), 2 * big.size() + 6);
+  EXPECT_TRUE(r.out == big + "small\n" + big);
+  auto http = wait_events(proxy.events(), "net.http", 3);
+  ASSERT_EQ(http.size(), 3u);
+  EXPECT_GT(http[0]["response_bytes"].get<uint64_t>(), big.size());
+  EXPECT_LT(http[0]["response_bytes"].get<uint64_t>(), big.size() + 1024);  // + the head
+  EXPECT_EQ(http[2]["response_bytes"], http[0]["response_bytes"]);
+  proxy.child().stop();
+  EXPECT_EQ(events_of(proxy.events(), "net.connect").size(), 1u);  // one upstream connection
+}
+
+// A response without a length runs to the upstream's EOF: all of it arrives, then the client's
+// connection ends too (nothing else could tell it where the body stops).
+TEST_F(NetproxyExplicit, BodyDelimitedByEofIsRelayedWhole) {
+  ProxyUnderTest proxy(dir_, policy(), {"--listen", "127.0.0.1:0"});
+  auto r = curl({"-x", proxy.url(), http_url("/until-eof/1000000")});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  ASSERT_EQ(r.out.size(), 1000000u);
+  EXPECT_EQ(r.out.substr(0, 3), "AAA");
+  EXPECT_EQ(r.out.substr(999997), std::string(3, static_cast<char>('A' + 15 % 26)));
+  auto http = wait_events(proxy.events(), "net.http", 1);
+  ASSERT_EQ(http.size(), 1u);
+  EXPECT_EQ(http[0]["status"], 200);
+}
+
+// The request-body budget is exact on the HTTP path too: not one byte past it goes upstream.
+TEST_F(NetproxyExplicit, BytesOutBudgetIsExactForHttpBodies) {
+  ProxyUnderTest proxy(dir_, policy(R"("max_bytes_out": 5000)"), {"--listen", "127.0.0.1:0"});
+  write_file(dir_ / "body", std::string(200000, 'x'));
+  auto r = curl({"-x", proxy.url(), "--data-binary", "@" + dir_ / "body", http_url("/upload")});
+  EXPECT_NE(r.exit_code(), 0);
+  auto hits = wait_events(proxy.events(), "limit.hit", 1);
+  ASSERT_EQ(hits.size(), 1u) << dump_events(proxy.events());
+  EXPECT_EQ(hits[0]["cap"], "network.max_bytes_out");
+  auto conns = wait_events(proxy.events(), "net.connect", 1);
+  ASSERT_EQ(conns.size(), 1u);
+  EXPECT_EQ(conns[0]["bytes_out"], 5000);
+  EXPECT_EQ(conns[0]["end"], "network.max_bytes_out");
 }
 
 TEST_F(NetproxyExplicit, ConnectTunnelsTlsWithTestCa) {
@@ -334,6 +389,34 @@ TEST_F(NetproxyExplicit, Socks5HalfCloseIsPassedOn) {
   EXPECT_EQ(conns[0]["bytes_out"], 10);
   EXPECT_EQ(conns[0]["bytes_in"], 10);
   EXPECT_EQ(conns[0]["end"], "closed");
+}
+
+// Tunnels that carried data and went idle hold no pipe (the splice pipes are lent per chunk): the
+// proxy's pipe descriptors stay at its small pool, not two per tunnel.
+TEST_F(NetproxyExplicit, IdleTunnelsHoldNoPipes) {
+  ProxyUnderTest proxy(dir_, policy(R"("max_connections_per_host": 64)"),
+                       {"--listen", "127.0.0.1:0"});
+  std::vector<int> fds;
+  for (int i = 0; i < 40; ++i) {
+    int fd = -1;
+    ASSERT_EQ(socks5_connect(proxy.port(), 3, "echo.test", up_->port("echo"), &fd), 0);
+    ASSERT_TRUE(send_all(fd, "ping"));
+    ASSERT_EQ(recv_n(fd, 4), "ping");
+    fds.push_back(fd);
+  }
+  int pipes = 0, sockets = 0;
+  std::string dir = "/proc/" + std::to_string(proxy.child().pid()) + "/fd";
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::error_code ec;
+    auto target = std::filesystem::read_symlink(e.path(), ec).string();
+    pipes += target.rfind("pipe:", 0) == 0 ? 1 : 0;
+    sockets += target.rfind("socket:", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_GE(sockets, 80);  // the 40 tunnels are open, both legs
+  EXPECT_LE(pipes, 8) << "pipe fds held by idle tunnels";
+  for (int fd : fds) {
+    close(fd);
+  }
 }
 
 TEST_F(NetproxyExplicit, MaxConnectionsNPlusOneRefused) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "netproxy/capture.h"
+#include "netproxy/nflog.h"
 #include "tests/netproxy/egress_sink.h"
 #include "tests/netproxy/fixture.h"
 
@@ -58,7 +59,7 @@ class CaptureSandbox {
     std::filesystem::create_directories("/etc/netns/" + name_);
     write_file("/etc/netns/" + name_ + "/resolv.conf",
                "nameserver 198.51.100.53\noptions timeout:2 attempts:1\n");
-    int proxy_fd = -1, udp_fd = -1, tcp_fd = -1, explicit_fd = -1;
+    int proxy_fd = -1, udp_fd = -1, tcp_fd = -1, explicit_fd = -1, nflog_fd = -1;
     ok_ = in_namespace([&] {
       proxy_port_ = 0;
       proxy_fd = dual_stack(SOCK_STREAM, &proxy_port_);
@@ -85,8 +86,16 @@ class CaptureSandbox {
       auto st = netproxy::install_capture_rules(cfg);
       if (!st.ok()) {
         ADD_FAILURE() << st.error().to_string();
+        return false;
       }
-      return st.ok();
+      // The NFLOG socket belongs to the namespace it is made in, like the launcher's.
+      auto nf = netproxy::open_nflog_socket(cfg.nflog_group);
+      if (!nf.ok()) {
+        ADD_FAILURE() << nf.error().to_string();
+        return false;
+      }
+      nflog_fd = nf.value().release();
+      return true;
     });
     if (!ok_) return;
     int ready[2];
@@ -94,14 +103,19 @@ class CaptureSandbox {
     proxy_ = std::make_unique<ProxyUnderTest>(
         dir, policy_json,
         std::vector<std::string>{"--transparent-fd", "3", "--dns-fd", "4", "--dns-tcp-fd", "5",
-                                 "--ready-fd", "6", "--listen-fd", "7"},
-        std::vector<std::pair<int, int>>{
-            {proxy_fd, 3}, {udp_fd, 4}, {tcp_fd, 5}, {ready[1], 6}, {explicit_fd, 7}});
+                                 "--ready-fd", "6", "--listen-fd", "7", "--nflog-fd", "8"},
+        std::vector<std::pair<int, int>>{{proxy_fd, 3},
+                                         {udp_fd, 4},
+                                         {tcp_fd, 5},
+                                         {ready[1], 6},
+                                         {explicit_fd, 7},
+                                         {nflog_fd, 8}});
     // Only the proxy holds the sockets now: if it dies, connections are refused (fail closed).
     close(proxy_fd);
     close(udp_fd);
     close(tcp_fd);
     close(explicit_fd);
+    close(nflog_fd);
     close(ready[1]);
     pollfd p{ready[0], POLLIN, 0};
     char b = 0;
@@ -376,6 +390,91 @@ TEST_F(NetproxyTransparent, OtherTrafficDroppedLoopbackKept) {
   EXPECT_THAT(nft.out, HasSubstr("log prefix \"cordon-drop \" group 7"));
   EXPECT_THAT(nft.out, HasSubstr("policy drop"));
   EXPECT_THAT(nft.out, HasSubstr("udp dport 53 redirect to :"));
+}
+
+// UDP and ICMP never reach the proxy: the ruleset drops them, and the NFLOG socket made inside the
+// namespace turns each drop into a net.refused event.
+TEST_F(NetproxyTransparent, DroppedUdpAndIcmpAreEvents) {
+  std::string code =
+      "import socket\n"
+      "u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+      "try:\n  u.sendto(b'x',('198.51.100.9',5353)); print('udp sent')\n"
+      "except PermissionError: print('udp dropped')\n";
+  auto r = box_->exec({"python3", "-c", code});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "udp dropped\n");
+  // ICMP echo requests over raw sockets, v4 then v6 (what ping sends; no ping binary needed).
+  std::string icmp =
+      "import socket\n"
+      "for fam,proto,typ,dst in ((socket.AF_INET,socket.IPPROTO_ICMP,8,'198.51.100.10'),\n"
+      "                          (socket.AF_INET6,socket.IPPROTO_ICMPV6,128,'2001:db8::10')):\n"
+      "  s=socket.socket(fam,socket.SOCK_RAW,proto)\n"
+      "  try: s.sendto(bytes([typ,0,0,0,0,1,0,1]),(dst,0)); print('sent')\n"
+      "  except PermissionError: print('dropped')\n";
+  auto ping = box_->exec({"python3", "-c", icmp});
+  ASSERT_EQ(ping.exit_code(), 0) << ping.err;
+  EXPECT_EQ(ping.out, "dropped\ndropped\n");
+  auto is_drop = [](const nlohmann::json& e) { return e.value("mode", "") == "netfilter"; };
+  auto ev = wait_events(box_->events(), "net.refused", 3, is_drop);
+  ASSERT_GE(ev.size(), 3u) << dump_events(box_->events());
+  EXPECT_EQ(ev[0]["proto"], "udp");
+  EXPECT_EQ(ev[0]["address"], "198.51.100.9");
+  EXPECT_EQ(ev[0]["port"], 5353);
+  EXPECT_EQ(ev[0]["decision"], "deny");
+  EXPECT_EQ(ev[0]["reason"], "dropped by the sandbox's netfilter rules");
+  EXPECT_EQ(ev[0]["rule"], netproxy::kNflogRule);
+  EXPECT_EQ(ev[1]["proto"], "icmp");
+  EXPECT_EQ(ev[1]["address"], "198.51.100.10");
+  EXPECT_EQ(ev[1]["icmp_type"], 8);  // echo request
+  EXPECT_FALSE(ev[1].contains("port"));
+  EXPECT_EQ(ev[2]["proto"], "icmpv6");
+  EXPECT_EQ(ev[2]["address"], "2001:db8::10");
+  EXPECT_EQ(ev[2]["icmp_type"], 128);  // echo request
+}
+
+// A UDP flood is logged a bounded number of times per second; the rest is counted in summaries,
+// and every dropped packet is accounted for.
+TEST_F(NetproxyTransparent, UdpFloodIsSummarisedNotLoggedPerPacket) {
+  constexpr int kPackets = 3000;
+  std::string code =
+      "import socket\n"
+      "u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+      "n=0\n"
+      "for i in range(" + std::to_string(kPackets) + "):\n"
+      "  try: u.sendto(b'x',('198.51.100.11',9000+i%4))\n"
+      "  except PermissionError: n+=1\n"
+      "print(n)\n";
+  auto r = box_->exec({"python3", "-c", code});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  ASSERT_EQ(r.out, std::to_string(kPackets) + "\n");
+  int individual = 0, summarised = 0, summaries = 0;
+  bool overrun = false;
+  // Summaries are written when their second ends: poll (bounded) until every packet is counted.
+  for (int i = 0; i < 250 && individual + summarised < kPackets && !overrun; ++i) {
+    individual = summarised = summaries = 0;
+    for (auto& e : events_of(box_->events(), "net.refused", [](auto& e) {
+           return e.value("mode", "") == "netfilter";
+         })) {
+      if (e.value("summary", false)) {
+        ++summaries;
+        summarised += e["count"].template get<int>();
+        overrun = overrun || e.contains("overruns");
+        EXPECT_EQ(e["reason"], "dropped by the sandbox's netfilter rules");
+        EXPECT_GE(e["protos"]["udp"].template get<int>(), 1);
+      } else {
+        ++individual;
+        EXPECT_EQ(e["address"], "198.51.100.11");
+      }
+    }
+    usleep(40000);
+  }
+  EXPECT_GE(summaries, 1);
+  EXPECT_LT(individual, kPackets / 2);
+  if (overrun) {
+    EXPECT_LE(individual + summarised, kPackets);  // the kernel dropped some log messages
+  } else {
+    EXPECT_EQ(individual + summarised, kPackets) << dump_events(box_->events());
+  }
 }
 
 TEST_F(NetproxyTransparent, ProxyKilledMeansNoNetwork) {

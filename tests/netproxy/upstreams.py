@@ -26,6 +26,16 @@ class Handler(http.server.SimpleHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
+        if self.path.startswith("/until-eof/"):
+            # A body with no length, delimited by the end of the connection (HTTP/1.0 style).
+            n = int(self.path.rsplit("/", 1)[1])
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for i in range(0, n, 65536):
+                self.wfile.write(bytes([65 + (i // 65536) % 26]) * min(65536, n - i))
+            self.close_connection = True
+            return
         super().do_GET()
 
     def do_POST(self):
