@@ -26,6 +26,15 @@ Result<ChannelPair> make_channel() {
 }
 
 bool send_msg(int sock, MsgKind kind, int32_t value, const char* text, int fd) {
+  return send_msg_fds(sock, kind, value, text, &fd, fd >= 0 ? 1 : 0);
+}
+
+bool send_msg_fds(int sock, MsgKind kind, int32_t value, const char* text, const int* fds,
+                  size_t nfds) {
+  if (nfds > kMaxMsgFds) {
+    errno = EINVAL;
+    return false;
+  }
   Wire w{};
   w.kind = static_cast<uint32_t>(kind);
   w.value = value;
@@ -38,16 +47,16 @@ bool send_msg(int sock, MsgKind kind, int32_t value, const char* text, int fd) {
   msghdr mh{};
   mh.msg_iov = &iov;
   mh.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-  if (fd >= 0) {
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxMsgFds)];
+  if (nfds > 0) {
     std::memset(cbuf, 0, sizeof cbuf);
     mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
+    mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
     cmsghdr* c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
   }
   ssize_t n;
   do {
@@ -62,7 +71,7 @@ Result<std::optional<Msg>> recv_msg(int sock) {
   msghdr mh{};
   mh.msg_iov = &iov;
   mh.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxMsgFds)];
   mh.msg_control = cbuf;
   mh.msg_controllen = sizeof cbuf;
   ssize_t n;
@@ -78,9 +87,16 @@ Result<std::optional<Msg>> recv_msg(int sock) {
   Msg m;
   for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      m.fd.reset(fd);
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (!m.fd) {
+          m.fd.reset(fd);
+        } else {
+          m.fds.emplace_back(fd);
+        }
+      }
     }
   }
   if (static_cast<size_t>(n) < offsetof(Wire, text)) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
@@ -17,13 +18,16 @@ enum class MsgKind : uint32_t {
   ExecError = 2,    // execve of the program failed; value = errno
   ProgramExit = 3,  // init: the program ended; value = its raw wait status
   PtyMaster = 4,    // the pty master fd rides along (SCM_RIGHTS)
+  NetSockets = 5,   // the capture sockets made in the sandbox's netns (netns.h); text = their
+                    // roles, comma-separated, in the order of `fds` (SCM_RIGHTS)
 };
 
 struct Msg {
   MsgKind kind{};
   int32_t value = 0;
   std::string text;
-  UniqueFd fd;  // only for PtyMaster
+  UniqueFd fd;                // the first fd that rode along (PtyMaster's, NetSockets' first)
+  std::vector<UniqueFd> fds;  // any further fds, in order (NetSockets)
 };
 
 // Both ends are SOCK_SEQPACKET: message boundaries hold, so no framing and no partial reads.
@@ -35,6 +39,10 @@ Result<ChannelPair> make_channel();
 // Child side. No allocation beyond the stack buffer; errors are ignored by callers that are about
 // to _exit anyway, so these return bool.
 bool send_msg(int sock, MsgKind kind, int32_t value, const char* text = nullptr, int fd = -1);
+// Child side: several fds in one message (at most kMaxMsgFds).
+inline constexpr size_t kMaxMsgFds = 8;
+bool send_msg_fds(int sock, MsgKind kind, int32_t value, const char* text, const int* fds,
+                  size_t nfds);
 // Parent side: reads one message; std::nullopt at EOF (every child end closed).
 Result<std::optional<Msg>> recv_msg(int sock);
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "launcher/run_options.h"
 
@@ -11,5 +12,13 @@ int run_command(const RunOptions& opts);            // run.cc
 int policy_default_command();                       // policy_cmd.cc
 int policy_check_command(const std::string& file);  // policy_cmd.cc
 int policy_explain_command(const std::string& file);
+
+// The cow review workflow (workflow_cmd.cc). Exit 0 done, 1 refused (commit conflicts, session
+// still running, no such snapshot, not a cow session), 125 cordon failed (bad id, I/O error).
+int snapshot_command(const std::string& id, const std::string& name);  // name "" = timestamp
+int rollback_command(const std::string& id, const std::string& name);  // name "" = the start
+int diff_command(const std::string& id, bool stat_only, const std::vector<std::string>& paths);
+int commit_command(const std::string& id, const std::vector<std::string>& paths);
+int discard_command(const std::string& id);
 
 }  // namespace cordon::launcher

@@ -11,6 +11,7 @@
 
 #include "launcher/caps.h"
 #include "launcher/channel.h"
+#include "launcher/landlock.h"
 #include "launcher/pty.h"
 #include "launcher/run_options.h"
 
@@ -66,6 +67,7 @@ Status prepare(const ProgramContext& ctx, int& report_fd) {
   }
   TRY(ctx.limits.apply_rlimits_in_child());
   TRY(drop_privileges());
+  TRY(apply_landlock_in_program(ctx.plan.landlock));  // needs no_new_privs; before seccomp
   TRY(install_seccomp(ctx.seccomp));
   TRY(close_inherited_fds(report_fd));
   TRY(verify_sandbox_holds());

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "launcher/net_summary.h"
 #include "launcher/session.h"
 #include "launcher/session_store.h"
 #include "launcher/session_text.h"
@@ -191,6 +192,11 @@ int log_command(const std::string& root, const std::string& id, const LogOptions
     err << "cordon: session " << *resolved << ": " << fd.error().to_string() << "\n";
     return 1;
   }
+  if (opts.net && !opts.json) {
+    out << net_report(collect_net_stats(fd->get()));
+    out.flush();
+    return 0;
+  }
   if (opts.json && opts.filter.empty()) {
     // --json: the bytes as written, every line of any length, plus a newline after a torn tail.
     auto st = copy_raw(fd->get(), out);
@@ -230,6 +236,14 @@ int log_command(const std::string& root, const std::string& id, const LogOptions
     return 1;
   }
   return 0;
+}
+
+int log_net_command(const std::string& id, bool json) {
+  LogOptions opts;
+  opts.json = json;
+  opts.net = true;
+  opts.filter.kind_prefixes = {"net.", "limit.hit"};
+  return log_command(sessions_root(), id, opts, std::cout, std::cerr);
 }
 
 int log_command(const std::string& id, bool json) {

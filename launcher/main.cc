@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
       "sandbox that sees only what a policy grants, and records everything it tried.\n\n"
       "Exit status of `cordon run`: the program's own; 128+N if it died of signal N; 124 on\n"
       "timeout; 125 if cordon itself failed; 126 if the program is not executable; 127 if it\n"
-      "was not found."};
+      "was not found. Of diff/commit/snapshot/rollback/discard: 0 done, 1 refused, 125 failed."};
   app.name("cordon");
   app.require_subcommand(1);
   app.set_version_flag("--version", CORDON_VERSION);
@@ -98,6 +98,12 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false)
       ->type_name("PATTERN");
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");
+  run_cmd->add_flag("--no-namespaces", run.no_namespaces,
+                    "ADVISORY mode, not a sandbox: for hosts without user namespaces. The program "
+                    "runs on the host with the preload shim (LD_PRELOAD), its connections go "
+                    "through cordon-netproxy on 127.0.0.1 (HTTP_PROXY/ALL_PROXY) and the shim "
+                    "refuses the rest; Landlock, seccomp and no_new_privs apply. Static binaries "
+                    "and raw syscalls bypass the network rules");
   run_cmd->footer(
       "COMMAND and its arguments follow the options, after `--` or at the first non-option\n"
       "word; everything from there on belongs to the program.\n\n"
@@ -128,6 +134,46 @@ int main(int argc, char** argv) {
   log_cmd->add_option("ID", session_id, "Session id, a unique prefix of one, or `last`")
       ->required();
   log_cmd->add_flag("--json", log_json, "Print the raw JSON Lines");
+  bool log_net = false;
+  log_cmd->add_flag("--net", log_net,
+                    "The network: connections by host, HTTP requests by method and status, "
+                    "and every refusal (with --json: the network events)");
+
+  // The cow review workflow (workflow_cmd.cc).
+  const char* wf_footer =
+      "ID: a session id, a unique prefix of one, or `last` (as for `cordon log`).\n"
+      "Exit status: 0 done; 1 refused (commit conflicts, session still running, no such\n"
+      "snapshot, not a copy-on-write session); 125 cordon failed (bad id, I/O error).";
+  std::string wf_id, wf_name;
+  std::vector<std::string> wf_paths;
+  bool diff_stat = false;
+  auto* snap_cmd = app.add_subcommand(
+      "snapshot", "Checkpoint a cow session as NAME (live while it runs, or after)");
+  snap_cmd->add_option("ID", wf_id, "Session")->required();
+  snap_cmd->add_option("NAME", wf_name, "Snapshot name (default: snap-DATE-TIME)");
+  snap_cmd->footer(wf_footer);
+  auto* rollback_cmd = app.add_subcommand(
+      "rollback",
+      "Back to snapshot NAME or the start (live: the program sees it at once)");
+  rollback_cmd->add_option("ID", wf_id, "Session")->required();
+  rollback_cmd->add_option("NAME", wf_name, "Snapshot name (default: the start)");
+  rollback_cmd->footer(wf_footer);
+  auto* diff_cmd = app.add_subcommand(
+      "diff", "Show what a cow session changed (added, modified, deleted, renamed)");
+  diff_cmd->add_option("ID", wf_id, "Session")->required();
+  diff_cmd->add_flag("--stat", diff_stat, "One line per changed path, no content");
+  diff_cmd->add_option("PATH", wf_paths, "Only these workspace-relative paths (and beneath)");
+  diff_cmd->footer(wf_footer);
+  auto* commit_cmd = app.add_subcommand(
+      "commit",
+      "Apply a finished cow session's changes to the workspace (refuses conflicts)");
+  commit_cmd->add_option("ID", wf_id, "Session")->required();
+  commit_cmd->add_option("PATH", wf_paths, "Only these workspace-relative paths (and beneath)");
+  commit_cmd->footer(wf_footer);
+  auto* discard_cmd = app.add_subcommand(
+      "discard", "Drop every change and snapshot of a finished cow session");
+  discard_cmd->add_option("ID", wf_id, "Session")->required();
+  discard_cmd->footer(wf_footer);
 
   // `run`'s program and its arguments are cut off before CLI11 sees them: CLI11 would otherwise
   // read the program's own flags as cordon's, or take a mistyped cordon flag as the program name.
@@ -163,7 +209,22 @@ int main(int argc, char** argv) {
     return ls_command();
   }
   if (*log_cmd) {
-    return log_command(session_id, log_json);
+    return log_net ? log_net_command(session_id, log_json) : log_command(session_id, log_json);
+  }
+  if (*snap_cmd) {
+    return snapshot_command(wf_id, wf_name);
+  }
+  if (*rollback_cmd) {
+    return rollback_command(wf_id, wf_name);
+  }
+  if (*diff_cmd) {
+    return diff_command(wf_id, diff_stat, wf_paths);
+  }
+  if (*commit_cmd) {
+    return commit_command(wf_id, wf_paths);
+  }
+  if (*discard_cmd) {
+    return discard_command(wf_id);
   }
   return kExitCordonFailed;
 }

@@ -308,6 +308,20 @@ Status mount_cow(const MountOp& op, const std::string& dst, const CowLayers& cow
   return {};
 }
 
+// cow through cordon-fs: the daemon's view (cloned before the id switch) moves onto the workspace
+// path. If the daemon dies, every access fails with ENOTCONN: the real tree is not beneath it.
+Status mount_cow_fuse(const MountOp& op, const std::string& dst, const CowLayers& cow) {
+  if (!cow.fuse_view) {
+    return make_error("cow workspace " + op.target +
+                      ": the cordon-fs view was not opened (internal error)");
+  }
+  TRY(ensure_mountpoint(dst, true));
+  if (::move_mount(cow.fuse_view.get(), "", AT_FDCWD, dst.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    return sys_error("move_mount(cordon-fs view, \"" + dst + "\")");
+  }
+  return set_attrs(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+}
+
 Status apply(const MountOp& op, const CowLayers& cow) {
   const std::string dst = std::string(kNew) + op.target;
   constexpr uint64_t kSafe = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
@@ -369,6 +383,8 @@ Status apply(const MountOp& op, const CowLayers& cow) {
       return mask(dst, true);
     case MountKind::CowOverlay:
       return mount_cow(op, dst, cow);
+    case MountKind::CowFuse:
+      return mount_cow_fuse(op, dst, cow);
   }
   return make_error("unknown mount kind");
 }
@@ -397,7 +413,7 @@ Status stage_files(const LaunchPlan& plan) {
 }  // namespace
 
 Status prepare_cow_layers_from_parent(const LaunchPlan& plan) {
-  if (plan.mode != policy::WorkspaceMode::Cow) {
+  if (plan.mode != policy::WorkspaceMode::Cow || plan.cow_fuse) {
     return {};
   }
   struct stat ws {};
@@ -421,6 +437,16 @@ Status prepare_cow_layers_from_parent(const LaunchPlan& plan) {
 Result<CowLayers> open_cow_layers_in_child(const LaunchPlan& plan) {
   CowLayers cow;
   if (plan.mode != policy::WorkspaceMode::Cow) {
+    return cow;
+  }
+  if (plan.cow_fuse) {
+    // Host root's 0700 session directory is out of reach once the ids change: clone it now.
+    cow.fuse_view.reset(::open_tree(AT_FDCWD, plan.cow_mount.c_str(),
+                                    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_NO_AUTOMOUNT));
+    if (!cow.fuse_view) {
+      return sys_error("open_tree(\"" + plan.cow_mount + "\", OPEN_TREE_CLONE) for the cow workspace",
+                       "cordon-fs's mount must be in place before the sandbox starts");
+    }
     return cow;
   }
   for (auto [path, fd] : {std::pair<const std::string*, UniqueFd*>{&plan.cow_upper, &cow.upper},

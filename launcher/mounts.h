@@ -13,6 +13,7 @@ namespace cordon::launcher {
 struct CowLayers {
   UniqueFd upper;
   UniqueFd work;
+  UniqueFd fuse_view;  // cow through cordon-fs: a detached clone of the host mount (open_tree)
 };
 
 // Parent side, once the session exists (cow mode only; a no-op otherwise): hands upper/ and work/
@@ -21,7 +22,8 @@ struct CowLayers {
 // takes the workspace's permission bits, since it becomes the merged root's inode.
 Status prepare_cow_layers_from_parent(const LaunchPlan& plan);
 
-// Child side, before become_sandbox_user_in_child (cow mode only; empty fds otherwise).
+// Child side, before become_sandbox_user_in_child (cow mode only; empty fds otherwise). Through
+// cordon-fs only fuse_view is set: the daemon's mount at plan.cow_mount, cloned.
 Result<CowLayers> open_cow_layers_in_child(const LaunchPlan& plan);
 
 // Child side, in the new user + mount + pid namespaces, after the id switch. Replays

@@ -13,11 +13,13 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <system_error>
 
 #include "launcher/env.h"
+#include "launcher/netns.h"
 
 namespace cordon::launcher {
 namespace {
@@ -140,13 +142,47 @@ const char* const kEtcSecretDirs[] = {
     "cups/ssl",
 };
 
+// With network, any nameserver address will do: the capture ruleset redirects UDP and TCP port 53
+// to the proxy's DNS responder (netns.h). A short timeout: an unanswered query fails in 2 s, not
+// 5 s x 2 tries. Without network, 127.0.0.1 refuses at once.
+std::string sandbox_resolv_conf(bool network) {
+  if (!network) {
+    return "nameserver 127.0.0.1\n";
+  }
+  return std::string("nameserver ") + kSandboxNameserver + "\noptions timeout:2 attempts:1\n";
+}
+
+// network.proxy_env: proxy-aware clients hand the explicit proxy names instead of addresses.
+// Replaces the host's own proxy variables (kept ones would point at a proxy the sandbox cannot
+// reach). Loopback is the sandbox's own and goes direct.
+void add_proxy_environment(std::vector<std::string>& envp) {
+  const std::string http = "http://127.0.0.1:" + std::to_string(kExplicitProxyPort);
+  const std::string socks = "socks5h://127.0.0.1:" + std::to_string(kExplicitProxyPort);
+  const std::pair<const char*, std::string> vars[] = {
+      {"HTTP_PROXY", http},  {"HTTPS_PROXY", http},  {"ALL_PROXY", socks},
+      {"NO_PROXY", "localhost,127.0.0.1,::1"},
+      {"http_proxy", http},  {"https_proxy", http},  {"all_proxy", socks},
+      {"no_proxy", "localhost,127.0.0.1,::1"}};
+  std::erase_if(envp, [&](const std::string& kv) {
+    for (const auto& [name, value] : vars) {
+      size_t n = std::strlen(name);
+      if (kv.size() > n && kv.compare(0, n, name) == 0 && kv[n] == '=') {
+        return true;
+      }
+    }
+    return false;
+  });
+  for (const auto& [name, value] : vars) {
+    envp.push_back(std::string(name) + "=" + value);
+  }
+}
+
 void plan_etc(const std::string& hostname, LaunchPlan& plan) {
   plan.etc_files.push_back({"hosts",
                             "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost " + hostname +
                                 " ip6-localhost ip6-loopback\n",
                             0644});
-  // No network yet: the DNS proxy will answer here once it is integrated.
-  plan.etc_files.push_back({"resolv.conf", "nameserver 127.0.0.1\n", 0644});
+  plan.etc_files.push_back({"resolv.conf", sandbox_resolv_conf(plan.network), 0644});
   // Empty for now; the preload-shim issue fills it (an /etc file, so it survives env scrubbing).
   plan.etc_files.push_back({"ld.so.preload", "", 0644});
   plan.etc_files.push_back({"hostname", hostname + "\n", 0644});
@@ -381,14 +417,11 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
   }
   plan.argv = argv;
 
-  if (!p.network.allow.empty()) {
-    // Fail closed: without the proxy there is no way to grant only what network.allow names.
-    return make_error("network.allow (\"" + p.network.allow.front().text +
-                          "\"...) needs cordon-netproxy, which is not integrated yet",
-                      "drop --allow-host / network.allow; the sandbox then has no network at all");
-  }
+  // Network on only when something is allowed: otherwise no proxy, no route (ENETUNREACH at once).
+  plan.network = !p.network.allow.empty();
+  plan.proxy_env = plan.network && p.network.proxy_env;
   switch (p.filesystem.mode) {
-    case WorkspaceMode::Cow:  // kernel overlayfs in the sandbox until cordon-fs is integrated
+    case WorkspaceMode::Cow:  // cordon-fs (HostFacts::cow_fuse), else kernel overlayfs
     case WorkspaceMode::Ro:
     case WorkspaceMode::Rw:
       plan.mode = p.filesystem.mode;
@@ -439,6 +472,9 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
   plan.timeout = p.process.timeout;
   plan.kill_grace = p.process.kill_grace;
   plan.envp = build_environment(p.process.env, host.env);
+  if (plan.proxy_env) {
+    add_proxy_environment(plan.envp);
+  }
 
   // The system: read-only binds of what exists, symlinks (usr-merged /bin -> usr/bin) as symlinks.
   for (const auto& d : system_dirs()) {
@@ -476,6 +512,10 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
   MountKind ws_kind = plan.mode == WorkspaceMode::Rw    ? MountKind::BindRw
                       : plan.mode == WorkspaceMode::Cow ? MountKind::CowOverlay
                                                         : MountKind::BindRo;
+  if (plan.mode == WorkspaceMode::Cow && host.cow_fuse) {
+    ws_kind = MountKind::CowFuse;
+    plan.cow_fuse = true;
+  }
   user.push_back({ws_kind, plan.workspace, plan.workspace});
   std::optional<Error> extra_error;
   auto extra = [&](const std::vector<policy::PathPattern>& pats, MountKind kind,
@@ -517,7 +557,15 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
 
   // Deny rules last, so they cover whatever an allow rule made visible.
   // Masks and read-only binds land on top of the workspace mount, the overlay in cow mode too.
-  TRY(plan_workspace_rules(plan.workspace, DenyCtx{p.filesystem, plan.mode != WorkspaceMode::Ro,
+  // Through cordon-fs, workspace-relative rules are decided at each lookup (files created later
+  // included); only absolute patterns that reach into the workspace still need start-time masks.
+  policy::FilesystemPolicy walk_rules = p.filesystem;
+  if (plan.cow_fuse) {
+    for (auto* pats : {&walk_rules.deny, &walk_rules.deny_write, &walk_rules.protect}) {
+      std::erase_if(*pats, [](const policy::PathPattern& pat) { return !pat.absolute; });
+    }
+  }
+  TRY(plan_workspace_rules(plan.workspace, DenyCtx{walk_rules, plan.mode != WorkspaceMode::Ro,
                                    plan.mode == WorkspaceMode::Rw},
                            plan));
   for (const auto& d : p.filesystem.deny) {
@@ -527,7 +575,7 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
     bool visible = false;
     for (const auto& m : user) {
       if ((m.kind == MountKind::BindRo || m.kind == MountKind::BindRw ||
-           m.kind == MountKind::CowOverlay) &&
+           m.kind == MountKind::CowOverlay || m.kind == MountKind::CowFuse) &&
           is_under(d.expanded, m.source) && d.expanded != m.source) {
         visible = true;
       }

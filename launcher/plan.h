@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/landlock.h"
 #include "policy/base/result.h"
 #include "policy/policy.h"
 
@@ -40,6 +41,8 @@ enum class MountKind {
                // removed (EBUSY), so a protected path's parents stay where they are
   CowOverlay,  // cow mode: overlayfs, lower = source (the real workspace, never written),
                // upper/work = LaunchPlan::cow_upper/cow_work (the session's upper/ and work/)
+  CowFuse,     // cow mode: cordon-fs's view, mounted on the host at LaunchPlan::cow_mount by
+               // the launcher (cowfs_sidecar.h) and cloned onto the workspace path
 };
 
 struct MountOp {
@@ -76,7 +79,17 @@ struct LaunchPlan {
   // opens them before it drops host root's uid (see open_cow_layers_in_child).
   std::string cow_upper;
   std::string cow_work;
+  // cow mode through cordon-fs (HostFacts::cow_fuse): the view's host mountpoint (<session>/mnt),
+  // cloned by the child before it drops host ids. Path policy is then cordon-fs's, at each lookup.
+  bool cow_fuse = false;
+  std::string cow_mount;
   uint64_t tmp_size = 0;
+  // network.allow not empty: the child captures every connection (netns.h) and cordon serves
+  // them with cordon-netproxy (net_sidecar.h). Off: only lo, no route, no proxy.
+  bool network = false;
+  bool proxy_env = false;  // network.proxy_env: explicit proxy listener + *_PROXY variables
+  // Landlock rules for the program (launcher/landlock.h), filled by plan_landlock().
+  LandlockPlan landlock;
   policy::Millis timeout{0};
   policy::Millis kill_grace{0};
 };
@@ -96,6 +109,9 @@ struct HostFacts {
   bool stdin_tty = false;
   std::optional<winsize> window;
   char** env = nullptr;
+  // cow mode can go through cordon-fs here (cowfs_unavailable_reason() is empty); set by
+  // `cordon run`, not by current(), so plans built in tests keep the kernel overlay.
+  bool cow_fuse = false;
 
   static HostFacts current();
 };

@@ -13,15 +13,21 @@
 #include <iostream>
 
 #include "launcher/cgroup_warmup.h"
+#include "launcher/landlock.h"
 #include "launcher/channel.h"
 #include "launcher/commands.h"
 #include "launcher/contain.h"
+#include "launcher/cowfs_sidecar.h"
 #include "launcher/limits.h"
 #include "launcher/mounts.h"
 #include "launcher/namespaces.h"
+#include "launcher/no_namespaces.h"
+#include "launcher/net_summary.h"
 #include "launcher/plan.h"
 #include "launcher/seccomp.h"
 #include "launcher/session.h"
+#include "launcher/shim_attribution.h"
+#include "launcher/shim_setup.h"
 #include "launcher/supervise.h"
 #include "launcher/userns.h"
 #include "policy/loader.h"
@@ -194,11 +200,26 @@ int run_command(const RunOptions& opts) {
   } catch (const PolicyError& e) {
     return fail(e.what());
   }
+  if (opts.no_namespaces) {
+    return run_no_namespaces(opts, pol);  // advisory mode: no clone, no mount plan
+  }
+
+  // cow mode goes through cordon-fs where this host allows FUSE; else kernel overlayfs, said so.
+  const std::string cow_fallback = cowfs_unavailable_reason();
+  host.cow_fuse = cow_fallback.empty();
 
   // Plan: everything decided and validated before any namespace exists.
   auto plan = build_plan(pol, opts.argv, host);
   if (!plan.ok()) {
     return fail(plan.error().to_string());
+  }
+  // network.allow: found before any namespace exists, so a missing proxy never starts the program.
+  auto netproxy_bin = plan->network ? find_netproxy_binary() : Result<std::string>(std::string());
+  if (!netproxy_bin.ok()) {
+    return fail("network: " + netproxy_bin.error().to_string());
+  }
+  if (auto s = plan_landlock(pol.process, *plan); !s.ok()) {
+    return fail(s.error().to_string());
   }
   auto seccomp = compile_seccomp(pol.process.seccomp);
   if (!seccomp.ok()) {
@@ -221,16 +242,32 @@ int run_command(const RunOptions& opts) {
 
   SessionEnd end;
   end.limits_backend = limits->describe();
+  CowFsProcess cowfs;  // cordon-fs for the session (cow mode through FUSE); stopped by finish
+  std::optional<NetproxyProcess> netproxy;  // network.allow: cordon-netproxy; stopped by finish
   auto finish = [&](int code) {
     end.exit_code = code;
+    finish_network(netproxy, *session, end);
+    if (!pol.network.allow.empty()) {
+      // After the proxy stopped (its records are all in): net.connect -> pid/exe/argv.
+      (void)record_connection_attribution(session->paths().events, session->events());
+    }
     end.duration = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - t0);
+    cowfs.begin_stop();  // the daemon unmounts while the changes are counted
     if (cow && end.error.empty()) {
       // What the program left in the copy-on-write layer; the workspace itself is untouched.
-      CowChanges c = count_cow_changes(session->paths().upper, plan->workspace, kMaxCowCount);
-      end.cow_changed = c.count;
-      end.cow_changed_more = c.more;
+      if (plan->cow_fuse) {
+        end.cow_changed = count_cowfs_changes(plan->workspace, session->paths().upper);
+      } else {
+        CowChanges c = count_cow_changes(session->paths().upper, plan->workspace, kMaxCowCount);
+        end.cow_changed = c.count;
+        end.cow_changed_more = c.more;
+        end.cow_fallback = cow_fallback;
+      }
       end.cow_upper = session->paths().upper;
+    }
+    if (CowFsExit x = cowfs.stop(); x.died_early) {
+      end.cow_daemon_died = x.how;
     }
     auto f = session->finish(end);
     if (!f.ok()) {
@@ -253,6 +290,23 @@ int run_command(const RunOptions& opts) {
     if (auto s = prepare_cow_layers_from_parent(*plan); !s.ok()) {
       return setup_failed("copy-on-write layer: " + s.error().to_string());
     }
+    auto view = start_cow_backend(*session, *plan);
+    if (!view.ok()) {
+      return setup_failed("copy-on-write workspace: " + view.error().to_string());
+    }
+    cowfs = std::move(view).value();
+    if (!plan->cow_fuse && !opts.quiet) {
+      std::fprintf(stderr,
+                   "cordon: copy-on-write through kernel overlayfs, not cordon-fs (%s): deny rules "
+                   "cover only files present now; no live snapshot/rollback\n",
+                   cow_fallback.c_str());
+    }
+  }
+  // The preload shim: library + collector socket into the plan now, collector thread after clone.
+  auto shim = prepare_shim_from_parent(session->paths().dir, session->paths().events,
+                                       session->id(), *plan);
+  if (!shim.ok()) {
+    return setup_failed("preload shim: " + shim.error().to_string());
   }
 
   // Apply: signals are blocked before clone so none is lost between clone and the signalfd. They
@@ -266,6 +320,10 @@ int run_command(const RunOptions& opts) {
   if (!channel.ok()) {
     return setup_failed(channel.error().to_string());
   }
+  // cordon-fs started meanwhile; its view must be mounted before the clone copies the mount table.
+  if (auto s = cowfs.wait_ready(); !s.ok()) {
+    return setup_failed("copy-on-write workspace: " + s.error().to_string());
+  }
   warmup.join();  // no second thread may exist across the raw clone
   const LaunchPlan& lp = *plan;
   const Limits& lim = *limits;
@@ -277,7 +335,12 @@ int run_command(const RunOptions& opts) {
   });
   channel->child.reset();
   if (!child.ok()) {
-    return setup_failed(child.error().to_string());
+    int e = child.error().code;
+    return setup_failed(child.error().to_string() +
+                        (e == EPERM || e == ENOSPC || e == EUSERS
+                             ? "; without namespaces, `cordon run --no-namespaces` runs the program "
+                               "in an advisory mode (preload shim, proxy, Landlock; not a sandbox)"
+                             : ""));
   }
   // The child waits on the channel while its ids are mapped and its cgroup is set.
   if (auto s = write_id_maps_from_parent(child->pid, lp.ids); !s.ok()) {
@@ -294,11 +357,28 @@ int run_command(const RunOptions& opts) {
   }
 
   // Off the critical path: the child is composing its root meanwhile.
+  if (*shim) {
+    if (auto s = (*shim)->start(); !s.ok()) {
+      std::fprintf(stderr, "cordon: preload shim: %s\n", s.error().to_string().c_str());
+    }
+  }
   if (auto s = session->started(child->pid, end.limits_backend); !s.ok()) {
     std::fprintf(stderr, "cordon: session record: %s\n", s.error().to_string().c_str());
   }
   if (!opts.quiet && ::isatty(2) == 1) {
     std::fprintf(stderr, "cordon: %s\n", end.limits_backend.c_str());
+  }
+  if (lp.network) {
+    // The sandbox's capture sockets -> cordon-netproxy in the host's network namespace.
+    auto np = start_sandbox_netproxy(
+        channel->parent.get(), {session->paths().policy, session->id(),
+                                session->paths().dir + "/netproxy.log", session->events().fd(),
+                                *netproxy_bin});
+    if (!np.ok()) {
+      abandon(*child);
+      return setup_failed(np.error().to_string());
+    }
+    netproxy.emplace(std::move(*np));
   }
 
   SuperviseSpec spec;
@@ -310,6 +390,9 @@ int run_command(const RunOptions& opts) {
   spec.kill_grace = lp.kill_grace;
   spec.limits = &lim;
   Outcome out = supervise(spec);
+  if (*shim) {
+    (*shim)->stop();  // drains what the program's processes sent before the record is closed
+  }
   end.usage = limits->usage();
 
   if (out.setup_error) {

@@ -17,6 +17,8 @@ struct RunOptions {
   std::vector<std::string> env_set;   // K=V
   std::vector<std::string> allow_host;
   bool quiet = false;
+  // --no-namespaces: advisory mode on the host (launcher/no_namespaces.h).
+  bool no_namespaces = false;
   std::vector<std::string> argv;  // the program and its arguments
 };
 

@@ -492,6 +492,7 @@ Status Session::finish(const SessionEnd& given) {
     fields["cow_changed"] = *end.cow_changed;
     fields["cow_changed_more"] = end.cow_changed_more;
     fields["upper"] = end.cow_upper;
+    fields["cow_backend"] = end.cow_fallback.empty() ? "cordon-fs" : "overlay";
   }
   keep(events_.emit("session.end", fields));
 

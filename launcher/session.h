@@ -47,6 +47,14 @@ struct SessionEnd {
   std::optional<uint64_t> cow_changed;
   bool cow_changed_more = false;  // the walk stopped at its bound: "more than cow_changed"
   std::string cow_upper;
+  // cow mode ran on kernel overlayfs because cordon-fs could not be used here: why ("" = it ran
+  // through cordon-fs, or not in cow mode).
+  std::string cow_fallback;
+  // cordon-fs ended before the program did ("signal 9", ...): the view failed from then on.
+  std::string cow_daemon_died;
+  // network.allow sessions: "cordon: " lines on the network (top hosts, refusals, a proxy death),
+  // from net_summary.h; printed as they are.
+  std::string net_lines;
 };
 
 // Counts what the program changed in a cow session's upper/ against the workspace it lies over:
@@ -112,11 +120,14 @@ struct LogOptions {
   bool json = false;   // the raw lines, unchanged
   bool color = false;  // red/green decisions (log_command(id, json): on a tty, unless NO_COLOR)
   LogFilter filter;
+  bool net = false;  // --net: the network summary (net_summary.h) instead of the events
 };
 
 // `cordon ls` and `cordon log ID [--json]`. Return the process exit code.
 int ls_command();
 int log_command(const std::string& id, bool json);
+// `cordon log ID --net`: by host, by method, by status, and the refusals (--json: the net.* lines).
+int log_net_command(const std::string& id, bool json);
 // The same over an explicit root and streams (tests, and later filters from main.cc).
 int ls_command(const std::string& root, std::ostream& out, std::ostream& err);
 int log_command(const std::string& root, const std::string& id, const LogOptions& opts,

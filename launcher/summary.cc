@@ -71,7 +71,22 @@ std::string format_summary(const std::string& id, const SessionEnd& end) {
            (n == 1 && !end.cow_changed_more ? " file" : " files") +
            " changed in the copy-on-write layer (the workspace is untouched): " + end.cow_upper +
            "\n";
+    if (n > 0 && end.cow_fallback.empty()) {
+      out += "cordon: review: cordon diff " + id + "   apply: cordon commit " + id +
+             "   undo: cordon rollback " + id + "\n";
+    }
   }
+  if (!end.cow_fallback.empty()) {
+    out += "cordon: copy-on-write ran on kernel overlayfs, not cordon-fs (" +
+           text::one_line(end.cow_fallback, 200) +
+           "): deny rules covered only files present at start; no live snapshot/rollback\n";
+  }
+  if (!end.cow_daemon_died.empty()) {
+    out += "cordon: warning: cordon-fs ended during the session (" +
+           text::one_line(end.cow_daemon_died, 60) +
+           "); the workspace failed with ENOTCONN from then on; the changes before are kept\n";
+  }
+  out += end.net_lines;
   out += "cordon: log: cordon log " + id + "\n";
   return out;
 }

@@ -107,6 +107,8 @@ Outcome supervise(const SuperviseSpec& spec) {
           case MsgKind::ProgramExit:
             out.program_status = msg.value;
             break;
+          case MsgKind::NetSockets:  // taken by run.cc before supervising; a late copy is dropped
+            break;
           case MsgKind::PtyMaster:
             if (msg.fd && !relay) {
               relay.emplace(0, 1, std::move(msg.fd));

@@ -171,6 +171,9 @@ __attribute__((constructor)) void shim_init(int argc, char** argv, char** envp) 
                          : strcmp(f, "off") == 0 ? FsEvents::kOff
                                                  : FsEvents::kRefused;
   }
+  if (const char* c = find_env(envp, "CORDON_SHIM_CONNECT_EVENTS")) {
+    g_config.connect_events_all = strcmp(c, "all") == 0;
+  }
   // Keep the event socket far above the fds a program allocates, so "lowest free fd" semantics and
   // programs that dup2 onto small numbers are unaffected.
   rlimit rl{};

@@ -2,8 +2,10 @@
 // aliases (__execve), so each public entry point is hooked on its own. system() and popen() are
 // not hookable that way; the child image's proc.start covers them.
 #include <errno.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "preload_shim/shim.h"
@@ -27,6 +29,30 @@ void send_exec_event(const char* path, char* const argv[], const char* via, pid_
     ev.add_u32(wire::kChildPid, static_cast<uint32_t>(child));
   }
   ev.send();
+}
+
+// The launcher writes this file when process.exec_allow is in force (Landlock refuses the rest
+// with EACCES). A file, not an environment variable, so children that scrub theirs still explain.
+constexpr char kExecAllowFile[] = "/etc/cordon/exec_allow";
+
+// One line on stderr saying why an exec failed with EACCES, when exec_allow is the likely cause.
+// Raw syscalls: async-signal-safe (vfork children), and our own open() hook stays out of it.
+void explain_exec_refusal(const char* shown) {
+  if (syscall(SYS_faccessat, AT_FDCWD, kExecAllowFile, F_OK, 0) != 0) {
+    return;
+  }
+  char line[wire::kMaxPathBytes + 96];
+  size_t at = 0;
+  auto put = [&](const char* s) {
+    while (s != nullptr && *s != '\0' && at + 1 < sizeof line) {
+      line[at++] = *s++;
+    }
+  };
+  put("cordon: exec of ");
+  put(shown != nullptr ? shown : "(fd)");
+  put(" refused (not in process.exec_allow)\n");
+  ssize_t ignored = write(STDERR_FILENO, line, at);
+  (void)ignored;
 }
 
 // execl-style argument lists, collected on the stack (exec* may run in a vfork child: no malloc).
@@ -64,7 +90,12 @@ inline int forward_exec(Fn* real, const char* shown, char* const argv[], const c
     ErrnoGuard guard;
     send_exec_event(shown, argv, via, 0);
   }
-  return real(args...);
+  int rc = real(args...);
+  if (errno == EACCES) {
+    ErrnoGuard guard;
+    explain_exec_refusal(shown);
+  }
+  return rc;
 }
 
 // posix_spawn and posix_spawnp: spawn, then report with the child's pid (they return the error).

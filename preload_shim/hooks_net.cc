@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "preload_shim/shim.h"
 
@@ -11,6 +12,7 @@ namespace {
 
 // Distinct key spaces in the first-sight table.
 constexpr uint32_t kSaltSend = 0x73656e64;
+constexpr uint32_t kSaltConnect = 0x636f6e6e;
 
 wire::Decision decision_for(bool refused) {
   if (!g_config.deny_net) {
@@ -77,6 +79,14 @@ CORDON_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
   }
   int rc = real(fd, addr, len);
   ErrnoGuard guard;  // errno exactly as the real call left it
+  // A loopback destination never reaches the proxy, so the join needs no record of each connect:
+  // the first per destination and process is reported. (In deny mode the proxy itself listens on
+  // loopback and every connect to it must be joinable: all are reported.) The pid in the key keeps
+  // a forked child's first connect reported although it inherited its parent's table.
+  if (!g_config.deny_net && !g_config.connect_events_all && is_loopback(addr, len) &&
+      !first_sight(addr, len, kSaltConnect ^ static_cast<uint32_t>(getpid()))) {
+    return rc;
+  }
   // After connect (also EINPROGRESS) the local port is bound: it is what the proxy sees as the
   // peer, so (pid, local address) joins the two records.
   send_net_event(wire::kNetConnect, decision_for(false), fd, addr, len, rc == 0 ? 0 : guard.saved(),

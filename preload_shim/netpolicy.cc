@@ -99,6 +99,11 @@ size_t put_hex16(char* buf, size_t cap, size_t at, unsigned v) {
 
 }  // namespace
 
+bool is_loopback(const sockaddr* sa, socklen_t len) {
+  Peer p;
+  return sa != nullptr && to_peer(sa, len, &p) && is_local(p);
+}
+
 bool is_inet(const sockaddr* sa, socklen_t len) {
   Peer p;
   return sa != nullptr && to_peer(sa, len, &p);

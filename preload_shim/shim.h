@@ -42,6 +42,7 @@ struct Config {
   socklen_t sock_len = 0;
   bool deny_net = false;  // CORDON_SHIM_DENY_NET=1: refuse non-loopback, non-allowed peers
   FsEvents fs_events = FsEvents::kRefused;
+  bool connect_events_all = false;  // CORDON_SHIM_CONNECT_EVENTS=all: every loopback connect too
   AllowEntry allow[32]{};
   int allow_count = 0;
   int fd_floor = 0;  // the event socket is moved to >= this fd (out of the program's way)
@@ -113,6 +114,8 @@ void channel_after_fork_in_child();
 
 // ---- advisory network policy (netpolicy.cc) ----
 bool is_inet(const sockaddr* sa, socklen_t len);
+// True for 127/8, ::1 and the unspecified addresses (this host).
+bool is_loopback(const sockaddr* sa, socklen_t len);
 // True when deny mode is on and `sa` is neither loopback nor in the allowlist.
 bool net_refused(const sockaddr* sa, socklen_t len);
 // Writes "cordon: <what> to <addr> refused (not in network.allow)" once per destination.

@@ -1,6 +1,7 @@
-// cow mode (the default policy's filesystem.mode) through kernel overlayfs: the program sees its
-// changes, the real workspace stays byte-for-byte as it was, the changes wait in the session's
-// upper/. Real sandboxes, as root and as an ordinary user.
+// cow mode (the default policy's filesystem.mode): the program sees its changes, the real
+// workspace stays byte-for-byte as it was, the changes wait in the session's upper/. Through
+// cordon-fs where /dev/fuse is usable (root here), else kernel overlayfs (an ordinary user here,
+// since this host keeps /dev/fuse 0600). Real sandboxes, as root and as an ordinary user.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -8,9 +9,13 @@
 
 #include <filesystem>
 #include <map>
+#include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "launcher/plan.h"
 #include "launcher/session.h"
+#include "policy/loader.h"
 #include "tests/launcher/sandbox_fixture.h"
 
 namespace cordon::testing {
@@ -64,9 +69,49 @@ std::string upper_from_summary(const std::string& err) {
   return err.substr(at + key.size(), end - at - key.size());
 }
 
-bool is_whiteout(const std::string& path) {
+bool fuse_usable() { return ::access("/dev/fuse", R_OK | W_OK) == 0; }
+
+// `name` in `dir` of an upper layer is marked deleted: cordon-fs's ".wh.NAME" file, or
+// overlayfs' 0/0 character device.
+bool is_whiteout(const std::string& dir, const std::string& name) {
   struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0);
+  if (fuse_usable()) {
+    return ::lstat((dir + "/.wh." + name).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+           ::lstat((dir + "/" + name).c_str(), &st) != 0;
+  }
+  return ::lstat((dir + "/" + name).c_str(), &st) == 0 && S_ISCHR(st.st_mode) &&
+         st.st_rdev == makedev(0, 0);
+}
+
+std::string state_dir(SandboxFixture& f) {
+  for (const auto& e : f.env()) {
+    if (e.rfind("CORDON_STATE_DIR=", 0) == 0) {
+      return e.substr(17);
+    }
+  }
+  return "";
+}
+
+// The one session directory of a fixture's store.
+std::string only_session(SandboxFixture& f) {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(state_dir(f) + "/sessions", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    dirs.push_back(it->path().string());
+  }
+  return dirs.size() == 1 ? dirs[0] : "";
+}
+
+bool mounted_below(const std::string& dir) {
+  std::ifstream mi("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mi, line)) {
+    if (line.find(" " + dir + "/") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // A workspace with files to modify, delete and rename. As root, handed to an unprivileged uid
@@ -114,8 +159,8 @@ TEST(Cow, DefaultModeShowsChangesInsideAndKeepsTheWorkspaceUntouched) {
   EXPECT_EQ(read_text(upper + "/mod.txt"), "original\nmore\n");
   EXPECT_EQ(read_text(upper + "/renamed.txt"), "rename me\n");
   EXPECT_EQ(read_text(upper + "/sub/deep.txt"), "deep\n");
-  EXPECT_TRUE(is_whiteout(upper + "/del.txt"));
-  EXPECT_TRUE(is_whiteout(upper + "/ren.txt"));
+  EXPECT_TRUE(is_whiteout(upper, "del.txt"));
+  EXPECT_TRUE(is_whiteout(upper, "ren.txt"));
   struct stat st {};
   ASSERT_EQ(::stat((upper + "/newdir").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
@@ -194,7 +239,10 @@ TEST(Cow, ProtectedFilesAreReadOnly) {
                           "echo evil >> .git/config && echo WROTE; cat .git/config; echo ok > x"});
   EXPECT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_EQ(r.out, "[core]\n") << r.err;
-  EXPECT_NE(r.err.find("Read-only file system"), std::string::npos) << r.err;
+  // cordon-fs refuses the write itself (EACCES); overlayfs sits under a read-only bind (EROFS).
+  EXPECT_NE(r.err.find(fuse_usable() ? "Permission denied" : "Read-only file system"),
+            std::string::npos)
+      << r.err;
   EXPECT_EQ(read_text(f.ws() + "/.git/config"), "[core]\n");
 }
 
@@ -254,6 +302,7 @@ TEST(Cow, OverlayRefusalFailsClosed) {
       e = "CORDON_STATE_DIR=" + store;
     }
   }
+  env.push_back("CORDON_COW_BACKEND=overlay");  // this test is about the overlay fallback
   const std::string before = tree_snapshot(f.ws());
   auto r = run_program({cordon_bin(), "run", "--", "/bin/sh", "-c", "echo ran > ran.txt"},
                        RunSpec{.env = env, .cwd = f.ws()});
@@ -266,6 +315,178 @@ TEST(Cow, OverlayRefusalFailsClosed) {
   EXPECT_EQ(tree_snapshot(f.ws()), before) << "the program must not have run";
 }
 
+// cordon-fs decides the path policy at each lookup: a secret the program creates after start is
+// as unreadable as one that was there (the old start-time masks could not cover it).
+TEST(Cow, DeniedFileCreatedLaterInsideTheSandboxIsUnreadable) {
+  CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+  SandboxFixture f;
+  populate(f);
+  auto r = f.run({"-q"}, {"/bin/sh", "-c",
+                          "echo TOKEN=hunter2 > .env; mkdir -p deep/er; echo k > deep/er/id.pem;"
+                          " cat .env deep/er/id.pem; cp mod.txt sub/.env; cat sub/.env;"
+                          " mv mod.txt x.pem; cat x.pem; echo end"});
+  EXPECT_EQ(r.out, "end\n") << r.err;
+  EXPECT_EQ(r.err.find("hunter2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("original"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(".env: Permission denied"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("id.pem: Permission denied"), std::string::npos) << r.err;
+  // Each refusal is an event naming the rule and the process.
+  std::string events = read_text(only_session(f) + "/events.jsonl");
+  EXPECT_NE(events.find("\"kind\":\"fs.refused\""), std::string::npos) << events;
+  EXPECT_NE(events.find("\"rule\":\"filesystem.deny["), std::string::npos) << events;
+  EXPECT_NE(events.find("\"path\":\".env\""), std::string::npos) << events;
+}
+
+// kill -9 of cordon-fs while the program runs: every access fails (ENOTCONN); nothing falls
+// through to the real tree, which stays untouched; cordon says so at the end and leaves no mount.
+TEST(Cow, CordonFsKilledMidRunMakesTheWorkspaceFailNotTheRealTree) {
+  CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+  SandboxFixture f;
+  populate(f);
+  const std::string before = tree_snapshot(f.ws());
+  std::vector<std::string> argv = {
+      cordon_bin(), "run", "--workspace", f.ws(), "--", "/bin/sh", "-c",
+      // cat opens the file, which asks cordon-fs (a stat could be answered from the kernel's
+      // attribute cache, which outlives the daemon; it holds metadata only).
+      "echo kept > saved.txt; echo ready; while cat saved.txt >/dev/null; do sleep 0.05; done;"
+      " cat mod.txt 2>&1; ls; echo x > new.txt; echo end"};
+  Background bg(argv, f.env(), f.ws());
+  ASSERT_NE(bg.read_until("ready\n").find("ready"), std::string::npos);
+  const std::string session = only_session(f);
+  long pid = std::stol(read_text(session + "/cordon-fs.pid"));
+  ASSERT_EQ(read_text("/proc/" + std::to_string(pid) + "/comm"), "cordon-fs\n");
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  EXPECT_EQ(bg.wait(), 0);
+  EXPECT_EQ(bg.text(), "ready\ncat: mod.txt: Transport endpoint is not connected\nend\n")
+      << "the program read something after cordon-fs died";
+  EXPECT_EQ(tree_snapshot(f.ws()), before);
+  EXPECT_EQ(read_text(session + "/upper/saved.txt"), "kept\n") << "the layer must survive";
+  EXPECT_FALSE(mounted_below(session)) << "cordon left the dead mount behind";
+}
+
+TEST(Cow, CordonFsKilledMidRunIsReportedWithENOTCONN) {
+  CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+  SandboxFixture f;
+  populate(f);
+  std::vector<std::string> argv = {
+      cordon_bin(), "run", "--workspace", f.ws(), "--", "/bin/sh", "-c",
+      "echo ready; while cat mod.txt >/dev/null 2>&1; do sleep 0.05; done; cat mod.txt 2>&1;"
+      " echo end"};
+  RunSpec spec{.env = f.env(), .cwd = f.ws()};
+  std::thread killer([&] {
+    for (int i = 0; i < 400 && only_session(f).empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    std::string pidfile = only_session(f) + "/cordon-fs.pid";
+    for (int i = 0; i < 400 && read_text(pidfile).empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::string pid = read_text(pidfile);
+    if (!pid.empty()) {
+      ::kill(static_cast<pid_t>(std::stol(pid)), SIGKILL);
+    }
+  });
+  auto r = run_program(argv, spec);
+  killer.join();
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_NE(r.out.find("cat: mod.txt: Transport endpoint is not connected\nend\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("cordon: warning: cordon-fs ended during the session (signal 9"),
+            std::string::npos)
+      << r.err;
+}
+
+// A cordon-fs that cannot start: cordon stops before the program runs, with cordon-fs's words.
+TEST(Cow, CordonFsThatCannotStartFailsClosed) {
+  CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+  SandboxFixture f;
+  populate(f);
+  const std::string before = tree_snapshot(f.ws());
+  f.env().push_back("CORDON_FS_BIN=/bin/false");
+  auto r = f.run({}, {"/bin/sh", "-c", "echo ran > ran.txt; echo ran"});
+  EXPECT_EQ(r.exit_code(), 125) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("cordon-fs (/bin/false) exited before mounting (exit 1)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(tree_snapshot(f.ws()), before);
+}
+
+// cordon and cordon-fs both SIGKILLed: the dead mount stays on the host until the next cordon
+// command detaches it.
+TEST(Cow, StaleMountAfterACrashIsDetachedByTheNextCommand) {
+  CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+  SandboxFixture f;
+  populate(f);
+  std::vector<std::string> argv = {cordon_bin(), "run",     "-q", "--workspace", f.ws(), "--",
+                                   "/bin/sh",    "-c",      "echo k > k.txt; echo ready; sleep 60"};
+  Background bg(argv, f.env(), f.ws());
+  ASSERT_NE(bg.read_until("ready\n").find("ready"), std::string::npos);
+  const std::string session = only_session(f);
+  long pid = std::stol(read_text(session + "/cordon-fs.pid"));
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGKILL), 0);
+  ASSERT_EQ(::kill(bg.pid(), SIGKILL), 0);
+  bg.wait();
+  struct Detach {  // should the test fail, it must not leave the dead mount on the host
+    std::string path;
+    ~Detach() { ::umount2(path.c_str(), MNT_DETACH); }
+  } detach{session + "/mnt"};
+  ASSERT_TRUE(mounted_below(session)) << "expected the dead mount to be left behind";
+  auto d = run_program({cordon_bin(), "diff", "last", "--stat"},
+                       RunSpec{.env = f.env(), .cwd = f.ws()});
+  EXPECT_EQ(d.exit_code(), 0) << d.err;
+  EXPECT_NE(d.out.find("A k.txt  (2 bytes)\n"), std::string::npos) << d.out;
+  EXPECT_FALSE(mounted_below(session)) << "cordon diff did not detach the stale mount";
+}
+
+// The plan through cordon-fs: the workspace is the daemon's view, and workspace-relative rules
+// get no start-time masks (cordon-fs decides them at each lookup); absolute ones still do.
+TEST(Cow, PlanThroughCordonFsLeavesRelativeRulesToTheDaemon) {
+  TempDir ws, home;
+  write_text(ws.path() + "/.env", "x");
+  write_text(ws.path() + "/abs.key", "x");
+  ::mkdir((ws.path() + "/.git").c_str(), 0755);
+  write_text(ws.path() + "/.git/config", "x");
+  policy::Policy p = policy::default_policy();  // cow, **/.env denied, .git/config protected
+  p.filesystem.workspace = ws.path();
+  std::string why;
+  auto abs = policy::PathPattern::parse(ws.path() + "/abs.key", "", &why);
+  ASSERT_TRUE(abs) << why;
+  p.filesystem.deny.push_back(*abs);
+  launcher::HostFacts h;
+  h.euid = 1000;
+  h.egid = 1000;
+  h.cwd = ws.path();
+  h.home = home.path();
+  static char* empty_env[] = {nullptr};
+  h.env = empty_env;
+  auto count = [&](const launcher::LaunchPlan& plan, launcher::MountKind k, const std::string& t) {
+    size_t n = 0;
+    for (const auto& m : plan.mounts) {
+      n += m.kind == k && m.target == t;
+    }
+    return n;
+  };
+  auto overlay = launcher::build_plan(p, {"true"}, h);
+  ASSERT_TRUE(overlay.ok()) << overlay.error().to_string();
+  EXPECT_FALSE(overlay->cow_fuse);
+  EXPECT_EQ(count(*overlay, launcher::MountKind::CowOverlay, ws.path()), 1u);
+  EXPECT_EQ(count(*overlay, launcher::MountKind::MaskFile, ws.path() + "/.env"), 1u);
+  EXPECT_EQ(count(*overlay, launcher::MountKind::BindRo, ws.path() + "/.git/config"), 1u);
+
+  h.cow_fuse = true;
+  auto fuse = launcher::build_plan(p, {"true"}, h);
+  ASSERT_TRUE(fuse.ok()) << fuse.error().to_string();
+  EXPECT_TRUE(fuse->cow_fuse);
+  EXPECT_EQ(count(*fuse, launcher::MountKind::CowFuse, ws.path()), 1u);
+  EXPECT_EQ(count(*fuse, launcher::MountKind::CowOverlay, ws.path()), 0u);
+  EXPECT_EQ(count(*fuse, launcher::MountKind::MaskFile, ws.path() + "/.env"), 0u);
+  EXPECT_EQ(count(*fuse, launcher::MountKind::BindRo, ws.path() + "/.git/config"), 0u);
+  EXPECT_EQ(count(*fuse, launcher::MountKind::MaskFile, ws.path() + "/abs.key"), 1u);
+}
+
 TEST(Cow, SummaryLineSaysHowManyAndWhere) {
   launcher::SessionEnd end;
   EXPECT_EQ(launcher::format_summary("X", end).find("copy-on-write"), std::string::npos);
@@ -274,6 +495,9 @@ TEST(Cow, SummaryLineSaysHowManyAndWhere) {
   EXPECT_NE(launcher::format_summary("X", end).find(
                 "cordon: 1 file changed in the copy-on-write layer (the workspace is "
                 "untouched): /s/X/upper\n"),
+            std::string::npos);
+  EXPECT_NE(launcher::format_summary("X", end).find(
+                "cordon: review: cordon diff X   apply: cordon commit X   undo: cordon rollback X\n"),
             std::string::npos);
   end.cow_changed = 100000;
   end.cow_changed_more = true;

@@ -92,8 +92,28 @@ TEST(Plan, RefusesWhatCannotBeHonouredBeforeAnyNamespace) {
   std::string why;
   p.network.allow.push_back(*policy::HostPattern::parse("example.com:443", &why));
   r = build_plan(p, {"true"}, h);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("cordon-netproxy"), std::string::npos);
+  // network.allow is enforced through cordon-netproxy: capture on, the explicit proxy announced,
+  // DNS pointed anywhere (port 53 is redirected to the proxy).
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_TRUE(r->network);
+  EXPECT_TRUE(r->proxy_env);
+  EXPECT_NE(std::find(r->envp.begin(), r->envp.end(), "HTTPS_PROXY=http://127.0.0.1:15080"),
+            r->envp.end());
+  EXPECT_NE(std::find(r->envp.begin(), r->envp.end(), "no_proxy=localhost,127.0.0.1,::1"),
+            r->envp.end());
+  for (const auto& f : r->etc_files) {
+    if (f.path == "resolv.conf") {
+      EXPECT_EQ(f.content, "nameserver 198.51.100.53\noptions timeout:2 attempts:1\n");
+    }
+  }
+  p.network.proxy_env = false;
+  r = build_plan(p, {"true"}, h);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->network);
+  EXPECT_FALSE(r->proxy_env);
+  for (const auto& kv : r->envp) {
+    EXPECT_EQ(kv.find("PROXY="), std::string::npos) << kv;
+  }
 
   r = build_plan(rw_policy(ws.path() + "/missing"), {"true"}, h);
   ASSERT_FALSE(r.ok());

@@ -114,9 +114,11 @@ TEST(SandboxProcess, InheritedFdsAreClosed) {
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
   ASSERT_GE(dirfd, 3);
+  // 768 (3/4 of the default nofile 1024, O_CLOEXEC) is ls's own event socket to cordon, opened
+  // by the preload shim inside ls (preload_shim/README.md); it is not inherited from anywhere.
   auto r = f.sh(
-      "ls /proc/self/fd; for fd in 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$fd ] && echo leaked $fd; "
-      "done; echo end");
+      "ls /proc/self/fd | grep -vx 768; for fd in 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$fd ] && "
+      "echo leaked $fd; done; echo end");
   ::close(dirfd);
   ::close(p[0]);
   ::close(p[1]);
@@ -243,11 +245,29 @@ TEST(SandboxProcess, BadFlagValuesAreNamed) {
   EXPECT_NE(t.err.find("--timeout: \"soon\""), std::string::npos) << t.err;
 }
 
+// network.allow is enforced through cordon-netproxy (tests/launcher/network_test.cc); a missing
+// proxy binary is a launch failure, never a sandbox with open network.
 TEST(SandboxProcess, NetworkAllowFailsClosedWithoutTheProxy) {
   SandboxFixture f;
-  auto r = f.run({"--mode", "rw", "--allow-host", "example.com:443"}, {"/bin/true"});
+  // A copy of cordon alone in a directory: no cordon-netproxy beside it or in a build tree next
+  // to it. (The installed libexec directory must not hold one either for this to mean anything.)
+  TempDir bin;
+  std::string copy = bin / "cordon";
+  auto cp = run_program({"cp", cordon_bin(), build_path("launcher/cordon-capture.so"),
+                         build_path("preload_shim/libcordon_preload.so"), bin.path()});
+  ASSERT_EQ(cp.exit_code(), 0) << cp.err;
+  CORDON_REQUIRE(::access(CORDON_LIBEXECDIR "/cordon-netproxy", X_OK) != 0,
+                 "no installed cordon-netproxy (one is in " CORDON_LIBEXECDIR ")");
+  RunSpec spec;
+  spec.env = f.env();
+  spec.cwd = f.ws();
+  auto r = run_program({copy, "run", "--workspace", f.ws(), "--mode", "rw", "--allow-host",
+                        "example.com:443", "--", "/bin/true"},
+                       spec);
   EXPECT_EQ(r.exit_code(), 125);
-  EXPECT_NE(r.err.find("needs cordon-netproxy"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cordon-netproxy not found"), std::string::npos) << r.err;
+  // Found missing before any namespace: no session was even started.
+  EXPECT_EQ(r.err.find("cordon: session "), std::string::npos) << r.err;
 }
 
 TEST(SandboxProcess, SessionRecordIsWritten) {

@@ -54,7 +54,7 @@ TEST(ShimBackpressure, UnreadCollectorNeitherStallsNorLosesCount) {
   std::string marker = dir / "flood";
   RunSpec spec;
   spec.env = base_env({"LD_PRELOAD=" + shim_library(), "CORDON_SHIM_SOCK=" + sock_path,
-                       "CORDON_SHIM_FS_EVENTS=all"});
+                       "CORDON_SHIM_FS_EVENTS=all", "CORDON_SHIM_CONNECT_EVENTS=all"});
   spec.deadline = std::chrono::seconds(240);
   RunResult r;
   std::thread runner([&] {

@@ -1,0 +1,366 @@
+// cordon-netproxy as the session's sidecar: lookup, spawn with inherited fds, ready handshake,
+// stop and reap.
+#include "launcher/net_sidecar.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "launcher/channel.h"
+#include "launcher/netns.h"
+#include "launcher/session_text.h"
+
+namespace cordon::launcher {
+namespace {
+
+constexpr const char* kNetproxyFile = "cordon-netproxy";
+
+std::string dir_of_self() {
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    return {};
+  }
+  std::string dir(exe, static_cast<size_t>(n));
+  return dir.substr(0, dir.rfind('/') + 1);
+}
+
+// The last few lines of the proxy's log, quoted in errors (its own words for what went wrong).
+std::string log_tail(const std::string& path) {
+  if (path.empty()) {
+    return {};
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    return {};
+  }
+  off_t size = ::lseek(fd.get(), 0, SEEK_END);
+  off_t from = size > 1024 ? size - 1024 : 0;
+  char buf[1024];
+  ssize_t n = ::pread(fd.get(), buf, sizeof buf, from);
+  if (n <= 0) {
+    return {};
+  }
+  std::string s(buf, static_cast<size_t>(n));
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) {
+    s.pop_back();
+  }
+  return text::one_line(s, 600);
+}
+
+void add_fd_args(std::vector<std::string>& argv, const char* flag, const std::vector<int>& fds,
+                 std::vector<int>& sources, int& next) {
+  for (int fd : fds) {
+    argv.push_back(flag);
+    argv.push_back(std::to_string(next++));
+    sources.push_back(fd);
+  }
+}
+
+// The forked child: fds into place (sources first moved above every target, so a dup2 never
+// clobbers a source still to be placed), nothing else inherited, its own session (a ^C at the
+// terminal is for the program, forwarded by cordon, not for the proxy), death with cordon.
+// Everything it needs was allocated before fork: cordon may have other threads by now.
+[[noreturn]] void exec_proxy(char* const* argv, const int* fds, size_t nfds, pid_t parent) {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);  // cordon blocks the signals it supervises
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (::getppid() != parent) {
+    ::_exit(125);  // cordon died before the death signal was armed
+  }
+  ::setsid();
+  constexpr int kHigh = 512;
+  constexpr size_t kMaxFds = 64;
+  int moved[kMaxFds];
+  if (nfds > kMaxFds) {
+    ::_exit(125);
+  }
+  for (size_t i = 0; i < nfds; ++i) {
+    moved[i] = ::fcntl(fds[i], F_DUPFD_CLOEXEC, kHigh);
+    if (moved[i] < 0) {
+      ::_exit(125);
+    }
+  }
+  for (size_t i = 0; i < nfds; ++i) {
+    if (::dup2(moved[i], static_cast<int>(i)) < 0) {  // dup2 clears FD_CLOEXEC on the target
+      ::_exit(125);
+    }
+  }
+  ::close_range(static_cast<unsigned>(nfds), ~0U, 0);
+  char* envp[] = {nullptr};
+  ::execve(argv[0], argv, envp);
+  ::_exit(127);
+}
+
+}  // namespace
+
+NetproxyProcess::NetproxyProcess(NetproxyProcess&& o) noexcept
+    : pid(std::exchange(o.pid, -1)),
+      pidfd(std::move(o.pidfd)),
+      host_port(o.host_port),
+      log_path(std::move(o.log_path)),
+      status_(o.status_) {}
+
+NetproxyProcess& NetproxyProcess::operator=(NetproxyProcess&& o) noexcept {
+  if (this != &o) {
+    stop();
+    pid = std::exchange(o.pid, -1);
+    pidfd = std::move(o.pidfd);
+    host_port = o.host_port;
+    log_path = std::move(o.log_path);
+    status_ = o.status_;
+  }
+  return *this;
+}
+
+NetproxyProcess::~NetproxyProcess() { stop(); }
+
+std::optional<int> NetproxyProcess::exited() {
+  if (!status_ && pid > 0) {
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      status_ = st;
+    }
+  }
+  return status_;
+}
+
+void NetproxyProcess::stop(std::chrono::milliseconds grace) {
+  if (pid <= 0 || exited()) {
+    return;
+  }
+  // Through the pidfd: the pid cannot have been recycled while we hold it.
+  auto signal = [&](int sig) {
+    if (pidfd) {
+      ::syscall(SYS_pidfd_send_signal, pidfd.get(), sig, nullptr, 0);
+    } else {
+      ::kill(pid, sig);
+    }
+  };
+  signal(SIGTERM);  // lets it log the connections still open
+  if (pidfd) {
+    pollfd p{pidfd.get(), POLLIN, 0};
+    int r;
+    do {
+      r = ::poll(&p, 1, static_cast<int>(grace.count()));
+    } while (r < 0 && errno == EINTR);
+  }
+  if (!exited()) {
+    signal(SIGKILL);
+    int st = 0;
+    if (::waitpid(pid, &st, 0) == pid) {
+      status_ = st;
+    }
+  }
+}
+
+std::string describe_netproxy_exit(int st) {
+  std::string how =
+      WIFSIGNALED(st) ? text::signal_name(WTERMSIG(st)) : "exit " + std::to_string(WEXITSTATUS(st));
+  return "cordon-netproxy died (" + how +
+         ") during the session: the sandbox lost its network (connections refused from then on)";
+}
+
+Result<std::string> find_netproxy_binary() {
+  std::vector<std::string> tried;
+  std::string dir = dir_of_self();
+  if (!dir.empty()) {
+    tried.push_back(dir + kNetproxyFile);
+    tried.push_back(dir + "../netproxy/" + kNetproxyFile);  // the build tree
+  }
+  tried.push_back(std::string(CORDON_LIBEXECDIR) + "/" + kNetproxyFile);
+  for (const auto& p : tried) {
+    if (::access(p.c_str(), X_OK) == 0) {
+      return p;
+    }
+  }
+  std::string list;
+  for (const auto& p : tried) {
+    list += (list.empty() ? "" : ", ") + p;
+  }
+  return make_error("cordon-netproxy not found (looked at " + list + ")",
+                    "install cordon completely, or drop network.allow / --allow-host to run "
+                    "without network");
+}
+
+Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
+  std::string binary = spec.binary;
+  if (binary.empty()) {
+    ASSIGN_OR_RETURN(binary, find_netproxy_binary());
+  }
+  int ready[2], out[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    return sys_error("pipe2() for cordon-netproxy's ready byte");
+  }
+  UniqueFd ready_r(ready[0]), ready_w(ready[1]);
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    return sys_error("pipe2() for cordon-netproxy's stdout");
+  }
+  UniqueFd out_r(out[0]), out_w(out[1]);
+  UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!devnull) {
+    return sys_error("open(\"/dev/null\")");
+  }
+  UniqueFd log;
+  if (!spec.log_path.empty()) {
+    log.reset(::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    if (!log) {
+      return sys_error("open(\"" + spec.log_path + "\") for cordon-netproxy's diagnostics");
+    }
+  }
+
+  // fds 0-2, then each inherited socket from 3 up, in argument order.
+  std::vector<std::string> argv = {binary, "--policy", spec.policy_path, "--session",
+                                   spec.session_id};
+  std::vector<int> sources;
+  int next = 3;
+  if (spec.events_fd >= 0) {
+    add_fd_args(argv, "--events-fd", {spec.events_fd}, sources, next);
+  }
+  add_fd_args(argv, "--transparent-fd", spec.transparent_fds, sources, next);
+  add_fd_args(argv, "--dns-fd", spec.dns_fds, sources, next);
+  add_fd_args(argv, "--dns-tcp-fd", spec.dns_tcp_fds, sources, next);
+  add_fd_args(argv, "--listen-fd", spec.listen_fds, sources, next);
+  if (spec.nflog_fd >= 0) {
+    add_fd_args(argv, "--nflog-fd", {spec.nflog_fd}, sources, next);
+  }
+  add_fd_args(argv, "--ready-fd", {ready_w.get()}, sources, next);
+  if (spec.listen_on_host) {
+    argv.push_back("--listen");
+    argv.push_back("127.0.0.1:0");
+  }
+  // The child's fds in order: 0-2, then the sockets from 3 up.
+  std::vector<int> fds = {devnull.get(), out_w.get(), log ? log.get() : STDERR_FILENO};
+  fds.insert(fds.end(), sources.begin(), sources.end());
+  std::vector<char*> args;
+  for (auto& a : argv) {
+    args.push_back(a.data());
+  }
+  args.push_back(nullptr);
+
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    return sys_error("fork() for cordon-netproxy");
+  }
+  if (pid == 0) {
+    exec_proxy(args.data(), fds.data(), fds.size(), parent);
+  }
+  NetproxyProcess proc;
+  proc.pid = pid;
+  proc.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  proc.log_path = spec.log_path;
+  ready_w.reset();
+  out_w.reset();
+
+  // Ready byte, or the proxy's exit, or the deadline.
+  auto fail = [&](const std::string& what) -> Error {
+    proc.stop(std::chrono::milliseconds(200));
+    std::string tail = log_tail(spec.log_path);
+    return make_error("cordon-netproxy (" + binary + ") " + what +
+                      (tail.empty() ? std::string() : ": " + tail));
+  };
+  auto deadline = std::chrono::steady_clock::now() + spec.ready_timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return fail("was not ready after " + text::duration(spec.ready_timeout));
+    }
+    pollfd p{ready_r.get(), POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno != EINTR) {
+      return sys_error("poll(cordon-netproxy's ready pipe)");
+    }
+    if (r > 0) {
+      char b = 0;
+      if (::read(ready_r.get(), &b, 1) == 1) {
+        break;
+      }
+      // EOF without the byte: it is exiting (or closed the fd) before it was ready. The pipe
+      // closes before the exit is reapable: give the exit a moment to complete.
+      if (proc.pidfd) {
+        pollfd pp{proc.pidfd.get(), POLLIN, 0};
+        ::poll(&pp, 1, 1000);
+      }
+      if (auto st = proc.exited(); st) {
+        return fail("exited (" +
+                    (WIFSIGNALED(*st) ? text::signal_name(WTERMSIG(*st))
+                                      : "status " + std::to_string(WEXITSTATUS(*st))) +
+                    ") before it was ready");
+      }
+      return fail("closed its ready fd without being ready");
+    }
+  }
+
+  if (spec.listen_on_host) {
+    // It prints each listener's address ("127.0.0.1:PORT") on stdout before the ready byte.
+    char buf[256];
+    ssize_t n = ::read(out_r.get(), buf, sizeof buf - 1);
+    std::string line = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+    size_t colon = line.find(':');
+    long port = colon == std::string::npos ? 0 : std::strtol(line.c_str() + colon + 1, nullptr, 10);
+    if (port <= 0 || port > 65535) {
+      return fail("did not say which port it listens on (stdout: \"" + text::one_line(line, 80) +
+                  "\")");
+    }
+    proc.host_port = static_cast<uint16_t>(port);
+  }
+  return proc;
+}
+
+Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& net) {
+  CaptureSockets sockets;
+  for (;;) {
+    auto m = recv_msg(channel);
+    if (!m.ok()) {
+      return std::move(m).error();
+    }
+    if (!m->has_value()) {
+      return make_error("network: the sandbox ended before it handed over its network sockets");
+    }
+    Msg& msg = **m;
+    if (msg.kind == MsgKind::SetupError) {
+      Error e = make_error(msg.text);
+      return e;
+    }
+    if (msg.kind == MsgKind::NetSockets) {
+      auto s = capture_sockets_from_msg(msg.text, std::move(msg.fd), std::move(msg.fds));
+      if (!s.ok()) {
+        return std::move(s).error().with_context("network");
+      }
+      sockets = std::move(*s);
+      break;
+    }
+    // Nothing else is sent before the network step; anything that is can only be dropped.
+  }
+  NetproxySpawn spec;
+  spec.policy_path = net.policy_path;
+  spec.session_id = net.session_id;
+  spec.events_fd = net.events_fd;
+  spec.log_path = net.log_path;
+  spec.binary = net.binary;
+  spec.transparent_fds = {sockets.transparent.get()};
+  spec.dns_fds = {sockets.dns_udp.get()};
+  spec.dns_tcp_fds = {sockets.dns_tcp.get()};
+  if (sockets.explicit_proxy) {
+    spec.listen_fds = {sockets.explicit_proxy.get()};
+  }
+  spec.nflog_fd = sockets.nflog ? sockets.nflog.get() : -1;
+  auto proxy = spawn_netproxy(spec);
+  if (!proxy.ok()) {
+    return std::move(proxy).error().with_context("network");
+  }
+  // `sockets` goes out of scope here: the proxy holds the only copies from now on.
+  return proxy;
+}
+
+}  // namespace cordon::launcher

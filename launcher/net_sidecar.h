@@ -1,0 +1,82 @@
+// cordon-netproxy as the session's sidecar, host side: found, started in the host network
+// namespace with the sockets the sandbox made (or a host listener for --no-namespaces), waited for
+// until ready, and killed and reaped when the session ends.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/base/result.h"
+#include "policy/base/unique_fd.h"
+
+namespace cordon::launcher {
+
+struct NetproxySpawn {
+  std::string policy_path;  // the session's policy.json (the effective policy)
+  std::string session_id;
+  int events_fd = -1;  // an O_APPEND fd to the session's events.jsonl (inherited by the proxy)
+  std::vector<int> transparent_fds, dns_fds, dns_tcp_fds;
+  std::vector<int> listen_fds;  // explicit HTTP proxy + SOCKS5 listeners
+  int nflog_fd = -1;            // NFLOG socket of the sandbox's namespace (--nflog-fd), or -1
+  // --no-namespaces: the proxy listens on the host's 127.0.0.1:0 itself; the port it chose is
+  // returned in NetproxyProcess::host_port.
+  bool listen_on_host = false;
+  std::string log_path;  // the proxy's diagnostics (stderr), appended; "" = cordon's stderr
+  std::string binary;    // "" = find_netproxy_binary()
+  std::chrono::milliseconds ready_timeout{10000};
+};
+
+// The running proxy. Move-only; destruction stops it (SIGTERM, then SIGKILL after a grace period)
+// and reaps it, so no session outlives cordon's hold on its proxy.
+struct NetproxyProcess {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+  uint16_t host_port = 0;  // listen_on_host only
+  std::string log_path;
+
+  NetproxyProcess() = default;
+  NetproxyProcess(NetproxyProcess&& o) noexcept;
+  NetproxyProcess& operator=(NetproxyProcess&& o) noexcept;
+  NetproxyProcess(const NetproxyProcess&) = delete;
+  NetproxyProcess& operator=(const NetproxyProcess&) = delete;
+  ~NetproxyProcess();
+
+  // The raw wait status if it has ended (reaped here), std::nullopt while it runs.
+  std::optional<int> exited();
+  // SIGTERM, up to `grace` for it to exit, then SIGKILL; reaps. Idempotent.
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+ private:
+  std::optional<int> status_;
+};
+
+// Where cordon-netproxy is: beside the running cordon, in the build tree's netproxy/ next to
+// launcher/, then CORDON_LIBEXECDIR. An error names every place looked at.
+Result<std::string> find_netproxy_binary();
+
+// Starts cordon-netproxy and waits for its ready byte. The fds in `spec` stay the caller's: close
+// them afterwards, so that the proxy holds the only copies (its death then refuses connections).
+// An error names the failure and quotes the proxy's last diagnostics.
+Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec);
+
+// `cordon run`'s side, right after the child is released: waits on the report channel for the
+// sockets the sandbox made (MsgKind::NetSockets, netns.h), starts the proxy with them in the host
+// network namespace and closes cordon's copies. If the sandbox reports a setup error instead, that
+// error is returned as it came; the proxy's own failures read "network: ...".
+struct SandboxNet {
+  std::string policy_path, session_id, log_path;
+  int events_fd = -1;  // the session's events.jsonl (O_APPEND); dup'ed into the proxy
+  std::string binary;  // find_netproxy_binary(), looked up before the clone
+};
+Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& net);
+
+// "cordon-netproxy died (SIGKILL) during the session: the sandbox lost its network ..." for a
+// status from NetproxyProcess::exited() seen before cordon stopped it (any exit is a loss then).
+std::string describe_netproxy_exit(int status);
+
+}  // namespace cordon::launcher

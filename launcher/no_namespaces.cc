@@ -1,0 +1,470 @@
+// `cordon run --no-namespaces`: where user namespaces are unavailable, the program runs on the host
+// with the preload shim (LD_PRELOAD: events and early network refusals), cordon-netproxy on the
+// host's 127.0.0.1 as its explicit HTTP/SOCKS5 proxy, and Landlock + seccomp + no_new_privs, which
+// need no namespace. ADVISORY: static binaries and raw syscalls bypass the shim's network rules.
+#include "launcher/no_namespaces.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "launcher/env.h"
+#include "launcher/limits.h"
+#include "launcher/net_sidecar.h"
+#include "launcher/plan.h"
+#include "launcher/seccomp.h"
+#include "launcher/session.h"
+#include "launcher/shim_attribution.h"
+#include "launcher/shim_setup.h"
+#include "policy/loader.h"
+
+extern char** environ;
+
+namespace cordon::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void add_unique(std::vector<std::string>& v, const std::string& s) {
+  for (const auto& x : v) {
+    if (x == s) {
+      return;
+    }
+  }
+  v.push_back(s);
+}
+
+// As root, the program must not run as the host's root: the user who ran sudo, else the
+// workspace's owner, else nobody (the same choice the namespaced mode makes).
+struct Ids {
+  bool drop = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+Ids choose_host_ids(const std::string& workspace) {
+  Ids ids;
+  if (::geteuid() != 0) {
+    return ids;
+  }
+  ids.drop = true;
+  ids.uid = ids.gid = 65534;
+  const char* su = std::getenv("SUDO_UID");
+  const char* sg = std::getenv("SUDO_GID");
+  struct stat st {};
+  if (su != nullptr && std::atoi(su) > 0) {
+    ids.uid = static_cast<uid_t>(std::atoi(su));
+    ids.gid = sg != nullptr && std::atoi(sg) > 0 ? static_cast<gid_t>(std::atoi(sg)) : 65534;
+  } else if (::stat(workspace.c_str(), &st) == 0 && st.st_uid != 0) {
+    ids.uid = st.st_uid;
+    ids.gid = st.st_gid != 0 ? st.st_gid : 65534;
+  }
+  return ids;
+}
+
+struct ChildSpec {
+  std::vector<std::string> argv, envp;
+  std::string cwd;
+  Ids ids;
+  const Limits* limits;
+  const SeccompProgram* seccomp;
+  LandlockPlan landlock;
+  int release_fd;  // read end: one byte once the child is in its cgroup
+  int report_fd;   // write end (CLOEXEC): the errno of a failed step, as text
+};
+
+[[noreturn]] void child_fail(int fd, const std::string& what) {
+  ssize_t ignored = ::write(fd, what.data(), what.size());
+  (void)ignored;
+  ::_exit(kExitCordonFailed);
+}
+
+[[noreturn]] void child_main(const ChildSpec& c) {
+  char go = 0;
+  if (::read(c.release_fd, &go, 1) != 1) {
+    ::_exit(kExitCordonFailed);  // cordon died before placing us in the cgroup
+  }
+  if (::chdir(c.cwd.c_str()) != 0) {
+    child_fail(c.report_fd, "chdir(\"" + c.cwd + "\"): " + std::strerror(errno));
+  }
+  if (auto s = c.limits->apply_rlimits_in_child(); !s.ok()) {
+    child_fail(c.report_fd, s.error().to_string());
+  }
+  if (c.ids.drop) {
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(c.ids.gid, c.ids.gid, c.ids.gid) != 0 ||
+        ::setresuid(c.ids.uid, c.ids.uid, c.ids.uid) != 0) {
+      child_fail(c.report_fd, "setgroups/setresgid/setresuid(" + std::to_string(c.ids.uid) +
+                                  "): " + std::strerror(errno));
+    }
+  }
+  // After the id change, which clears it: the program must not outlive cordon's watch.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (::getppid() == 1) {
+    ::_exit(kExitCordonFailed);
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    child_fail(c.report_fd, std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno));
+  }
+  if (auto s = apply_landlock_in_program(c.landlock); !s.ok()) {
+    child_fail(c.report_fd, "landlock: " + s.error().to_string());
+  }
+  if (auto s = install_seccomp(*c.seccomp); !s.ok()) {
+    child_fail(c.report_fd, "seccomp: " + s.error().to_string());
+  }
+  std::vector<char*> argv, envp;
+  for (const auto& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : c.envp) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  environ = envp.data();
+  ::execvpe(argv[0], argv.data(), envp.data());
+  int e = errno;
+  child_fail(c.report_fd, "exec " + std::to_string(e) + " " + std::strerror(e));
+}
+
+Result<std::string> workspace_path(const policy::Policy& pol) {
+  std::string ws = pol.filesystem.workspace.empty() ? "." : pol.filesystem.workspace;
+  char buf[PATH_MAX];
+  if (::realpath(ws.c_str(), buf) == nullptr) {
+    return sys_error("workspace \"" + ws + "\": realpath", "check that it exists");
+  }
+  return std::string(buf);
+}
+
+}  // namespace
+
+LandlockPlan no_namespaces_landlock(const policy::Policy& pol, const std::string& workspace,
+                                    bool workspace_writable, const std::string& shim_library) {
+  LandlockPlan ll;
+  ll.abi = landlock_abi();
+  ll.enabled = ll.abi > 0;
+  ll.restrict_reads = true;
+  for (const auto& d : system_dirs()) {
+    if (d != "/") {
+      add_unique(ll.read_paths, d);
+    }
+  }
+  for (const char* p : {"/etc", "/proc", "/sys", "/dev", "/run/systemd/resolve"}) {
+    add_unique(ll.read_paths, p);
+  }
+  add_unique(ll.read_paths, workspace);
+  add_unique(ll.read_paths, shim_library);
+  for (const auto& p : pol.filesystem.read) {
+    if (p.absolute && !p.has_glob) {
+      add_unique(ll.read_paths, p.expanded);
+    }
+  }
+  for (const char* p : {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm",
+                        "/dev/random", "/dev/urandom", "/proc"}) {
+    add_unique(ll.write_paths, p);
+  }
+  // Landlock only grants: a read-only workspace beneath /tmp would be writable through a /tmp
+  // rule. Then the program gets only its private TMPDIR (run_no_namespaces makes it).
+  for (const char* p : {"/tmp", "/var/tmp"}) {
+    std::string t = p;
+    if (workspace_writable || !(workspace == t || workspace.rfind(t + "/", 0) == 0)) {
+      add_unique(ll.write_paths, t);
+    }
+  }
+  if (workspace_writable) {
+    add_unique(ll.write_paths, workspace);
+  }
+  for (const auto& p : pol.filesystem.write) {
+    if (p.absolute && !p.has_glob) {
+      add_unique(ll.write_paths, p.expanded);
+    }
+  }
+  return ll;
+}
+
+int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
+  auto t0 = Clock::now();
+  std::fputs(kNoNamespacesWarning, stderr);
+  std::fputc('\n', stderr);
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "cordon: %s\n", msg.c_str());
+    return kExitCordonFailed;
+  };
+
+  // Plan, all before anything starts.
+  auto ws = workspace_path(pol);
+  if (!ws.ok()) {
+    return fail(ws.error().to_string());
+  }
+  bool writable = pol.filesystem.mode == policy::WorkspaceMode::Rw;
+  if (pol.filesystem.mode == policy::WorkspaceMode::Cow) {
+    std::fputs(
+        "cordon: --no-namespaces: copy-on-write needs a mount namespace; the workspace is "
+        "read-only (use --mode rw to let the program write it)\n",
+        stderr);
+  }
+  auto library = find_preload_library();
+  if (!library.ok()) {
+    return fail(library.error().to_string());
+  }
+  LandlockPlan ll = no_namespaces_landlock(pol, *ws, writable, *library);
+  if (!pol.process.exec_allow.empty()) {
+    if (!ll.enabled) {
+      return fail(
+          "process.exec_allow is set, but this kernel has no Landlock to enforce it (Linux >= "
+          "5.13 with CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in lsm=); remove "
+          "process.exec_allow");
+    }
+    auto paths = exec_allow_paths(pol.process, *ws);
+    if (!paths.ok()) {
+      return fail(paths.error().to_string());
+    }
+    ll.exec_restricted = true;
+    ll.exec_paths = *paths;
+  }
+  if (!ll.enabled) {
+    std::fputs(
+        "cordon: --no-namespaces: this kernel has no Landlock: file rules are not "
+        "enforced\n",
+        stderr);
+  }
+  auto seccomp = compile_seccomp(pol.process.seccomp);
+  if (!seccomp.ok()) {
+    return fail("seccomp: " + seccomp.error().to_string());
+  }
+  char cwd_buf[PATH_MAX];
+  std::string cwd = ::getcwd(cwd_buf, sizeof cwd_buf) != nullptr ? cwd_buf : *ws;
+  Ids ids = choose_host_ids(*ws);
+
+  auto session = Session::create(pol, opts.argv, *ws);
+  if (!session.ok()) {
+    return fail("session record: " + session.error().to_string());
+  }
+  auto limits = Limits::create(pol.process, session->id());
+  if (!limits.ok()) {
+    return fail("limits: " + limits.error().to_string());
+  }
+  SessionEnd end;
+  end.limits_backend = limits->describe() + "; advisory mode (--no-namespaces)";
+  auto finish = [&](int code) {
+    end.exit_code = code;
+    end.duration = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+    if (auto f = session->finish(end); !f.ok()) {
+      std::fprintf(stderr, "cordon: session record: %s\n", f.error().to_string().c_str());
+    }
+    if (!opts.quiet) {
+      std::fputs(session->summary(end).c_str(), stderr);
+    }
+    return code;
+  };
+  auto setup_failed = [&](const std::string& msg) {
+    std::fprintf(stderr, "cordon: %s\n", msg.c_str());
+    end.error = msg;
+    return finish(kExitCordonFailed);
+  };
+
+  // The collector: the program runs as cordon's user (or the dropped id), so the socket lives in
+  // the session directory when that id can reach it, else in a root-made directory under /run.
+  LaunchPlan scratch;  // prepare_shim_from_parent records its binds here; no mounts in this mode
+  scratch.ids.rootless = !ids.drop;
+  scratch.ids.uid = ids.uid;
+  scratch.ids.gid = ids.gid;
+  auto shim = prepare_shim_from_parent(session->paths().dir, session->paths().events, session->id(),
+                                       scratch);
+  if (!shim.ok()) {
+    return setup_failed("preload shim: " + shim.error().to_string());
+  }
+  std::string socket_path, preload = *library;
+  for (const auto& m : scratch.mounts) {
+    if (m.target == kShimSocketInSandbox) {
+      socket_path = m.source;
+    } else if (m.target == kShimLibraryInSandbox) {
+      preload = m.source;  // a copy the dropped id can read, when it could not read the original
+    }
+  }
+  add_unique(ll.read_paths, preload);
+
+  // The proxy, for every connection the program makes (the shim refuses direct ones).
+  std::optional<NetproxyProcess> proxy;
+  std::map<std::string, std::string> extra_env;
+  if (*shim) {
+    extra_env["LD_PRELOAD"] = preload;
+    extra_env["CORDON_SHIM_SOCK"] = socket_path;
+  }
+  extra_env["CORDON_SHIM_DENY_NET"] = "1";
+  extra_env["CORDON_SESSION"] = session->id();
+  if (!pol.network.allow.empty()) {
+    UniqueFd events(::open(session->paths().events.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+    if (!events) {
+      return setup_failed("open(\"" + session->paths().events + "\", O_APPEND) for the proxy");
+    }
+    NetproxySpawn spec;
+    spec.policy_path = session->paths().policy;
+    spec.session_id = session->id();
+    spec.events_fd = events.get();
+    spec.listen_on_host = true;
+    spec.log_path = session->paths().dir + "/netproxy.log";
+    auto p = spawn_netproxy(spec);
+    if (!p.ok()) {
+      return setup_failed("network: " + p.error().to_string());
+    }
+    proxy.emplace(std::move(*p));
+    std::string port = std::to_string(proxy->host_port);
+    std::string http = "http://127.0.0.1:" + port;
+    std::string socks = "socks5h://127.0.0.1:" + port;
+    for (const char* k : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) {
+      extra_env[k] = http;
+    }
+    extra_env["ALL_PROXY"] = extra_env["all_proxy"] = socks;
+    extra_env["NO_PROXY"] = extra_env["no_proxy"] = "";
+  }
+  // A read-only workspace beneath /tmp left /tmp out of the write rules: a private TMPDIR instead.
+  std::string private_tmp;
+  if (ll.enabled &&
+      std::find(ll.write_paths.begin(), ll.write_paths.end(), "/tmp") == ll.write_paths.end()) {
+    private_tmp = "/tmp/cordon-tmp-" + session->id();
+    if (::mkdir(private_tmp.c_str(), 0700) != 0 ||
+        (ids.drop && ::chown(private_tmp.c_str(), ids.uid, ids.gid) != 0)) {
+      return setup_failed("mkdir(\"" + private_tmp + "\"): " + std::strerror(errno));
+    }
+    ll.write_paths.push_back(private_tmp);
+    extra_env["TMPDIR"] = private_tmp;
+    std::fprintf(stderr,
+                 "cordon: --no-namespaces: the read-only workspace is beneath /tmp, so only "
+                 "TMPDIR=%s is writable there\n",
+                 private_tmp.c_str());
+  }
+  std::vector<std::string> envp = build_environment(pol.process.env, environ, extra_env);
+  if (!*shim) {
+    std::fputs("cordon: --no-namespaces: CORDON_SHIM=off: nothing refuses direct connections\n",
+               stderr);
+  }
+
+  int rel[2], rep[2];
+  if (::pipe2(rel, O_CLOEXEC) != 0 || ::pipe2(rep, O_CLOEXEC) != 0) {
+    return setup_failed(std::string("pipe2(): ") + std::strerror(errno));
+  }
+  UniqueFd release_r(rel[0]), release_w(rel[1]), report_r(rep[0]), report_w(rep[1]);
+  if (*shim) {
+    if (auto s = (*shim)->start(); !s.ok()) {
+      return setup_failed("preload shim: " + s.error().to_string());
+    }
+  }
+  ChildSpec spec{opts.argv,       envp,          cwd, ids, &*limits, &*seccomp, ll,
+                 release_r.get(), report_w.get()};
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    return setup_failed(std::string("fork(): ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    try {
+      child_main(spec);
+    } catch (...) {
+    }
+    ::_exit(kExitCordonFailed);
+  }
+  release_r.reset();
+  report_w.reset();
+  // Like system(3): the terminal's ^C and ^\ are the program's to handle; cordon waits it out.
+  struct sigaction ign {
+  }, old_int{}, old_quit{};
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGINT, &ign, &old_int);
+  ::sigaction(SIGQUIT, &ign, &old_quit);
+  if (auto s = limits->add_process(pid); !s.ok()) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return setup_failed("limits: " + s.error().to_string());
+  }
+  char go = 1;
+  if (::write(release_w.get(), &go, 1) != 1) {
+    ::kill(pid, SIGKILL);
+  }
+  if (auto s = session->started(pid, end.limits_backend); !s.ok()) {
+    std::fprintf(stderr, "cordon: session record: %s\n", s.error().to_string().c_str());
+  }
+
+  // Wait, with the wall-clock limit.
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  bool timed_out = false;
+  int status = 0;
+  auto deadline =
+      pol.process.timeout.count() > 0 ? t0 + pol.process.timeout : Clock::time_point::max();
+  for (;;) {
+    int wait_ms = -1;
+    if (deadline != Clock::time_point::max()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      wait_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), 60000)));
+    }
+    pollfd p{pidfd.get(), POLLIN, 0};
+    int r = pidfd ? ::poll(&p, 1, wait_ms) : 1;
+    if (r > 0 || !pidfd) {
+      if (::waitpid(pid, &status, 0) == pid) {
+        break;
+      }
+    }
+    if (deadline != Clock::time_point::max() && Clock::now() >= deadline && !timed_out) {
+      timed_out = true;
+      ::kill(pid, SIGTERM);
+      deadline = Clock::now() + pol.process.kill_grace;
+    } else if (timed_out && Clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      deadline = Clock::time_point::max();
+    }
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGQUIT, &old_quit, nullptr);
+  if (*shim) {
+    (*shim)->stop();
+  }
+  if (!private_tmp.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(private_tmp, ec);
+  }
+  if (proxy) {
+    proxy->stop();
+    // Its records are all in now: net.connect -> pid/exe/argv (shim_attribution.h).
+    (void)record_connection_attribution(session->paths().events, session->events());
+  }
+  end.usage = limits->usage();
+
+  char buf[1024];
+  ssize_t n = ::read(report_r.get(), buf, sizeof buf - 1);
+  std::string report = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  if (report.rfind("exec ", 0) == 0) {
+    int e = std::atoi(report.c_str() + 5);
+    const std::string& cmd = opts.argv[0];
+    bool missing = e == ENOENT || e == ENOTDIR;
+    std::string msg = cmd + ": " + (missing ? "command not found" : std::strerror(e));
+    std::fprintf(stderr, "cordon: %s\n", msg.c_str());
+    end.error = msg;
+    return finish(missing ? kExitNotFound : kExitCannotExec);
+  }
+  if (!report.empty()) {
+    return setup_failed(report);
+  }
+  if (timed_out) {
+    end.timed_out = true;
+    end.limit_hit = "timeout";
+    std::fprintf(stderr, "cordon: killed: timeout (%s) reached\n",
+                 policy::format_duration(pol.process.timeout).c_str());
+    return finish(kExitTimeout);
+  }
+  if (WIFSIGNALED(status)) {
+    end.signal = WTERMSIG(status);
+    return finish(128 + WTERMSIG(status));
+  }
+  return finish(WIFEXITED(status) ? WEXITSTATUS(status) : kExitCordonFailed);
+}
+
+}  // namespace cordon::launcher

@@ -1,0 +1,30 @@
+// Attribution: the proxy's connection records joined with the shim's net.connect records on the
+// client's address, so each connection names the process (pid, exe, argv) that made it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "policy/base/result.h"
+#include "policy/record/events.h"
+
+namespace cordon::launcher {
+
+// How far apart (either way) a proxy record and the shim record of the same client address may
+// be. The shim reports right after connect(2) returns; the proxy's net.connect comes at close,
+// its refusals possibly before the collector wrote the shim's record.
+inline constexpr double kAttributionWindowSeconds = 2.0;
+
+// For every netproxy record (net.connect, net.refused, net.http) that carries "client" (the
+// sandbox-side peer address the proxy accepted, "ip:port" / "[v6]:port"), one "net.attribution"
+// record: the proxy record's kind/name/port/client plus the pid, ppid, exe, argv of the shim
+// net.connect whose "local" equals the client address (the latest one up to the window after the
+// proxy record), or "unattributed": true when no shim record matches (static binaries, raw
+// syscalls, io_uring: the shim cannot see them; never guessed).
+std::vector<nlohmann::json> attribute_connections(const std::vector<nlohmann::json>& events);
+
+// Reads `events_path` (bounded) and appends attribute_connections' records through `log`.
+Status record_connection_attribution(const std::string& events_path, const record::EventLog& log);
+
+}  // namespace cordon::launcher

@@ -1,0 +1,176 @@
+// `cordon run --no-namespaces`: labelled advisory, a disallowed connect from a dynamic client is
+// refused by the shim and logged, an allowed host is reached through cordon-netproxy.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "launcher/landlock.h"
+#include "tests/launcher/sandbox_fixture.h"
+#include "tests/support/sink_netns.h"
+
+namespace cordon::testing {
+namespace {
+
+using nlohmann::json;
+
+// A loopback HTTP server answering every request with a fixed body; bounded in time.
+class Upstream {
+ public:
+  Upstream() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      timeval tv{0, 200000};
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      for (int i = 0; i < 300 && !stop_; ++i) {
+        int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) {
+          continue;
+        }
+        ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        char buf[4096];
+        (void)!::recv(c, buf, sizeof buf, 0);
+        std::string body = "upstream-ok";
+        std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                           "\r\nConnection: close\r\n\r\n" + body;
+        (void)!::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+        ::close(c);
+        ++served_;
+      }
+    });
+  }
+  ~Upstream() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+  int served() const { return served_; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> served_{0};
+  std::thread thread_;
+};
+
+std::vector<json> newest_session_events(SandboxFixture& f) {
+  std::string root;
+  for (const auto& kv : f.env()) {
+    if (kv.rfind("CORDON_STATE_DIR=", 0) == 0) root = kv.substr(17) + "/sessions";
+  }
+  std::string newest;
+  if (DIR* d = ::opendir(root.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != ".." && n > newest) newest = n;
+    }
+    ::closedir(d);
+  }
+  std::vector<json> out;
+  std::ifstream in(root + "/" + newest + "/events.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(j);
+  }
+  return out;
+}
+
+TEST(NoNamespaces, IsLabelledAdvisoryInHelp) {
+  RunResult r = run_program({cordon_bin(), "run", "--help"});
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_NE(r.out.find("--no-namespaces"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ADVISORY"), std::string::npos) << r.out;
+}
+
+TEST(NoNamespaces, RefusesDisallowedConnectAndReachesAllowedHostThroughTheProxy) {
+  CORDON_REQUIRE_ROOT();  // the sink namespace that catches a leak needs root
+  SinkNetns sink;
+  ASSERT_TRUE(sink.ok());
+  Upstream up;
+  ASSERT_NE(up.port(), 0);
+  SandboxFixture f;
+  std::string port = std::to_string(up.port());
+  write_text(f.home() + "/p.json", R"({"version": 1, "network": {"allow": ["upstream.test:)" +
+                                       port + R"("], "resolve": {"upstream.test": "127.0.0.1"}}})");
+  RunResult r = f.run(
+      {"--no-namespaces", "-q", "--policy", f.home() + "/p.json"},
+      {"/bin/sh", "-c",
+       "curl -s --max-time 10 http://upstream.test:" + port +
+           "/x; echo; "
+           "python3 -c 'import socket\ntry:\n  socket.create_connection((\"198.51.100.7\", 80), "
+           "timeout=3); print(\"connected\")\nexcept OSError as e: print(\"refused\", e.errno)'; "
+           "curl -s -o /dev/null -w '%{http_code}\\n' --max-time 10 http://other.test:" +
+           port + "/"});
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "upstream-ok\nrefused 13\n403\n") << r.err;
+  EXPECT_NE(r.err.find("ADVISORY"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cordon: connect to 198.51.100.7:80 refused (not in network.allow)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(up.served(), 1);  // only the allowed request reached it
+  EXPECT_EQ(sink.hits(), 0);
+  bool shim_deny = false, proxy_allow = false, proxy_refused = false;
+  for (const auto& e : newest_session_events(f)) {
+    std::string src = e.value("source", ""), kind = e.value("kind", "");
+    if (src == "shim" && kind == "net.connect" && e.value("decision", "") == "deny" &&
+        e.value("remote", "") == "198.51.100.7:80") {
+      shim_deny = true;
+      EXPECT_EQ(e.value("exe", ""), "/usr/bin/python3.11") << e;
+      EXPECT_TRUE(e.contains("pid")) << e;
+    }
+    if (src == "netproxy" && kind == "net.connect" && e.value("name", "") == "upstream.test") {
+      proxy_allow = true;
+    }
+    if (src == "netproxy" && kind == "net.refused" && e.value("name", "") == "other.test") {
+      proxy_refused = true;
+    }
+  }
+  EXPECT_TRUE(shim_deny);
+  EXPECT_TRUE(proxy_allow);
+  EXPECT_TRUE(proxy_refused);
+}
+
+// Without a mount namespace nothing hides the host's files: Landlock grants reads only beneath the
+// system directories, the workspace, /tmp and the policy's paths.
+TEST(NoNamespaces, LandlockKeepsTheProgramToItsPlacesAndTheCowWorkspaceReadOnly) {
+  CORDON_REQUIRE(launcher::landlock_abi() > 0, "the kernel has no Landlock");
+  CORDON_REQUIRE_ROOT();  // a world-readable directory outside /tmp and $HOME to aim at
+  std::string dir = "/srv/cordon-nn-" + std::to_string(::getpid());
+  ::mkdir("/srv", 0755);
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  write_text(dir + "/secret", "s3cret", 0644);
+  SandboxFixture f;
+  f.make_workspace_owned();
+  RunResult r = f.run({"--no-namespaces", "-q", "--mode", "cow"},
+                      {"/bin/sh", "-c",
+                       "cat " + dir +
+                           "/secret; echo cat=$?; echo x > ws-file; echo w=$?; "
+                           "echo t > $TMPDIR/t && rm $TMPDIR/t && echo tmp-ok; "
+                           "echo t > /tmp/cordon-nn-$$; echo slash-tmp=$?"});
+  ::unlink((dir + "/secret").c_str());
+  ::rmdir(dir.c_str());
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "cat=1\nw=2\ntmp-ok\nslash-tmp=2\n") << r.err;
+  EXPECT_EQ(r.out.find("s3cret"), std::string::npos);
+  EXPECT_NE(r.err.find("copy-on-write needs a mount namespace"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace cordon::testing
