@@ -3,6 +3,7 @@
 #include "launcher/net_sidecar.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -68,10 +69,19 @@ void add_fd_args(std::vector<std::string>& argv, const char* flag, const std::ve
 // clobbers a source still to be placed), nothing else inherited, its own session (a ^C at the
 // terminal is for the program, forwarded by cordon, not for the proxy), death with cordon.
 // Everything it needs was allocated before fork: cordon may have other threads by now.
-[[noreturn]] void exec_proxy(char* const* argv, const int* fds, size_t nfds, pid_t parent) {
+[[noreturn]] void exec_proxy(char* const* argv, const int* fds, size_t nfds, pid_t parent,
+                             uid_t uid, gid_t gid) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);  // cordon blocks the signals it supervises
+  if (uid != static_cast<uid_t>(-1)) {
+    // Before the death signal: a change of ids clears it. setresuid from root drops every
+    // capability (no SECBIT_KEEP_CAPS), and no_new_privs keeps it that way across exec.
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+        ::setresuid(uid, uid, uid) != 0 || ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+      ::_exit(125);
+    }
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (::getppid() != parent) {
     ::_exit(125);  // cordon died before the death signal was armed
@@ -218,10 +228,20 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   }
 
   // fds 0-2, then each inherited socket from 3 up, in argument order.
-  std::vector<std::string> argv = {binary, "--policy", spec.policy_path, "--session",
-                                   spec.session_id};
+  const bool drop_ids = spec.run_uid != static_cast<uid_t>(-1);
+  std::vector<std::string> argv = {binary, "--session", spec.session_id};
   std::vector<int> sources;
   int next = 3;
+  UniqueFd policy_fd;
+  if (drop_ids) {
+    policy_fd.reset(::open(spec.policy_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!policy_fd) {
+      return sys_error("open(\"" + spec.policy_path + "\") for cordon-netproxy");
+    }
+    add_fd_args(argv, "--policy-fd", {policy_fd.get()}, sources, next);
+  } else {
+    argv.insert(argv.end(), {"--policy", spec.policy_path});
+  }
   if (spec.events_fd >= 0) {
     add_fd_args(argv, "--events-fd", {spec.events_fd}, sources, next);
   }
@@ -252,7 +272,7 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
     return sys_error("fork() for cordon-netproxy");
   }
   if (pid == 0) {
-    exec_proxy(args.data(), fds.data(), fds.size(), parent);
+    exec_proxy(args.data(), fds.data(), fds.size(), parent, spec.run_uid, spec.run_gid);
   }
   NetproxyProcess proc;
   proc.pid = pid;
@@ -348,6 +368,8 @@ Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& ne
   spec.events_fd = net.events_fd;
   spec.log_path = net.log_path;
   spec.binary = net.binary;
+  spec.run_uid = net.run_uid;
+  spec.run_gid = net.run_gid;
   spec.transparent_fds = {sockets.transparent.get()};
   spec.dns_fds = {sockets.dns_udp.get()};
   spec.dns_tcp_fds = {sockets.dns_tcp.get()};

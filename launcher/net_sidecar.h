@@ -29,6 +29,11 @@ struct NetproxySpawn {
   std::string log_path;  // the proxy's diagnostics (stderr), appended; "" = cordon's stderr
   std::string binary;    // "" = find_netproxy_binary()
   std::chrono::milliseconds ready_timeout{10000};
+  // As host root: the ids the proxy switches to before it runs (the sandbox's user), so a proxy
+  // compromised by hostile traffic holds no privilege. The policy is then opened by cordon and
+  // passed as --policy-fd (the session directory is root's). -1 = keep cordon's ids.
+  uid_t run_uid = static_cast<uid_t>(-1);
+  gid_t run_gid = static_cast<gid_t>(-1);
 };
 
 // The running proxy. Move-only; destruction stops it (SIGTERM, then SIGKILL after a grace period)
@@ -72,6 +77,8 @@ struct SandboxNet {
   std::string policy_path, session_id, log_path;
   int events_fd = -1;  // the session's events.jsonl (O_APPEND); dup'ed into the proxy
   std::string binary;  // find_netproxy_binary(), looked up before the clone
+  uid_t run_uid = static_cast<uid_t>(-1);  // NetproxySpawn::run_uid/run_gid
+  gid_t run_gid = static_cast<gid_t>(-1);
 };
 Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& net);
 

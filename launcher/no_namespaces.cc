@@ -314,6 +314,10 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
     spec.events_fd = events.get();
     spec.listen_on_host = true;
     spec.log_path = session->paths().dir + "/netproxy.log";
+    if (ids.drop) {
+      // Not the program's ids: here the program shares the host's pid namespace with the proxy.
+      spec.run_uid = spec.run_gid = 65534;
+    }
     auto p = spawn_netproxy(spec);
     if (!p.ok()) {
       return setup_failed("network: " + p.error().to_string());

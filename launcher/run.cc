@@ -370,10 +370,14 @@ int run_command(const RunOptions& opts) {
   }
   if (lp.network) {
     // The sandbox's capture sockets -> cordon-netproxy in the host's network namespace.
-    auto np = start_sandbox_netproxy(
-        channel->parent.get(), {session->paths().policy, session->id(),
-                                session->paths().dir + "/netproxy.log", session->events().fd(),
-                                *netproxy_bin});
+    SandboxNet net{session->paths().policy, session->id(), session->paths().dir + "/netproxy.log",
+                   session->events().fd(), *netproxy_bin};
+    if (!lp.ids.rootless) {
+      // Host root: the proxy runs as the sandbox's user, not as root.
+      net.run_uid = lp.ids.uid;
+      net.run_gid = lp.ids.gid;
+    }
+    auto np = start_sandbox_netproxy(channel->parent.get(), net);
     if (!np.ok()) {
       abandon(*child);
       return setup_failed(np.error().to_string());

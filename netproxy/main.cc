@@ -6,12 +6,46 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
 
 #include "netproxy/proxy.h"
 #include "policy/loader.h"
 
 using namespace cordon;
+
+namespace {
+
+// The whole policy from an inherited fd (bounded: a policy is a few KiB), or nullopt with errno.
+std::optional<std::string> read_policy_fd(int fd) {
+  constexpr size_t kMax = 4u << 20;
+  std::string text;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return std::nullopt;
+    }
+    if (n == 0) {
+      break;
+    }
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMax) {
+      errno = EFBIG;
+      return std::nullopt;
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -27,11 +61,14 @@ int main(int argc, char** argv) {
   std::string policy_file, events_file, session = "standalone", log_level = "warn";
   std::vector<std::string> listen;
   std::vector<int> listen_fds, transparent_fds, dns_fds, dns_tcp_fds;
-  int events_fd = -1, ready_fd = -1, nflog_fd = -1;
-  app.add_option("--policy,-p", policy_file,
-                 "Policy file (JSON with comments); its network "
-                 "section is enforced")
-      ->required();
+  int events_fd = -1, ready_fd = -1, nflog_fd = -1, policy_fd = -1;
+  auto* pol_file = app.add_option("--policy,-p", policy_file,
+                                  "Policy file (JSON with comments); its network "
+                                  "section is enforced");
+  app.add_option("--policy-fd", policy_fd,
+                 "Read the policy from this inherited fd instead of a file (the launcher opens "
+                 "the session's policy before the proxy drops host root's ids)")
+      ->excludes(pol_file);
   app.add_option("--listen,-l", listen,
                  "Explicit proxy listener ADDR:PORT (repeatable), e.g. 127.0.0.1:3128 or "
                  "[::1]:0; port 0 picks a free port, and each listener's address is printed on "
@@ -58,6 +95,10 @@ int main(int argc, char** argv) {
                  "Write one byte to this fd (then close it) once every socket is set up");
   app.add_option("--log-level", log_level, "Diagnostics on stderr: trace|debug|info|warn|error");
   CLI11_PARSE(app, argc, argv);
+  if (policy_file.empty() && policy_fd < 0) {
+    std::fprintf(stderr, "cordon-netproxy: --policy FILE (or --policy-fd N) is required\n");
+    return 2;
+  }
 
   auto logger = spdlog::stderr_color_mt("cordon-netproxy");
   spdlog::set_default_logger(logger);
@@ -72,9 +113,23 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Only the network section matters here: "~" in filesystem patterns must not need a home
+  // (the proxy may run as an id with no passwd entry and no $HOME).
+  static const std::string kNoHome = "/nonexistent";
   policy::Policy pol;
   try {
-    pol = policy::load_policy_file(policy_file, {.home = {}, .source_name = policy_file});
+    if (policy_fd >= 0) {
+      policy_file = "policy fd " + std::to_string(policy_fd);
+      auto text = read_policy_fd(policy_fd);
+      if (!text) {
+        std::fprintf(stderr, "cordon-netproxy: --policy-fd %d: %s\n", policy_fd,
+                     std::strerror(errno));
+        return 2;
+      }
+      pol = policy::parse_policy(*text, {.home = kNoHome, .source_name = policy_file});
+    } else {
+      pol = policy::load_policy_file(policy_file, {.home = kNoHome, .source_name = policy_file});
+    }
   } catch (const policy::PolicyError& e) {
     std::fprintf(stderr, "cordon-netproxy: %s\n", e.what());
     return 2;

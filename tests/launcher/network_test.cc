@@ -410,7 +410,6 @@ TEST(Network, ProxyKilledMidSessionLeavesNoNetwork) {
   NetworkSession n;
   ASSERT_TRUE(n.ok());
   uid_t uid = n.fixture().make_workspace_owned();
-  (void)uid;
   std::string u = n.url("/hello.txt");
   std::string go = n.fixture().ws() + "/go";
   std::vector<std::string> argv = {
@@ -455,6 +454,15 @@ TEST(Network, ProxyKilledMidSessionLeavesNoNetwork) {
     if (proxy < 0) usleep(20000);
   }
   ASSERT_GT(proxy, 0) << "no cordon-netproxy child of cordon";
+  if (::geteuid() == 0) {
+    // As host root the proxy still runs as the sandbox's user, with no capability left.
+    std::string status = read_text("/proc/" + std::to_string(proxy) + "/status");
+    std::string ids = std::to_string(uid) + "\t" + std::to_string(uid);
+    EXPECT_THAT(status, HasSubstr("\nUid:\t" + ids + "\t" + ids + "\n")) << status;
+    EXPECT_THAT(status, HasSubstr("\nCapEff:\t0000000000000000\n")) << status;
+    EXPECT_THAT(status, HasSubstr("\nCapPrm:\t0000000000000000\n")) << status;
+    EXPECT_THAT(status, HasSubstr("\nNoNewPrivs:\t1\n")) << status;
+  }
   ASSERT_EQ(::kill(proxy, SIGKILL), 0);
   // kill() returns before the process is gone: wait (bounded) until it is a zombie (cordon reaps
   // it at the end), i.e. its sockets are closed.
