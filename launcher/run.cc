@@ -242,15 +242,12 @@ int run_command(const RunOptions& opts) {
 
   SessionEnd end;
   end.limits_backend = limits->describe();
+  bool attribute = false;  // the shim runs: join its records with the proxy's and cordon-fs's
   CowFsProcess cowfs;  // cordon-fs for the session (cow mode through FUSE); stopped by finish
   std::optional<NetproxyProcess> netproxy;  // network.allow: cordon-netproxy; stopped by finish
   auto finish = [&](int code) {
     end.exit_code = code;
     finish_network(netproxy, *session, end);
-    if (!pol.network.allow.empty()) {
-      // After the proxy stopped (its records are all in): net.connect -> pid/exe/argv.
-      (void)record_connection_attribution(session->paths().events, session->events());
-    }
     end.duration = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - t0);
     cowfs.begin_stop();  // the daemon unmounts while the changes are counted
@@ -268,6 +265,11 @@ int run_command(const RunOptions& opts) {
     }
     if (CowFsExit x = cowfs.stop(); x.died_early) {
       end.cow_daemon_died = x.how;
+    }
+    if (attribute) {
+      // Every writer has stopped (proxy, cordon-fs, the shim's collector): connections and
+      // filesystem refusals -> the pid/exe/argv the shim saw.
+      (void)record_connection_attribution(session->paths().events, session->events());
     }
     auto f = session->finish(end);
     if (!f.ok()) {
@@ -308,6 +310,7 @@ int run_command(const RunOptions& opts) {
   if (!shim.ok()) {
     return setup_failed("preload shim: " + shim.error().to_string());
   }
+  attribute = static_cast<bool>(*shim);
 
   // Apply: signals are blocked before clone so none is lost between clone and the signalfd. They
   // stay blocked until cordon exits: one arriving after the program ended (a hangup while the

@@ -95,6 +95,64 @@ std::vector<nlohmann::json> attribute_connections(const std::vector<nlohmann::js
   return out;
 }
 
+std::vector<nlohmann::json> attribute_fs_refusals(const std::vector<nlohmann::json>& events) {
+  // host pid -> the shim's records of processes starting (or a fork about to exec) under it.
+  std::map<int64_t, std::vector<const nlohmann::json*>> by_pid;
+  for (const auto& e : events) {
+    std::string kind = str(e, "kind");
+    if (str(e, "source") != "shim" || (kind != "proc.start" && kind != "proc.exec")) {
+      continue;
+    }
+    auto cred = e.find("cred");
+    if (cred != e.end() && cred->is_object() && cred->contains("pid") &&
+        (*cred)["pid"].is_number_integer()) {
+      by_pid[(*cred)["pid"].get<int64_t>()].push_back(&e);
+    }
+  }
+  std::vector<nlohmann::json> out;
+  for (const auto& e : events) {
+    if (str(e, "source") != "fusefs" || str(e, "kind") != "fs.refused" || !e.contains("pid") ||
+        !e["pid"].is_number_integer()) {
+      continue;
+    }
+    nlohmann::json a = {{"kind", "fs.attribution"}, {"of", "fs.refused"}, {"host_pid", e["pid"]}};
+    for (const char* k : {"path", "op", "rule", "exe"}) {
+      if (e.contains(k)) {
+        a[k] = e[k];
+      }
+    }
+    const std::string exe = str(e, "exe");
+    const double t = parse_ts(str(e, "ts"));
+    const nlohmann::json* best = nullptr;
+    if (auto it = by_pid.find(e["pid"].get<int64_t>()); it != by_pid.end() && !exe.empty()) {
+      for (const nlohmann::json* s : it->second) {
+        double st = parse_ts(str(*s, "ts"));
+        // The collector stamps records when it reads them, so they may trail the daemon's by a
+        // little: the window; the exe match keeps an exec'ed successor's argv out.
+        bool in_time = t < 0 || st < 0 || st <= t + kAttributionWindowSeconds;
+        if (in_time && str(*s, "exe") == exe && str(*s, "kind") == "proc.start") {
+          best = s;
+        }
+      }
+    }
+    if (best != nullptr) {
+      a["pid"] = (*best).value("pid", nlohmann::json());
+      for (const char* k : {"ppid", "argv", "argc"}) {
+        if (best->contains(k)) {
+          a[k] = (*best)[k];
+        }
+      }
+    } else {
+      a["unattributed"] = true;
+      a["reason"] =
+          "no shim record of this process: statically linked, or it ended before the shim "
+          "reported it";
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 Status record_connection_attribution(const std::string& events_path, const record::EventLog& log) {
   UniqueFd fd(::open(events_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
@@ -121,7 +179,7 @@ Status record_connection_attribution(const std::string& events_path, const recor
   }
   data.resize(got);
   std::vector<nlohmann::json> events;
-  bool any_client = false;
+  bool any_joinable = false;
   for (size_t pos = 0; pos < data.size();) {
     size_t nl = data.find('\n', pos);
     if (nl == std::string::npos) {
@@ -130,15 +188,19 @@ Status record_connection_attribution(const std::string& events_path, const recor
     auto j = nlohmann::json::parse(data.begin() + static_cast<long>(pos),
                                    data.begin() + static_cast<long>(nl), nullptr, false);
     if (!j.is_discarded() && j.is_object()) {
-      any_client = any_client || j.contains("client");
+      any_joinable = any_joinable || j.contains("client") ||
+                     (j.value("kind", "") == "fs.refused" && j.value("source", "") == "fusefs");
       events.push_back(std::move(j));
     }
     pos = nl + 1;
   }
-  if (!any_client) {
+  if (!any_joinable) {
     return {};
   }
   for (auto& a : attribute_connections(events)) {
+    TRY(log.write(std::move(a)));
+  }
+  for (auto& a : attribute_fs_refusals(events)) {
     TRY(log.write(std::move(a)));
   }
   return {};

@@ -24,7 +24,14 @@ inline constexpr double kAttributionWindowSeconds = 2.0;
 // syscalls, io_uring: the shim cannot see them; never guessed).
 std::vector<nlohmann::json> attribute_connections(const std::vector<nlohmann::json>& events);
 
-// Reads `events_path` (bounded) and appends attribute_connections' records through `log`.
+// For every cordon-fs refusal (fs.refused, "pid" = the caller's host pid, "exe" read by the daemon
+// at refusal time), one "fs.attribution" record: the refusal's path/op/rule plus the argv, ppid and
+// sandbox pid of the shim's latest proc.start/proc.exec record from the same host pid (the
+// collector's kernel-verified "cred".pid) whose exe is the refusal's exe - so a process that
+// exec'ed since is never given its later command line; "unattributed": true when none matches.
+std::vector<nlohmann::json> attribute_fs_refusals(const std::vector<nlohmann::json>& events);
+
+// Reads `events_path` (bounded) and appends both joins' records through `log`.
 Status record_connection_attribution(const std::string& events_path, const record::EventLog& log);
 
 }  // namespace cordon::launcher

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Start-up cost of a sandbox, all in one hyperfine run: plain /bin/true, `unshare -Urnm --pid
 # --fork`, bubblewrap with every namespace, and `cordon run` (embedded default policy: all
-# namespaces, composed root, limits, seccomp, session record). Prints medians and ratios.
+# namespaces, composed root, limits, seccomp, preload shim, session record) with the workspace
+# read-only, and in the default cow mode (which also starts and mounts cordon-fs, where /dev/fuse
+# is usable). Prints medians and ratios.
 # Usage: bench/startup/run.sh [BUILD_DIR]   (root or an ordinary user; not part of CI pass/fail)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,14 +26,15 @@ hyperfine -N --warmup 20 --runs "$RUNS" --export-json "$OUT" \
   -n "true" "/bin/true" \
   -n "unshare" "unshare -Urnm --pid --fork /bin/true" \
   -n "bwrap" "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true" \
-  -n "cordon" "$CORDON run -q -w $WS -- /bin/true" >/dev/null
+  -n "cordon-ro" "$CORDON run -q --mode ro -w $WS -- /bin/true" \
+  -n "cordon-cow" "$CORDON run -q -w $WS -- /bin/true" >/dev/null
 
 python3 - "$OUT" <<'PY'
 import json, sys
 res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
 bw = res["bwrap"]["median"]
 print(f"{'command':10} {'median ms':>10} {'mean ms':>9} {'stddev':>8} {'vs bwrap':>9}")
-for name in ["true", "unshare", "bwrap", "cordon"]:
+for name in ["true", "unshare", "bwrap", "cordon-ro", "cordon-cow"]:
     r = res[name]
     print(f"{name:10} {r['median']*1e3:10.2f} {r['mean']*1e3:9.2f} {r['stddev']*1e3:8.2f} "
           f"{r['median']/bw:8.2f}x")

@@ -3,6 +3,8 @@
 // cordon-fs where /dev/fuse is usable (root here), else kernel overlayfs (an ordinary user here,
 // since this host keeps /dev/fuse 0600). Real sandboxes, as root and as an ordinary user.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -335,6 +337,19 @@ TEST(Cow, DeniedFileCreatedLaterInsideTheSandboxIsUnreadable) {
   EXPECT_NE(events.find("\"kind\":\"fs.refused\""), std::string::npos) << events;
   EXPECT_NE(events.find("\"rule\":\"filesystem.deny["), std::string::npos) << events;
   EXPECT_NE(events.find("\"path\":\".env\""), std::string::npos) << events;
+  // Joined with the preload shim's record of the same process: the refusal names its command.
+  size_t cat_refusals = 0;
+  for (size_t at = 0, nl; at < events.size(); at = nl + 1) {
+    nl = events.find('\n', at);
+    if (nl == std::string::npos) nl = events.size();
+    auto ev = nlohmann::json::parse(events.substr(at, nl - at), nullptr, false);
+    if (ev.is_object() && ev.value("kind", "") == "fs.attribution" &&
+        ev.value("path", "") == ".env" && ev.value("exe", "") == "/usr/bin/cat") {
+      EXPECT_EQ(ev["argv"], nlohmann::json::array({"cat", ".env", "deep/er/id.pem"})) << ev;
+      ++cat_refusals;
+    }
+  }
+  EXPECT_GE(cat_refusals, 1u) << events;
 }
 
 // kill -9 of cordon-fs while the program runs: every access fails (ENOTCONN); nothing falls

@@ -70,5 +70,38 @@ TEST(ShimAttribution, AReusedPortBelongsToTheConnectionAtTheTime) {
   EXPECT_EQ(out[1]["pid"], 9);
 }
 
+TEST(ShimAttribution, FsRefusalsNameTheCommandOfTheSameProcessNotItsSuccessor) {
+  auto start = [](const std::string& ts, int host_pid, const char* exe, json argv) {
+    return json{{"ts", ts},   {"source", "shim"}, {"kind", "proc.start"}, {"pid", 3},
+                {"ppid", 2},  {"exe", exe},       {"argv", argv},
+                {"cred", {{"pid", host_pid}, {"uid", 1000}, {"gid", 1000}}}};
+  };
+  auto refused = [](const std::string& ts, int host_pid, const char* exe) {
+    return json{{"ts", ts},           {"source", "fusefs"}, {"kind", "fs.refused"},
+                {"pid", host_pid},    {"exe", exe},         {"path", ".env"},
+                {"op", "lookup"},     {"rule", "filesystem.deny[0]"}};
+  };
+  std::vector<json> ev = {
+      // The daemon's record may come first: the collector stamps its records on arrival.
+      refused("2026-11-22T10:00:00.000000Z", 500, "/usr/bin/cat"),
+      start("2026-11-22T10:00:00.001000Z", 500, "/usr/bin/cat", json::array({"cat", ".env"})),
+      // The same host pid later exec'ed python3: its refusal gets python3's argv, and cat's
+      // refusal above keeps cat's.
+      start("2026-11-22T10:00:00.500000Z", 500, "/usr/bin/python3.11",
+            json::array({"python3", "x.py"})),
+      refused("2026-11-22T10:00:00.600000Z", 500, "/usr/bin/python3.11"),
+      // A static binary: no shim record.
+      refused("2026-11-22T10:00:01.000000Z", 777, "/work/static"),
+  };
+  auto out = attribute_fs_refusals(ev);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0]["argv"], json::array({"cat", ".env"}));
+  EXPECT_EQ(out[0]["host_pid"], 500);
+  EXPECT_EQ(out[0]["pid"], 3);
+  EXPECT_EQ(out[1]["argv"], json::array({"python3", "x.py"}));
+  EXPECT_EQ(out[2]["unattributed"], true);
+  EXPECT_FALSE(out[2].contains("argv"));
+}
+
 }  // namespace
 }  // namespace cordon::launcher
