@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <string>
 #include <cstring>
 #include <thread>
 
@@ -186,6 +188,80 @@ TEST(CowFsLayers, CopyUpPreservesModeTimesXattrsAndRecordsOrigin) {
 // kill -9 of the daemon in the middle of copy-ups of many large lower files: afterwards every
 // upper file is either absent (copy-up never finished) or a complete copy plus what the workload
 // appended; temp files are hidden and cleaned at the next start.
+// The kernel asks security.capability before the first write(2) of a new file and at every
+// chown: a capability set on a file made through the view must be seen there, and be removed by
+// the next write(2) as on a local filesystem (any shortcut in answering must keep this).
+TEST(CowFsLayers, CapabilitiesOfANewFileAreSeenAndKilledByWrite) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  CORDON_REQUIRE(::geteuid() == 0, "setting security.capability needs CAP_SETFCAP (run as root)");
+  MountedFs m(kOpenPolicy);
+  ASSERT_EQ(m.start(), "");
+  int fd = ::open(m.mnt("tool").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::write(fd, "v1", 2), 2);
+  char v[64];
+  EXPECT_EQ(::getxattr(m.mnt("tool").c_str(), "security.capability", v, sizeof(v)), -1);
+  EXPECT_EQ(errno, ENODATA);
+  // VFS_CAP_REVISION_2 with the effective bit, permitted = CAP_NET_RAW (bit 13).
+  const unsigned char caps[20] = {0x01, 0, 0, 0x02, 0, 0x20, 0, 0, 0, 0, 0, 0,
+                                  0,    0, 0, 0,    0, 0,    0, 0};
+  ASSERT_EQ(::setxattr(m.mnt("tool").c_str(), "security.capability", caps, sizeof(caps), 0), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(::getxattr(m.mnt("tool").c_str(), "security.capability", v, sizeof(v)),
+            static_cast<ssize_t>(sizeof(caps)));
+  EXPECT_EQ(std::memcmp(v, caps, sizeof(caps)), 0);
+  ASSERT_EQ(::getxattr(m.upper("tool").c_str(), "security.capability", v, sizeof(v)),
+            static_cast<ssize_t>(sizeof(caps)));
+  // A chown keeps asking (and the answer stays right); a write removes the capability.
+  ASSERT_EQ(::fchown(fd, 0, 0), 0);
+  ASSERT_EQ(::pwrite(fd, "v2", 2, 0), 2);
+  ::close(fd);
+  EXPECT_EQ(::getxattr(m.mnt("tool").c_str(), "security.capability", v, sizeof(v)), -1);
+  EXPECT_EQ(errno, ENODATA);
+  EXPECT_EQ(::getxattr(m.upper("tool").c_str(), "security.capability", v, sizeof(v)), -1);
+  EXPECT_EQ(read_file(m.upper("tool")), "v2");
+}
+
+// Every readdir batch carries attributes (READDIRPLUS, not "auto"): a directory far larger than
+// one batch lists each name once, with the d_ino and attributes a later stat of it agrees with.
+TEST(CowFsLayers, LargeDirectoryListsEveryEntryWithMatchingAttributes) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  ::mkdir(m.lower("big").c_str(), 0755);
+  for (int i = 0; i < 1500; i++) {
+    write_file(m.lower("big/lower_file_with_a_longer_name_" + std::to_string(i)),
+               std::string(static_cast<size_t>(i % 7), 'l'));
+  }
+  ASSERT_EQ(m.start(), "");
+  for (int i = 0; i < 1500; i++) {
+    write_file(m.mnt("big/upper_file_with_a_longer_name_" + std::to_string(i)),
+               std::string(static_cast<size_t>(i % 5), 'u'));
+  }
+  for (int i = 0; i < 1500; i += 15) {
+    ASSERT_EQ(::unlink(m.mnt("big/lower_file_with_a_longer_name_" + std::to_string(i)).c_str()), 0);
+  }
+  DIR* d = ::opendir(m.mnt("big").c_str());
+  ASSERT_NE(d, nullptr);
+  std::map<std::string, ino_t> listed;
+  while (dirent* de = ::readdir(d)) {
+    std::string name = de->d_name;
+    if (name != "." && name != "..") {
+      EXPECT_TRUE(listed.emplace(name, de->d_ino).second) << "listed twice: " << name;
+    }
+  }
+  ASSERT_EQ(listed.size(), 2900u);
+  for (const auto& [name, ino] : listed) {
+    struct stat st;
+    ASSERT_EQ(::fstatat(::dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW), 0) << name;
+    EXPECT_EQ(st.st_ino, ino) << name;
+    int i = std::stoi(name.substr(name.rfind('_') + 1));
+    bool upper = name.rfind("upper_", 0) == 0;
+    EXPECT_EQ(st.st_size, upper ? i % 5 : i % 7) << name;
+    EXPECT_TRUE(upper || i % 15 != 0) << "deleted but listed: " << name;
+  }
+  ::closedir(d);
+}
+
 TEST(CowFsLayers, KillDuringCopyUpNeverLeavesTornFiles) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
   MountedFs m(kOpenPolicy);
