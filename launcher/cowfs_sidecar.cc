@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fusefs/workflow.h"
+#include "launcher/companion.h"
 #include "launcher/plan.h"
 #include "launcher/session.h"
 #include "launcher/session_store.h"
@@ -121,19 +122,8 @@ std::string find_cowfs_binary() {
   if (const char* env = std::getenv("CORDON_FS_BIN"); env != nullptr && *env != '\0') {
     return env;  // tests and packagers; taken as given, so a bad one fails loudly at spawn
   }
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) {
-    std::string dir = dir_of(std::string(buf, static_cast<size_t>(n)));
-    for (const std::string& c : {dir + "/cordon-fs", dir + "/../fusefs/cordon-fs",
-                                 dir + "/../libexec/cordon/cordon-fs"}) {
-      if (executable(c)) {
-        return c;
-      }
-    }
-  }
-  std::string installed = std::string(CORDON_LIBEXECDIR) + "/cordon-fs";
-  return executable(installed) ? installed : "";
+  return find_companion("cordon-fs", "fusefs", std::string(CORDON_LIBEXECDIR) + "/cordon-fs", X_OK)
+      .value_or("");
 }
 
 std::string cowfs_unavailable_reason() {

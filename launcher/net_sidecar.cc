@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "launcher/channel.h"
+#include "launcher/companion.h"
 #include "launcher/netns.h"
 #include "launcher/session_text.h"
 
@@ -22,16 +23,6 @@ namespace cordon::launcher {
 namespace {
 
 constexpr const char* kNetproxyFile = "cordon-netproxy";
-
-std::string dir_of_self() {
-  char exe[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) {
-    return {};
-  }
-  std::string dir(exe, static_cast<size_t>(n));
-  return dir.substr(0, dir.rfind('/') + 1);
-}
 
 // The last few lines of the proxy's log, quoted in errors (its own words for what went wrong).
 std::string log_tail(const std::string& path) {
@@ -181,22 +172,11 @@ std::string describe_netproxy_exit(int st) {
 
 Result<std::string> find_netproxy_binary() {
   std::vector<std::string> tried;
-  std::string dir = dir_of_self();
-  if (!dir.empty()) {
-    tried.push_back(dir + kNetproxyFile);
-    tried.push_back(dir + "../netproxy/" + kNetproxyFile);  // the build tree
+  if (auto p = find_companion(kNetproxyFile, "netproxy",
+                              std::string(CORDON_LIBEXECDIR) + "/" + kNetproxyFile, X_OK, &tried)) {
+    return *p;
   }
-  tried.push_back(std::string(CORDON_LIBEXECDIR) + "/" + kNetproxyFile);
-  for (const auto& p : tried) {
-    if (::access(p.c_str(), X_OK) == 0) {
-      return p;
-    }
-  }
-  std::string list;
-  for (const auto& p : tried) {
-    list += (list.empty() ? "" : ", ") + p;
-  }
-  return make_error("cordon-netproxy not found (looked at " + list + ")",
+  return make_error("cordon-netproxy not found (looked at " + join_tried(tried) + ")",
                     "install cordon completely, or drop network.allow / --allow-host to run "
                     "without network");
 }

@@ -18,6 +18,7 @@
 
 #include "launcher/capture_plugin/capture_plugin.h"
 #include "launcher/channel.h"
+#include "launcher/companion.h"
 
 namespace cordon::launcher {
 namespace {
@@ -174,17 +175,9 @@ Result<UniqueFd> listen_loopback_v4(uint16_t port, const char* role) {
 // cordon-capture.so beside the running cordon (build tree and install both put it there), else
 // in CORDON_LIBEXECDIR. Looked up here, before the sandbox's root replaces the host's.
 std::string capture_plugin_path() {
-  char exe[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    std::string dir(exe, static_cast<size_t>(n));
-    dir.erase(dir.rfind('/') + 1);
-    std::string beside = dir + kCapturePluginFile;
-    if (::access(beside.c_str(), R_OK) == 0) {
-      return beside;
-    }
-  }
-  return std::string(CORDON_LIBEXECDIR) + "/" + kCapturePluginFile;
+  std::string installed = std::string(CORDON_LIBEXECDIR) + "/" + kCapturePluginFile;
+  // Not found: dlopen of the installed path then names what is missing.
+  return find_companion(kCapturePluginFile, "launcher", installed, R_OK).value_or(installed);
 }
 
 // The plugin, loaded once (it stays: the child execs or exits soon, which unloads it anyway).

@@ -259,12 +259,7 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   auto finish = [&](int code) {
     end.exit_code = code;
     end.duration = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
-    if (auto f = session->finish(end); !f.ok()) {
-      std::fprintf(stderr, "cordon: session record: %s\n", f.error().to_string().c_str());
-    }
-    if (!opts.quiet) {
-      std::fputs(session->summary(end).c_str(), stderr);
-    }
+    session->close(end, opts.quiet);
     return code;
   };
   auto setup_failed = [&](const std::string& msg) {

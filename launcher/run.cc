@@ -271,13 +271,7 @@ int run_command(const RunOptions& opts) {
       // filesystem refusals -> the pid/exe/argv the shim saw.
       (void)record_connection_attribution(session->paths().events, session->events());
     }
-    auto f = session->finish(end);
-    if (!f.ok()) {
-      std::fprintf(stderr, "cordon: session record: %s\n", f.error().to_string().c_str());
-    }
-    if (!opts.quiet) {
-      std::fputs(session->summary(end).c_str(), stderr);
-    }
+    session->close(end, opts.quiet);
     return code;
   };
   auto setup_failed = [&](const std::string& msg) {

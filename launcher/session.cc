@@ -407,6 +407,15 @@ SessionEnd Session::with_limits(SessionEnd end) const {
   return end;
 }
 
+void Session::close(const SessionEnd& end, bool quiet) {
+  if (auto f = finish(end); !f.ok()) {
+    std::fprintf(stderr, "cordon: session record: %s\n", f.error().to_string().c_str());
+  }
+  if (!quiet) {
+    std::fputs(summary(end).c_str(), stderr);
+  }
+}
+
 std::string Session::summary(const SessionEnd& end) const {
   return format_summary(id_, with_limits(end));
 }

@@ -82,6 +82,9 @@ class Session {
   Status finish(const SessionEnd& end);
   // format_summary(id(), end) with end's configured limits filled in from the effective policy.
   std::string summary(const SessionEnd& end) const;
+  // The last step of every `cordon run` path: finish(), a failure to write the record said on
+  // stderr (the program's status still stands), then the summary on stderr unless `quiet`.
+  void close(const SessionEnd& end, bool quiet);
 
  private:
   SessionEnd with_limits(SessionEnd end) const;

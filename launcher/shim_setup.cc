@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/companion.h"
 #include "preload_shim/collector.h"
 
 #ifndef CORDON_PRELOAD_LIB_INSTALLED
@@ -28,16 +29,6 @@ constexpr char kLibraryName[] = "libcordon_preload.so";
 bool is_regular_file(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-std::string self_dir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) {
-    return {};
-  }
-  std::string exe(buf, static_cast<size_t>(n));
-  return exe.substr(0, exe.rfind('/'));
 }
 
 // As root: where the per-session socket directories live (see prepare_shim_from_parent).
@@ -58,21 +49,13 @@ Result<std::string> find_preload_library() {
     }
     return std::string(env);
   }
-  std::string dir = self_dir();
   std::vector<std::string> tried;
-  for (const std::string& p : {dir + "/" + kLibraryName,                      // beside cordon
-                               dir + "/../preload_shim/" + kLibraryName,      // build tree
-                               std::string(CORDON_PRELOAD_LIB_INSTALLED)}) {  // installed
-    if (is_regular_file(p)) {
-      char real[PATH_MAX];
-      return std::string(::realpath(p.c_str(), real) != nullptr ? real : p.c_str());
-    }
-    tried.push_back(p);
+  if (auto p = find_companion(kLibraryName, "preload_shim", CORDON_PRELOAD_LIB_INSTALLED, R_OK,
+                              &tried)) {
+    char real[PATH_MAX];
+    return std::string(::realpath(p->c_str(), real) != nullptr ? real : p->c_str());
   }
-  std::string list;
-  for (const auto& t : tried) {
-    list += (list.empty() ? "" : ", ") + t;
-  }
+  std::string list = join_tried(tried);
   return make_error(
       "the preload shim " + std::string(kLibraryName) + " was not found (looked at " + list + ")",
       "build or install it (target cordon_preload), set CORDON_PRELOAD_LIB to its "

@@ -59,4 +59,8 @@ std::string peer_text(const tcp::socket& s) {
   return a.is_v6() ? "[" + a.to_string() + "]:" + port : a.to_string() + ":" + port;
 }
 
+std::string Context::client_of(const tcp::socket& s) const {
+  return events.enabled() ? peer_text(s) : std::string();
+}
+
 }  // namespace cordon::netproxy

@@ -43,6 +43,8 @@ struct Context {
   Millis peek_timeout{std::chrono::milliseconds(300)};
 
   void emit(std::string_view kind, nlohmann::json fields) const;
+  // peer_text(s) for the events' "client"; nothing computed when no event log is open.
+  std::string client_of(const tcp::socket& s) const;
 };
 
 // Counts a served client for the bound on concurrent accepted sockets.

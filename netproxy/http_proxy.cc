@@ -216,7 +216,7 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
   dest.host = host;
   dest.port = static_cast<uint16_t>(port);
   dest.mode = "connect";
-  dest.client = peer_text(client.socket());
+  dest.client = ctx.client_of(client.socket());
   auto opened = co_await open_upstream(ctx, std::move(dest));
   if (opened.failure != Failure::None) {
     co_await send_refusal(ctx, client, req.version(), status_for(opened.failure), opened.message,
@@ -297,7 +297,7 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       dest.host = host;
       dest.port = port;
       dest.mode = "http";
-      dest.client = peer_text(client.socket());
+      dest.client = ctx.client_of(client.socket());
       dest.extra = {{"method", method}, {"url", url}};
       auto opened = co_await open_upstream(ctx, std::move(dest));
       if (opened.failure != Failure::None) {

@@ -76,7 +76,7 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
   dest.host = req.ip ? req.ip->to_string() : req.host;
   dest.port = req.port;
   dest.mode = "socks5";
-  dest.client = peer_text(client.socket());
+  dest.client = ctx.client_of(client.socket());
   if (req.error) {
     ctx.emit("net.refused",
              {{"name", dest.host},

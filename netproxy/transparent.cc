@@ -166,7 +166,7 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
   Destination dest;
   dest.port = orig->port;
   dest.mode = "transparent";
-  dest.client = peer_text(s);
+  dest.client = ctx.client_of(s);
   dest.sni = peeked->kind == "tls" ? peeked->claimed : std::string();
   dest.extra = {{"original_dst", orig_text}, {"peek", peeked->kind}};
   if (peeked->kind == "http" && !peeked->claimed.empty()) {

@@ -120,6 +120,14 @@ inline int forward_spawn(Fn* real, const char* via, pid_t* pid, const char* path
 
 }  // namespace
 
+// execl's list as an argv array on the caller's stack: a macro, not a helper, because alloca's
+// array must outlive the frame that makes it.
+#define CORDON_ARGV_FROM_LIST(argv, arg0, ap)                                             \
+  int argv##_n = count_list(&(ap));                                                        \
+  char** argv = static_cast<char**>(                                                       \
+      __builtin_alloca((static_cast<size_t>(argv##_n) + 1) * sizeof(char*)));             \
+  fill_list(arg0, &(ap), argv, argv##_n)
+
 CORDON_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
   return forward_exec(CORDON_REAL(execve), path, argv, "execve", path, argv, envp);
 }
@@ -149,10 +157,7 @@ CORDON_EXPORT int execvpe(const char* file, char* const argv[], char* const envp
 CORDON_EXPORT int execl(const char* path, const char* arg0, ...) {
   va_list ap;
   va_start(ap, arg0);
-  int n = count_list(&ap);
-  // alloca here, not in a helper: the array must outlive the helper's frame.
-  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
-  fill_list(arg0, &ap, argv, n);
+  CORDON_ARGV_FROM_LIST(argv, arg0, ap);
   va_end(ap);
   return execve(path, argv, environ);
 }
@@ -160,10 +165,7 @@ CORDON_EXPORT int execl(const char* path, const char* arg0, ...) {
 CORDON_EXPORT int execle(const char* path, const char* arg0, ...) {
   va_list ap;
   va_start(ap, arg0);
-  int n = count_list(&ap);
-  // alloca here, not in a helper: the array must outlive the helper's frame.
-  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
-  fill_list(arg0, &ap, argv, n);
+  CORDON_ARGV_FROM_LIST(argv, arg0, ap);
   (void)va_arg(ap, char*);  // the terminating NULL
   char** envp = va_arg(ap, char**);
   va_end(ap);
@@ -173,10 +175,7 @@ CORDON_EXPORT int execle(const char* path, const char* arg0, ...) {
 CORDON_EXPORT int execlp(const char* file, const char* arg0, ...) {
   va_list ap;
   va_start(ap, arg0);
-  int n = count_list(&ap);
-  // alloca here, not in a helper: the array must outlive the helper's frame.
-  char** argv = static_cast<char**>(__builtin_alloca((static_cast<size_t>(n) + 1) * sizeof(char*)));
-  fill_list(arg0, &ap, argv, n);
+  CORDON_ARGV_FROM_LIST(argv, arg0, ap);
   va_end(ap);
   return execvp(file, argv);
 }
