@@ -51,9 +51,9 @@ uint64_t write_rights(int abi) {
 }
 
 // The ELF interpreters a dynamically linked program needs: the kernel opens the interpreter for
-// execution too, so without EXECUTE on it no allowed dynamic program could start. (Known limit:
-// `ld.so ./prog` runs a dynamic program that exec_allow does not name, as Landlock does not
-// control mmap; /tmp is noexec, the workspace is not.)
+// execution too, so without EXECUTE on it no allowed dynamic program could start. (Landlock does
+// not control mmap, so `ld.so ./prog` can load a program that exec_allow does not name; see
+// noexec_unlisted_writable_mounts for what closes that for files the program can write.)
 const char* const kLoaders[] = {
     "/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib/ld-linux-armhf.so.3",
     "/lib/ld-linux.so.2",          "/lib/ld-musl-x86_64.so.1",   "/lib/ld-musl-aarch64.so.1",
@@ -62,6 +62,36 @@ const char* const kLoaders[] = {
 void add_unique(std::vector<std::string>& v, const std::string& s) {
   if (std::find(v.begin(), v.end(), s) == v.end()) {
     v.push_back(s);
+  }
+}
+
+// Whether `a` is `b` or beneath it (both normalized absolute paths).
+bool beneath(const std::string& a, const std::string& b) {
+  return b == "/" || a == b ||
+         (a.size() > b.size() && a.compare(0, b.size(), b) == 0 && a[b.size()] == '/');
+}
+
+// Landlock's EXECUTE right is checked by execve, not by mmap(PROT_EXEC): `ld.so ./prog` (or a
+// program's own loader) maps a binary the program wrote or downloaded without ever exec'ing it.
+// The kernel refuses PROT_EXEC mappings (and execve) of files on a noexec mount, so every mount
+// the program can write gets MS_NOEXEC when exec_allow is in force. A writable mount that
+// exec_allow reaches into (an entry beneath it, or the mount beneath an entry) stays exec: the
+// policy's author asked for execution there, and noexec would break exactly that. Read-only mounts
+// are untouched: what they hold was installed by the host, not written by the program.
+void noexec_unlisted_writable_mounts(const std::vector<std::string>& exec_paths, LaunchPlan& plan) {
+  for (auto& m : plan.mounts) {
+    bool writable = m.kind == MountKind::BindRw || m.kind == MountKind::CowOverlay ||
+                    m.kind == MountKind::CowFuse ||
+                    (m.kind == MountKind::Tmpfs && !m.ro && (m.flags & MS_RDONLY) == 0);
+    if (!writable) {
+      continue;
+    }
+    bool listed = std::any_of(exec_paths.begin(), exec_paths.end(), [&](const std::string& p) {
+      return beneath(p, m.target) || beneath(m.target, p);
+    });
+    if (!listed) {
+      m.flags |= MS_NOEXEC;  // mounts.cc applies it to these kinds as MOUNT_ATTR_NOEXEC
+    }
   }
 }
 
@@ -141,6 +171,7 @@ Status plan_landlock(const policy::ProcessPolicy& process, LaunchPlan& plan) {
       list += p + "\n";
     }
     plan.etc_files.push_back({kExecAllowEtcFile, list, 0644});
+    noexec_unlisted_writable_mounts(ll.exec_paths, plan);
   }
   // Writes: exactly where the mount plan put something writable.
   for (const auto& m : plan.mounts) {

@@ -325,11 +325,14 @@ Status mount_cow_fuse(const MountOp& op, const std::string& dst, const CowLayers
 Status apply(const MountOp& op, const CowLayers& cow) {
   const std::string dst = std::string(kNew) + op.target;
   constexpr uint64_t kSafe = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  // plan_landlock (landlock.cc) marks writable mounts MS_NOEXEC when process.exec_allow does not
+  // reach them, so `ld.so ./prog` cannot map a binary the program wrote there.
+  const uint64_t noexec = (op.flags & MS_NOEXEC) != 0 ? MOUNT_ATTR_NOEXEC : 0;
   switch (op.kind) {
     case MountKind::BindRo:
       return bind(op.source, dst, kSafe | MOUNT_ATTR_RDONLY);
     case MountKind::BindRw:
-      return bind(op.source, dst, kSafe);
+      return bind(op.source, dst, kSafe | noexec);
     case MountKind::Pin: {
       struct stat st {};
       if (::lstat(dst.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -382,9 +385,11 @@ Status apply(const MountOp& op, const CowLayers& cow) {
     case MountKind::MaskDir:
       return mask(dst, true);
     case MountKind::CowOverlay:
-      return mount_cow(op, dst, cow);
+      TRY(mount_cow(op, dst, cow));
+      return noexec != 0 ? set_attrs(dst, noexec, false) : Status{};
     case MountKind::CowFuse:
-      return mount_cow_fuse(op, dst, cow);
+      TRY(mount_cow_fuse(op, dst, cow));
+      return noexec != 0 ? set_attrs(dst, noexec, false) : Status{};
   }
   return make_error("unknown mount kind");
 }

@@ -33,6 +33,7 @@
 #include "launcher/shim_attribution.h"
 #include "launcher/shim_setup.h"
 #include "policy/loader.h"
+#include "preload_shim/fs_rules.h"
 
 extern char** environ;
 
@@ -147,6 +148,43 @@ Result<std::string> workspace_path(const policy::Policy& pol) {
 }
 
 }  // namespace
+
+Result<std::string> shim_fs_rules(const policy::FilesystemPolicy& fs, const std::string& workspace,
+                                  bool workspace_writable) {
+  namespace rules = preload_shim::fs_rules;
+  if (workspace.find('\n') != std::string::npos) {
+    return make_error("workspace \"" + workspace + "\" contains a newline",
+                      "the shim's file rules cannot name it; rename the directory");
+  }
+  std::string out = std::string(rules::kHeader) + "\n";
+  out += "workspace " + workspace + "\n";
+  out += workspace_writable ? "mode rw\n" : "mode ro\n";
+  out += fs.deny_style == policy::DenyStyle::Hide ? "style hide\n" : "style eacces\n";
+  size_t count = 0;
+  for (auto [field, pats] :
+       {std::pair<const char*, const std::vector<policy::PathPattern>*>{"deny", &fs.deny},
+        {"deny_write", &fs.deny_write},
+        {"protect", &fs.protect}}) {
+    for (size_t i = 0; i < pats->size(); ++i) {
+      const auto& p = (*pats)[i];
+      if (p.expanded.find('\n') != std::string::npos) {
+        return make_error("filesystem." + std::string(field) + "[" + std::to_string(i) + "] \"" +
+                              p.text + "\" contains a newline",
+                          "the shim's file rules are line-based; remove it in --no-namespaces");
+      }
+      out += std::string(field) + (p.absolute ? " a " : " r ") + p.expanded + "\n";
+      ++count;
+    }
+  }
+  if (count > rules::kMaxRules || out.size() > rules::kMaxBytes) {
+    return make_error(
+        "filesystem.deny/deny_write/protect hold " + std::to_string(count) + " patterns (" +
+            std::to_string(out.size()) + " bytes); the shim of --no-namespaces takes at most " +
+            std::to_string(rules::kMaxRules) + " (" + std::to_string(rules::kMaxBytes) + " bytes)",
+        "shorten the lists, or run with namespaces (cordon-fs has no such bound)");
+  }
+  return out;
+}
 
 LandlockPlan no_namespaces_landlock(const policy::Policy& pol, const std::string& workspace,
                                     bool workspace_writable, const std::string& shim_library) {
@@ -295,6 +333,13 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   if (*shim) {
     extra_env["LD_PRELOAD"] = preload;
     extra_env["CORDON_SHIM_SOCK"] = socket_path;
+    // Landlock cannot express "everything in the workspace except **/.env": the shim decides
+    // filesystem.deny/deny_write/protect on hooked calls instead (advisory, like the rest).
+    auto fs_rules = shim_fs_rules(pol.filesystem, *ws, writable);
+    if (!fs_rules.ok()) {
+      return setup_failed(fs_rules.error().to_string());
+    }
+    extra_env[preload_shim::fs_rules::kEnvName] = *fs_rules;
   }
   extra_env["CORDON_SHIM_DENY_NET"] = "1";
   extra_env["CORDON_SESSION"] = session->id();
@@ -345,8 +390,10 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   }
   std::vector<std::string> envp = build_environment(pol.process.env, environ, extra_env);
   if (!*shim) {
-    std::fputs("cordon: --no-namespaces: CORDON_SHIM=off: nothing refuses direct connections\n",
-               stderr);
+    std::fputs(
+        "cordon: --no-namespaces: CORDON_SHIM=off: nothing refuses direct connections, and "
+        "filesystem.deny/deny_write/protect are not applied inside the workspace\n",
+        stderr);
   }
 
   int rel[2], rep[2];

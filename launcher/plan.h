@@ -50,7 +50,7 @@ struct MountOp {
   std::string source;       // host path (binds), link text (Symlink)
   std::string target;       // absolute path inside the sandbox (same as on the host for binds)
   std::string data;         // tmpfs options
-  unsigned long flags = 0;  // extra MS_* flags for Tmpfs
+  unsigned long flags = 0;  // extra MS_* flags for Tmpfs; MS_NOEXEC also for BindRw/Cow*
   bool ro = false;          // Tmpfs: read-only after everything beneath is mounted
 };
 

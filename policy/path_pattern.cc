@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "policy/glob.h"
+#include "policy/path_match.h"
 
 namespace cordon::policy {
 namespace {
@@ -34,83 +35,6 @@ std::vector<std::string_view> segments(std::string_view p) {
     i = j + 1;
   }
   return out;
-}
-
-// '*' = any run of characters within the segment, '?' = one character. Iterative with a single
-// backtrack point, so hostile patterns cannot make it exponential.
-bool segment_matches(std::string_view pat, std::string_view s) { return glob_match(pat, s); }
-
-// Walks the segments of a path string, skipping empty and "." segments, without allocating.
-class SegmentCursor {
- public:
-  explicit SegmentCursor(std::string_view s) : s_(s) { skip(); }
-  bool done() const { return pos_ >= s_.size(); }
-  std::string_view peek() const { return s_.substr(pos_, end_ - pos_); }
-  void next() {
-    pos_ = end_;
-    skip();
-  }
-
- private:
-  // Moves to the next non-empty, non-"." segment and finds its end.
-  void skip() {
-    while (true) {
-      while (pos_ < s_.size() && s_[pos_] == '/') {
-        ++pos_;
-      }
-      end_ = pos_;
-      while (end_ < s_.size() && s_[end_] != '/') {
-        ++end_;
-      }
-      if (end_ - pos_ == 1 && s_[pos_] == '.') {
-        pos_ = end_;
-        continue;
-      }
-      return;
-    }
-  }
-  std::string_view s_;
-  size_t pos_ = 0;
-  size_t end_ = 0;
-};
-
-// Whether `pat` matches `path` or one of its ancestors. Segments play the role of characters in
-// classic wildcard matching: "**" is the star, every other segment a one-element predicate, and
-// the pattern ends in an implicit "**" (a match of an ancestor covers everything beneath). With
-// one-element tokens, remembering only the last star is exact; worst case O(|pat| * |path|), and
-// no allocation: this runs for every pattern on every file access the filesystem layer checks.
-bool segments_match(std::string_view pat, std::string_view path) {
-  SegmentCursor p(pat), s(path);
-  bool have_star = false;
-  SegmentCursor star_p = p, star_s = s;
-  while (!s.done()) {
-    if (p.done()) {
-      return true;  // the pattern matched an ancestor of `path`
-    }
-    std::string_view tok = p.peek();
-    if (tok == "**") {
-      p.next();
-      have_star = true;
-      star_p = p;
-      star_s = s;
-      continue;
-    }
-    if (segment_matches(tok, s.peek())) {
-      p.next();
-      s.next();
-      continue;
-    }
-    if (!have_star) {
-      return false;
-    }
-    star_s.next();  // let the last "**" swallow one more segment
-    s = star_s;
-    p = star_p;
-  }
-  while (!p.done() && p.peek() == "**") {
-    p.next();
-  }
-  return p.done();
 }
 
 bool has_dotdot(std::string_view path) {

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "preload_shim/fs_rules.h"
 #include "preload_shim/shim.h"
 
 namespace cordon::preload_shim {
@@ -173,6 +174,18 @@ __attribute__((constructor)) void shim_init(int argc, char** argv, char** envp) 
   }
   if (const char* c = find_env(envp, "CORDON_SHIM_CONNECT_EVENTS")) {
     g_config.connect_events_all = strcmp(c, "all") == 0;
+  }
+  if (const char* r = find_env(envp, fs_rules::kEnvName)) {
+    g_config.fs_rules = fs_rules_init(r);
+    if (!g_config.fs_rules) {
+      // The launcher validates what it hands over; this is a program that rewrote its children's
+      // environment. Say so rather than pretend.
+      static const char kMsg[] =
+          "cordon: CORDON_SHIM_FS_RULES is malformed: file rules are not enforced in this "
+          "process\n";
+      ssize_t ignored = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+      (void)ignored;
+    }
   }
   // Keep the event socket far above the fds a program allocates, so "lowest free fd" semantics and
   // programs that dup2 onto small numbers are unaffected.

@@ -46,6 +46,8 @@ const char* kind_name(uint8_t kind) {
       return "fs.open";
     case wire::kHello:
       return "shim.hello";
+    case wire::kFsRefused:
+      return "fs.refused";
     default:
       return "";
   }
@@ -101,7 +103,9 @@ Result<nlohmann::json> decode_message(const uint8_t* data, size_t len,
       break;
     case wire::kDeny:
       ev["decision"] = "deny";
-      ev["rule"] = "network.allow";
+      if (kind != wire::kFsRefused) {
+        ev["rule"] = "network.allow";  // the shim's only network rule; fs.refused names its own
+      }
       break;
     default:
       break;
@@ -196,6 +200,18 @@ Result<nlohmann::json> decode_message(const uint8_t* data, size_t len,
         break;
       case wire::kChildPid:
         ev["child_pid"] = read_u32(v);
+        break;
+      case wire::kRule:
+        ev["rule"] = as_string(v, flen);
+        break;
+      case wire::kRequested:
+        ev["requested"] = as_string(v, flen);
+        break;
+      case wire::kOp:
+        ev["op"] = as_string(v, flen);
+        break;
+      case wire::kHostPath:
+        ev["host_path"] = as_string(v, flen);
         break;
       default:
         break;  // a newer shim's field: skip it

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -78,12 +79,27 @@ void fill_list(const char* arg0, va_list* ap, char** argv, int n) {
   argv[n] = nullptr;
 }
 
+// The file rules (--no-namespaces) on an exec target: the kernel opens it for reading, as
+// cordon-fs's lookup/open would. A name without '/' that exec*p searches in $PATH is left to the
+// kernel's own open of each candidate (not hooked: advisory). Returns the errno to fail with.
+inline int exec_refused(int dirfd, const char* path, bool path_search, const char* via) {
+  if (__builtin_expect(!g_config.fs_rules, 1) || path == nullptr ||
+      (path_search && strchr(path, '/') == nullptr)) {
+    return 0;
+  }
+  return fs_check(dirfd, path, true, FsAccess::kRead, -1, "exec", via);
+}
+
 // The exec* entry points differ only in the real function and its arguments: report, then exec.
 template <typename Fn, typename... Args>
 inline int forward_exec(Fn* real, const char* shown, char* const argv[], const char* via,
-                        Args... args) {
+                        int refused, Args... args) {
   if (real == nullptr) {
     errno = ENOSYS;
+    return -1;
+  }
+  if (refused != 0) {
+    errno = refused;
     return -1;
   }
   {
@@ -102,9 +118,12 @@ inline int forward_exec(Fn* real, const char* shown, char* const argv[], const c
 template <typename Fn>
 inline int forward_spawn(Fn* real, const char* via, pid_t* pid, const char* path,
                          const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
-                         char* const argv[], char* const envp[]) {
+                         char* const argv[], char* const envp[], bool path_search) {
   if (real == nullptr) {
     return ENOSYS;
+  }
+  if (int e = exec_refused(AT_FDCWD, path, path_search, via); e != 0) {
+    return e;
   }
   pid_t child = 0;
   int rc = real(&child, path, fa, attr, argv, envp);
@@ -122,36 +141,41 @@ inline int forward_spawn(Fn* real, const char* via, pid_t* pid, const char* path
 
 // execl's list as an argv array on the caller's stack: a macro, not a helper, because alloca's
 // array must outlive the frame that makes it.
-#define CORDON_ARGV_FROM_LIST(argv, arg0, ap)                                             \
-  int argv##_n = count_list(&(ap));                                                        \
-  char** argv = static_cast<char**>(                                                       \
-      __builtin_alloca((static_cast<size_t>(argv##_n) + 1) * sizeof(char*)));             \
+#define CORDON_ARGV_FROM_LIST(argv, arg0, ap)                                                     \
+  int argv##_n = count_list(&(ap));                                                               \
+  char** argv =                                                                                   \
+      static_cast<char**>(__builtin_alloca((static_cast<size_t>(argv##_n) + 1) * sizeof(char*))); \
   fill_list(arg0, &(ap), argv, argv##_n)
 
 CORDON_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  return forward_exec(CORDON_REAL(execve), path, argv, "execve", path, argv, envp);
+  return forward_exec(CORDON_REAL(execve), path, argv, "execve",
+                      exec_refused(AT_FDCWD, path, false, "execve"), path, argv, envp);
 }
 
 CORDON_EXPORT int execveat(int dirfd, const char* path, char* const argv[], char* const envp[],
                            int flags) {
-  return forward_exec(CORDON_REAL(execveat), path, argv, "execveat", dirfd, path, argv, envp,
-                      flags);
+  return forward_exec(CORDON_REAL(execveat), path, argv, "execveat",
+                      exec_refused(dirfd, path, false, "execveat"), dirfd, path, argv, envp, flags);
 }
 
 CORDON_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  return forward_exec(CORDON_REAL(fexecve), nullptr, argv, "fexecve", fd, argv, envp);
+  // The fd was opened through the open hooks, which decided then.
+  return forward_exec(CORDON_REAL(fexecve), nullptr, argv, "fexecve", 0, fd, argv, envp);
 }
 
 CORDON_EXPORT int execv(const char* path, char* const argv[]) {
-  return forward_exec(CORDON_REAL(execv), path, argv, "execv", path, argv);
+  return forward_exec(CORDON_REAL(execv), path, argv, "execv",
+                      exec_refused(AT_FDCWD, path, false, "execv"), path, argv);
 }
 
 CORDON_EXPORT int execvp(const char* file, char* const argv[]) {
-  return forward_exec(CORDON_REAL(execvp), file, argv, "execvp", file, argv);
+  return forward_exec(CORDON_REAL(execvp), file, argv, "execvp",
+                      exec_refused(AT_FDCWD, file, true, "execvp"), file, argv);
 }
 
 CORDON_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  return forward_exec(CORDON_REAL(execvpe), file, argv, "execvpe", file, argv, envp);
+  return forward_exec(CORDON_REAL(execvpe), file, argv, "execvpe",
+                      exec_refused(AT_FDCWD, file, true, "execvpe"), file, argv, envp);
 }
 
 CORDON_EXPORT int execl(const char* path, const char* arg0, ...) {
@@ -183,11 +207,13 @@ CORDON_EXPORT int execlp(const char* file, const char* arg0, ...) {
 CORDON_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
                               const posix_spawnattr_t* attr, char* const argv[],
                               char* const envp[]) {
-  return forward_spawn(CORDON_REAL(posix_spawn), "posix_spawn", pid, path, fa, attr, argv, envp);
+  return forward_spawn(CORDON_REAL(posix_spawn), "posix_spawn", pid, path, fa, attr, argv, envp,
+                       false);
 }
 
 CORDON_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
                                const posix_spawnattr_t* attr, char* const argv[],
                                char* const envp[]) {
-  return forward_spawn(CORDON_REAL(posix_spawnp), "posix_spawnp", pid, file, fa, attr, argv, envp);
+  return forward_spawn(CORDON_REAL(posix_spawnp), "posix_spawnp", pid, file, fa, attr, argv, envp,
+                       true);
 }

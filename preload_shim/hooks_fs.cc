@@ -1,6 +1,7 @@
 // File-open interposers. The hot path is one indirect call: an event is built only when the open
 // was refused (EACCES/EPERM: what attribution of filesystem refusals needs) or when
-// CORDON_SHIM_FS_EVENTS=all asks for every open.
+// CORDON_SHIM_FS_EVENTS=all asks for every open. With file rules (--no-namespaces) each open is
+// first decided by fs_check_open (fspolicy.cc), which sends its own fs.refused event.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -58,13 +59,41 @@ inline mode_t open_mode(int flags, va_list* ap) {
   return 0;
 }
 
-// Every open-family entry point: call the real function, then maybe report. `flags` is what the
-// event shows (creat has none of its own).
+// fopen's mode string as open(2) flags (what the file rules and the event need).
+int fopen_flags(const char* mode) {
+  int flags = O_RDONLY;
+  if (mode == nullptr) {
+    return flags;
+  }
+  if (mode[0] == 'w') {
+    flags = O_WRONLY | O_CREAT | O_TRUNC;
+  } else if (mode[0] == 'a') {
+    flags = O_WRONLY | O_CREAT | O_APPEND;
+  }
+  for (const char* m = mode; *m != '\0' && *m != ','; ++m) {
+    if (*m == '+') {
+      flags = (flags & ~O_ACCMODE) | O_RDWR;
+    } else if (*m == 'x') {
+      flags |= O_EXCL;
+    }
+  }
+  return flags;
+}
+
+// Every open-family entry point: decide by the file rules (when on), call the real function,
+// then maybe report. `flags` is what the event shows (creat has none of its own).
 template <typename Fn, typename... Args>
-inline int forward_open(Fn* real, const char* via, const char* path, int flags, Args... args) {
+inline int forward_open(Fn* real, const char* via, int dirfd, const char* path, int flags,
+                        Args... args) {
   if (real == nullptr) {
     errno = ENOSYS;
     return -1;
+  }
+  if (__builtin_expect(g_config.fs_rules, 0)) {
+    if (int e = fs_check_open(dirfd, path, flags, via); e != 0) {
+      errno = e;
+      return -1;
+    }
   }
   return finish_open(real(args...), path, flags, via);
 }
@@ -74,6 +103,12 @@ inline FILE* forward_fopen(Fn* real, const char* via, const char* path, const ch
   if (real == nullptr) {
     errno = ENOSYS;
     return nullptr;
+  }
+  if (__builtin_expect(g_config.fs_rules, 0)) {
+    if (int e = fs_check_open(AT_FDCWD, path, fopen_flags(mode), via); e != 0) {
+      errno = e;
+      return nullptr;
+    }
   }
   return finish_fopen(real(path, mode), path, via);
 }
@@ -85,7 +120,7 @@ CORDON_EXPORT int open(const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = open_mode(flags, &ap);
   va_end(ap);
-  return forward_open(CORDON_REAL(open), "open", path, flags, path, flags, mode);
+  return forward_open(CORDON_REAL(open), "open", AT_FDCWD, path, flags, path, flags, mode);
 }
 
 CORDON_EXPORT int open64(const char* path, int flags, ...) {
@@ -93,7 +128,7 @@ CORDON_EXPORT int open64(const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = open_mode(flags, &ap);
   va_end(ap);
-  return forward_open(CORDON_REAL(open64), "open64", path, flags, path, flags, mode);
+  return forward_open(CORDON_REAL(open64), "open64", AT_FDCWD, path, flags, path, flags, mode);
 }
 
 CORDON_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
@@ -101,7 +136,7 @@ CORDON_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = open_mode(flags, &ap);
   va_end(ap);
-  return forward_open(CORDON_REAL(openat), "openat", path, flags, dirfd, path, flags, mode);
+  return forward_open(CORDON_REAL(openat), "openat", dirfd, path, flags, dirfd, path, flags, mode);
 }
 
 CORDON_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
@@ -109,32 +144,36 @@ CORDON_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
   va_start(ap, flags);
   mode_t mode = open_mode(flags, &ap);
   va_end(ap);
-  return forward_open(CORDON_REAL(openat64), "openat64", path, flags, dirfd, path, flags, mode);
+  return forward_open(CORDON_REAL(openat64), "openat64", dirfd, path, flags, dirfd, path, flags,
+                      mode);
 }
 
 CORDON_EXPORT int __open_2(const char* path, int flags) {
-  return forward_open(CORDON_REAL(__open_2), "__open_2", path, flags, path, flags);
+  return forward_open(CORDON_REAL(__open_2), "__open_2", AT_FDCWD, path, flags, path, flags);
 }
 
 CORDON_EXPORT int __open64_2(const char* path, int flags) {
-  return forward_open(CORDON_REAL(__open64_2), "__open64_2", path, flags, path, flags);
+  return forward_open(CORDON_REAL(__open64_2), "__open64_2", AT_FDCWD, path, flags, path, flags);
 }
 
 CORDON_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
-  return forward_open(CORDON_REAL(__openat_2), "__openat_2", path, flags, dirfd, path, flags);
+  return forward_open(CORDON_REAL(__openat_2), "__openat_2", dirfd, path, flags, dirfd, path,
+                      flags);
 }
 
 CORDON_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
-  return forward_open(CORDON_REAL(__openat64_2), "__openat64_2", path, flags, dirfd, path, flags);
+  return forward_open(CORDON_REAL(__openat64_2), "__openat64_2", dirfd, path, flags, dirfd, path,
+                      flags);
 }
 
 CORDON_EXPORT int creat(const char* path, mode_t mode) {
-  return forward_open(CORDON_REAL(creat), "creat", path, O_CREAT | O_WRONLY | O_TRUNC, path, mode);
+  return forward_open(CORDON_REAL(creat), "creat", AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC,
+                      path, mode);
 }
 
 CORDON_EXPORT int creat64(const char* path, mode_t mode) {
-  return forward_open(CORDON_REAL(creat64), "creat64", path, O_CREAT | O_WRONLY | O_TRUNC, path,
-                      mode);
+  return forward_open(CORDON_REAL(creat64), "creat64", AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC,
+                      path, mode);
 }
 
 CORDON_EXPORT FILE* fopen(const char* path, const char* mode) {

@@ -21,6 +21,26 @@ uint64_t fnv1a(const void* data, size_t len, uint64_t h) {
   return h;
 }
 
+bool first_sight_in_table(uint64_t h) {
+  h |= 1;  // 0 marks an empty slot
+  for (int i = 0; i < kSeenSlots; ++i) {
+    std::atomic<uint64_t>& slot = g_seen[(h + static_cast<uint64_t>(i)) % kSeenSlots];
+    uint64_t cur = slot.load(std::memory_order_acquire);
+    if (cur == h) {
+      return false;
+    }
+    if (cur == 0) {
+      if (slot.compare_exchange_strong(cur, h, std::memory_order_acq_rel)) {
+        return true;
+      }
+      if (cur == h) {
+        return false;
+      }
+    }
+  }
+  return false;  // table full: stay quiet rather than flood stderr or the collector
+}
+
 // Views AF_INET and AF_INET6 (including v4-mapped) as (family, 16-byte address, port).
 struct Peer {
   sa_family_t family;
@@ -133,23 +153,14 @@ bool first_sight(const sockaddr* sa, socklen_t len, uint32_t salt) {
   uint64_t h = fnv1a(&salt, sizeof salt, 0xcbf29ce484222325ull);
   h = fnv1a(&p.family, sizeof p.family, h);
   h = fnv1a(p.addr, sizeof p.addr, h);
-  h = fnv1a(&p.port, sizeof p.port, h) | 1;  // 0 marks an empty slot
-  for (int i = 0; i < kSeenSlots; ++i) {
-    std::atomic<uint64_t>& slot = g_seen[(h + static_cast<uint64_t>(i)) % kSeenSlots];
-    uint64_t cur = slot.load(std::memory_order_acquire);
-    if (cur == h) {
-      return false;
-    }
-    if (cur == 0) {
-      if (slot.compare_exchange_strong(cur, h, std::memory_order_acq_rel)) {
-        return true;
-      }
-      if (cur == h) {
-        return false;
-      }
-    }
-  }
-  return false;  // table full: stay quiet rather than flood stderr or the collector
+  h = fnv1a(&p.port, sizeof p.port, h);
+  return first_sight_in_table(h);
+}
+
+bool first_sight_hash(uint64_t hash) { return first_sight_in_table(hash); }
+
+uint64_t hash_bytes(const void* data, size_t len, uint64_t seed) {
+  return fnv1a(data, len, seed ^ 0xcbf29ce484222325ull);
 }
 
 size_t format_sockaddr(const sockaddr* sa, socklen_t len, char* buf, size_t cap) {

@@ -45,7 +45,8 @@ struct Config {
   bool connect_events_all = false;  // CORDON_SHIM_CONNECT_EVENTS=all: every loopback connect too
   AllowEntry allow[32]{};
   int allow_count = 0;
-  int fd_floor = 0;  // the event socket is moved to >= this fd (out of the program's way)
+  bool fs_rules = false;  // CORDON_SHIM_FS_RULES parsed: path hooks enforce file rules
+  int fd_floor = 0;       // the event socket is moved to >= this fd (out of the program's way)
   // exe and argv, pre-encoded as wire fields so each event just copies them.
   uint8_t identity[wire::kMaxPathBytes + wire::kMaxArgvBytes + 16 * wire::kFieldHeaderSize]{};
   size_t identity_len = 0;
@@ -64,7 +65,9 @@ extern Config g_config;
   X(execve) X(execveat) X(fexecve) X(execv) X(execvp) X(execvpe)                  \
   X(posix_spawn) X(posix_spawnp)                                                  \
   X(open) X(open64) X(openat) X(openat64) X(creat) X(creat64) X(fopen) X(fopen64) \
-  X(__open_2) X(__open64_2) X(__openat_2) X(__openat64_2)
+  X(__open_2) X(__open64_2) X(__openat_2) X(__openat64_2)                        \
+  X(rename) X(renameat) X(renameat2) X(link) X(linkat) X(unlink) X(unlinkat)      \
+  X(rmdir) X(mkdir) X(mkdirat) X(symlink) X(symlinkat) X(truncate) X(truncate64)
 // clang-format on
 
 enum RealId : int {
@@ -124,6 +127,24 @@ void report_refusal(const char* what, const sockaddr* sa, socklen_t len);
 size_t format_sockaddr(const sockaddr* sa, socklen_t len, char* buf, size_t cap);
 // True the first time a destination is seen in this process (bounded table, lock-free).
 bool first_sight(const sockaddr* sa, socklen_t len, uint32_t salt);
+// The same table for any key: true the first time `hash` is seen in this process.
+bool first_sight_hash(uint64_t hash);
+uint64_t hash_bytes(const void* data, size_t len, uint64_t seed);
+
+// ---- advisory file rules (fspolicy.cc; --no-namespaces, see fs_rules.h) ----
+// kCreate: O_CREAT without a write mode, a write only when the file does not exist yet.
+enum class FsAccess : uint8_t { kRead, kWrite, kCreate };
+// Parses CORDON_SHIM_FS_RULES (constructor only); false when malformed (rules stay off).
+bool fs_rules_init(const char* value);
+// 0 when the call on (dirfd, path) may proceed; otherwise the errno it must fail with, after the
+// fs.refused event and (once per path) a line on stderr. `follow`: the call follows a final
+// symlink. `op` names the access in the message ("exec", "rename"; null: read/write/create from
+// `access`). Only call when g_config.fs_rules. Uses ~10 KiB of stack (two PATH_MAX buffers and,
+// on a refusal, the 2 KiB message).
+int fs_check(int dirfd, const char* path, bool follow, FsAccess access, int flags, const char* op,
+             const char* via);
+// fs_check for an open-family call with these flags.
+int fs_check_open(int dirfd, const char* path, int flags, const char* via);
 
 // Restores errno on scope exit: every hook returns the real call's errno untouched.
 class ErrnoGuard {

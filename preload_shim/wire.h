@@ -31,10 +31,11 @@ enum Kind : uint8_t {
   kNetSend = 4,     // sendto/sendmsg with an explicit destination (first per destination)
   kNetBind = 5,
   kNetListen = 6,
-  kNetDns = 7,  // getaddrinfo(name)
-  kFsOpen = 8,  // open/openat/creat/fopen (failures with EACCES/EPERM by default)
-  kHello = 9,   // first message on every connection: the image's exe/argv (not an event)
-  kKindMax = 9,
+  kNetDns = 7,      // getaddrinfo(name)
+  kFsOpen = 8,      // open/openat/creat/fopen (failures with EACCES/EPERM by default)
+  kHello = 9,       // first message on every connection: the image's exe/argv (not an event)
+  kFsRefused = 10,  // --no-namespaces: a hooked path call refused by the file rules
+  kKindMax = 10,
 };
 
 enum Decision : uint8_t { kNoDecision = 0, kAllow = 1, kDeny = 2 };
@@ -58,7 +59,11 @@ enum Tag : uint8_t {
   kResolved = 16,             // sockaddr, repeated: addresses getaddrinfo returned (at most 4)
   kChildPid = 17,             // u32: posix_spawn's child
   kTargetArgvTruncated = 18,  // u32
-  kTagMax = 18,
+  kRule = 19,                 // string: the policy path that refused ("filesystem.deny[1]")
+  kRequested = 20,            // string: the path as the program passed it
+  kOp = 21,                   // string: read, write, create, exec, rename, unlink, ...
+  kHostPath = 22,             // string: the resolved absolute path
+  kTagMax = 22,
 };
 
 // Header offsets.

@@ -50,6 +50,75 @@ TEST(Landlock, ExecAllowStopsStaticAndDynamicBinariesAndAllowsTheRest) {
   EXPECT_NE(r.err.find("cordon: exec of ./static_bin refused"), std::string::npos) << r.err;
 }
 
+// Landlock checks EXECUTE at execve, not at mmap(PROT_EXEC): `ld.so ./prog` would run a binary the
+// program wrote. With exec_allow in force, every writable mount exec_allow does not reach is
+// noexec, so the loader's mapping fails too. Interpreters still read scripts (noexec does not
+// govern read(2)): that stays possible, and is documented as the limit.
+TEST(Landlock, LoaderCannotRunAProgramWrittenWhereExecAllowDoesNotReach) {
+  CORDON_REQUIRE(launcher::landlock_abi() > 0, "the kernel has no Landlock");
+  SandboxFixture f;
+  f.make_workspace_owned();
+  RunResult cp = run_program({"cp", "/usr/bin/true", f.ws() + "/true"});
+  ASSERT_EQ(cp.exit_code(), 0) << cp.err;
+  write_text(f.ws() + "/script.sh", "echo script-ran\n");
+  RunResult file = run_program({"file", "-L", f.ws() + "/true"});
+  ASSERT_NE(file.out.find("dynamically linked"), std::string::npos) << file.out;
+  // Only the shell and cp: /usr/bin/true itself is not listed either.
+  write_text(f.home() + "/p.json",
+             R"({"version": 1, "process": {"exec_allow": ["/usr/bin/dash", "/usr/bin/cp"]}})");
+  const std::string probe =
+      "./true; echo direct=$?; /lib64/ld-linux-x86-64.so.2 ./true; echo loader=$?; "
+      "sh ./script.sh; echo script=$?; "
+      "cp /usr/bin/true \"$HOME/t\" && /lib64/ld-linux-x86-64.so.2 \"$HOME/t\"; echo home=$?; "
+      "cp /usr/bin/true /dev/shm/t && /lib64/ld-linux-x86-64.so.2 /dev/shm/t; echo shm=$?; "
+      "cp /usr/bin/true /tmp/t && /lib64/ld-linux-x86-64.so.2 /tmp/t; echo tmp=$?; "
+      "/usr/bin/true; echo system-direct=$?; "
+      "/lib64/ld-linux-x86-64.so.2 /usr/bin/true; echo system-loader=$?";
+  // rw: the workspace is a read-write bind.
+  // The last line is the documented limit: an installed program on a read-only (exec) system
+  // mount that exec_allow does not list still runs through the loader.
+  RunResult rw = f.sh(probe, {"--policy", f.home() + "/p.json"});
+  ASSERT_EQ(rw.exit_code(), 0) << rw.err;
+  EXPECT_EQ(rw.out,
+            "direct=126\nloader=127\nscript-ran\nscript=0\nhome=127\nshm=127\ntmp=127\n"
+            "system-direct=126\nsystem-loader=0\n")
+      << rw.err;
+  EXPECT_NE(rw.err.find("failed to map segment"), std::string::npos) << rw.err;
+  // cow: the workspace is cordon-fs's view (or the overlay fallback); a binary written there is
+  // refused the same way.
+  RunResult cow = f.run({"-q", "--mode", "cow", "--policy", f.home() + "/p.json"},
+                        {"/bin/sh", "-c",
+                         "/lib64/ld-linux-x86-64.so.2 ./true; echo loader=$?; cp ./true ./t2 && "
+                         "/lib64/ld-linux-x86-64.so.2 ./t2; echo written=$?"});
+  ASSERT_EQ(cow.exit_code(), 0) << cow.err;
+  EXPECT_EQ(cow.out, "loader=127\nwritten=127\n") << cow.err;
+  // The control: an exec_allow entry in the workspace keeps that mount exec (the policy asked for
+  // it), so both ways of running the program work there, and the other writable mounts stay
+  // noexec.
+  write_text(
+      f.home() + "/p2.json",
+      R"({"version": 1, "process": {"exec_allow": ["/usr/bin/dash", "/usr/bin/cp", "true"]}})");
+  RunResult listed = f.sh(
+      "./true; echo direct=$?; /lib64/ld-linux-x86-64.so.2 ./true; echo loader=$?; "
+      "cp /usr/bin/true /dev/shm/t && /lib64/ld-linux-x86-64.so.2 /dev/shm/t; echo shm=$?",
+      {"--policy", f.home() + "/p2.json"});
+  ASSERT_EQ(listed.exit_code(), 0) << listed.err;
+  EXPECT_EQ(listed.out, "direct=0\nloader=0\nshm=127\n") << listed.err;
+}
+
+// Without exec_allow nothing is restricted, so no mount is made noexec beyond /tmp's default.
+TEST(Landlock, WithoutExecAllowWritableMountsStayExec) {
+  SandboxFixture f;
+  f.make_workspace_owned();
+  RunResult cp = run_program({"cp", "/usr/bin/true", f.ws() + "/true"});
+  ASSERT_EQ(cp.exit_code(), 0) << cp.err;
+  RunResult r = f.sh(
+      "./true; echo direct=$?; /lib64/ld-linux-x86-64.so.2 ./true; echo loader=$?; "
+      "cp /usr/bin/true /dev/shm/t && /dev/shm/t; echo shm=$?");
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "direct=0\nloader=0\nshm=0\n") << r.err;
+}
+
 TEST(Landlock, ExecAllowThatLandlockCannotExpressIsRefusedAtStart) {
   SandboxFixture f;
   write_text(f.home() + "/p.json",

@@ -1,10 +1,14 @@
 // `cordon run --no-namespaces`: labelled advisory, a disallowed connect from a dynamic client is
 // refused by the shim and logged, an allowed host is reached through cordon-netproxy.
+#include "launcher/no_namespaces.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <fstream>
@@ -170,6 +174,140 @@ TEST(NoNamespaces, LandlockKeepsTheProgramToItsPlacesAndTheCowWorkspaceReadOnly)
   EXPECT_EQ(r.out, "cat=1\nw=2\ntmp-ok\nslash-tmp=2\n") << r.err;
   EXPECT_EQ(r.out.find("s3cret"), std::string::npos);
   EXPECT_NE(r.err.find("copy-on-write needs a mount namespace"), std::string::npos) << r.err;
+}
+
+// Landlock cannot say "the workspace except **/.env": the shim decides filesystem.deny on every
+// hooked open of a dynamically linked program, however the path is spelled. A static binary is not
+// stopped: that is the stated limit of the advisory mode, asserted here so it stays documented.
+TEST(NoNamespaces, ShimRefusesDeniedWorkspaceFilesToDynamicProgramsButNotToStaticOnes) {
+  SandboxFixture f;
+  f.make_workspace_owned();
+  char buf[PATH_MAX];
+  ASSERT_NE(::realpath(f.ws().c_str(), buf), nullptr);
+  const std::string ws = buf;
+  write_text(ws + "/.env", "SECRET=1\n");
+  write_text(ws + "/ok.txt", "hello\n");
+  ASSERT_EQ(::mkdir((ws + "/x").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(".env", (ws + "/link-env").c_str()), 0);
+  // A static reader/writer: `sread FILE` prints FILE, `sread FILE TEXT` creates it.
+  write_text(f.home() + "/sread.c",
+             "#include <stdio.h>\nint main(int c, char** v) {\n"
+             "  FILE* f = fopen(v[1], c > 2 ? \"w\" : \"r\");\n  if (!f) return 1;\n"
+             "  if (c > 2) { fputs(v[2], f); fclose(f); return 0; }\n"
+             "  char b[64]; while (fgets(b, sizeof b, f)) fputs(b, stdout);\n  return 0;\n}\n");
+  RunResult cc = run_program({"gcc", "-static", "-O1", "-o", ws + "/sread", f.home() + "/sread.c"});
+  ASSERT_EQ(cc.exit_code(), 0) << cc.err;
+  write_text(f.home() + "/p.json",
+             R"({"version": 1, "filesystem": {"deny": ["**/.env", "**/*.secret"]}})");
+  RunResult r = f.run(
+      {"--no-namespaces", "-q", "--mode", "rw", "--policy", f.home() + "/p.json"},
+      {"/bin/sh", "-c",
+       "cat .env; echo direct=$?; cat " + ws +
+           "/.env; echo abs=$?; cat ./x/../.env; echo dotdot=$?; cat .//.env; echo slashes=$?; "
+           "cat link-env; echo link=$?; "
+           "python3 -c 'import os\nd = os.open(\"x\", os.O_RDONLY)\ntry:\n  os.open(\"../.env\", "
+           "os.O_RDONLY, dir_fd=d); print(\"dirfd opened\")\nexcept OSError as e: print(\"dirfd\", "
+           "e.errno)'; "
+           "./sread later.secret created; echo static-create=$?; cat later.secret; echo later=$?; "
+           "echo more > other.secret; echo shell-create=$?; "
+           "./sread .env; echo static-read=$?; cat ok.txt"});
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out,
+            "direct=1\nabs=1\ndotdot=1\nslashes=1\nlink=1\ndirfd 13\nstatic-create=0\n"
+            "later=1\nshell-create=2\nSECRET=1\nstatic-read=0\nhello\n")
+      << r.err;
+  EXPECT_NE(r.err.find("cordon: read of " + ws + "/.env refused (filesystem.deny[0]: **/.env)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("cordon: read of " + ws + "/later.secret refused (filesystem.deny[1]"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("cordon: create of " + ws + "/other.secret refused"), std::string::npos)
+      << r.err;
+  struct stat st {};
+  EXPECT_NE(::lstat((ws + "/other.secret").c_str(), &st), 0);
+
+  bool direct = false, link = false, dirfd = false, later = false;
+  for (const auto& e : newest_session_events(f)) {
+    if (e.value("source", "") != "shim" || e.value("kind", "") != "fs.refused") {
+      continue;
+    }
+    EXPECT_EQ(e.value("decision", ""), "deny") << e;
+    EXPECT_NE(e.value("exe", ""), ws + "/sread") << "a static binary cannot be seen: " << e;
+    std::string req = e.value("requested", "");
+    if (req == ".env" && e.value("exe", "") == "/usr/bin/cat") {
+      direct = true;
+      EXPECT_EQ(e.value("path", ""), ".env") << e;
+      EXPECT_EQ(e.value("rule", ""), "filesystem.deny[0]") << e;
+      EXPECT_EQ(e["argv"], json::array({"cat", ".env"})) << e;
+      EXPECT_TRUE(e.contains("pid")) << e;
+    }
+    if (req == "link-env") {
+      link = true;
+      EXPECT_EQ(e.value("path", ""), ".env") << e;
+      EXPECT_EQ(e.value("host_path", ""), ws + "/.env") << e;
+    }
+    if (req == "../.env") {
+      dirfd = true;
+      EXPECT_EQ(e.value("exe", ""), "/usr/bin/python3.11") << e;
+      EXPECT_EQ(e.value("path", ""), ".env") << e;
+    }
+    if (req == "later.secret") {
+      later = true;
+      EXPECT_EQ(e.value("rule", ""), "filesystem.deny[1]") << e;
+    }
+  }
+  EXPECT_TRUE(direct);
+  EXPECT_TRUE(link);
+  EXPECT_TRUE(dirfd);
+  EXPECT_TRUE(later);
+}
+
+// The default policy's secrets list applies too, and cow (read-only without namespaces) refuses
+// writes in the shim with EROFS, as cordon-fs does in ro mode.
+TEST(NoNamespaces, DefaultDenyListAndReadOnlyWorkspaceApplyInTheShim) {
+  SandboxFixture f;
+  f.make_workspace_owned();
+  write_text(f.ws() + "/key.pem", "-----BEGIN-----\n");
+  write_text(f.ws() + "/ok.txt", "hello\n");
+  RunResult r = f.run({"--no-namespaces", "-q", "--mode", "cow"},
+                      {"python3", "-c",
+                       "import errno\n"
+                       "for p, m in (('key.pem', 'r'), ('ok.txt', 'r'), ('new.txt', 'w')):\n"
+                       "  try:\n    open(p, m).close(); print(p, 'ok')\n"
+                       "  except OSError as e: print(p, errno.errorcode[e.errno])\n"});
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "key.pem EACCES\nok.txt ok\nnew.txt EROFS\n") << r.err;
+  EXPECT_NE(r.err.find("refused (filesystem.mode: the workspace is read-only)"), std::string::npos)
+      << r.err;
+}
+
+// What cordon hands the shim: the patterns in policy order (the shim's rule index is the policy's),
+// refused at start rather than cut when they cannot be handed over whole.
+TEST(NoNamespaces, ShimFileRulesAreHandedOverWholeOrNotAtAll) {
+  auto pat = [](const std::string& t) {
+    return *policy::PathPattern::parse(t, "/home/u", nullptr);
+  };
+  policy::FilesystemPolicy fs;
+  fs.deny = {pat("**/.env"), pat("~/.ssh")};
+  fs.deny_write = {pat("locked.txt")};
+  fs.protect = {};
+  auto enc = launcher::shim_fs_rules(fs, "/w s", false);
+  ASSERT_TRUE(enc.ok()) << enc.error().to_string();
+  EXPECT_EQ(*enc,
+            "cordon-fs-rules 1\nworkspace /w s\nmode ro\nstyle eacces\ndeny r **/.env\n"
+            "deny a /home/u/.ssh\ndeny_write r locked.txt\n");
+  fs.deny.push_back(pat("a\nb"));
+  auto nl = launcher::shim_fs_rules(fs, "/w", true);
+  ASSERT_FALSE(nl.ok());
+  EXPECT_NE(nl.error().to_string().find("filesystem.deny[2]"), std::string::npos)
+      << nl.error().to_string();
+  fs.deny.pop_back();
+  for (int i = 0; i < 600; ++i) fs.protect.push_back(pat("p" + std::to_string(i)));
+  auto big = launcher::shim_fs_rules(fs, "/w", true);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.error().to_string().find("at most 512"), std::string::npos)
+      << big.error().to_string();
 }
 
 }  // namespace

@@ -117,5 +117,33 @@ TEST(ShimDecode, SkipsUnknownTagsFromNewerShims) {
   EXPECT_FALSE(ev->contains("cred"));
 }
 
+TEST(ShimDecode, FsRefusedNamesItsOwnRuleNotTheNetworkOne) {
+  auto m = header(wire::kFsRefused);
+  m[wire::kOffDecision] = wire::kDeny;
+  field(m, wire::kPath, ".env", 4);
+  field(m, wire::kHostPath, "/ws/.env", 8);
+  field(m, wire::kRequested, "x/../.env", 9);
+  field(m, wire::kOp, "read", 4);
+  field(m, wire::kRule, "filesystem.deny[0]", 18);
+  uint32_t err = 13;
+  field(m, wire::kErrno, &err, 4);
+  auto ev = decode_message(m.data(), m.size(), PeerCredentials{});
+  ASSERT_TRUE(ev.ok()) << ev.error().to_string();
+  EXPECT_EQ((*ev)["kind"], "fs.refused");
+  EXPECT_EQ((*ev)["decision"], "deny");
+  EXPECT_EQ((*ev)["rule"], "filesystem.deny[0]");
+  EXPECT_EQ((*ev)["path"], ".env");
+  EXPECT_EQ((*ev)["host_path"], "/ws/.env");
+  EXPECT_EQ((*ev)["requested"], "x/../.env");
+  EXPECT_EQ((*ev)["op"], "read");
+  EXPECT_EQ((*ev)["errno"], 13);
+  // Without a rule field it must not borrow the network's.
+  auto bare = header(wire::kFsRefused);
+  bare[wire::kOffDecision] = wire::kDeny;
+  auto ev2 = decode_message(bare.data(), bare.size(), PeerCredentials{});
+  ASSERT_TRUE(ev2.ok());
+  EXPECT_FALSE(ev2->contains("rule"));
+}
+
 }  // namespace
 }  // namespace cordon::preload_shim

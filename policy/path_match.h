@@ -1,0 +1,89 @@
+// segments_match: the one segment-wise path matcher behind PathPattern::matches, header-only and
+// allocation-free so the preload shim (no libstdc++ at run time) evaluates the same rules.
+#pragma once
+
+#include <stddef.h>
+
+#include <string_view>
+
+#include "policy/glob.h"
+
+namespace cordon::policy {
+
+// Walks the segments of a path string, skipping empty and "." segments, without allocating.
+// Only non-throwing string_view members are used (no substr), so no libstdc++ symbol is needed.
+class SegmentCursor {
+ public:
+  explicit SegmentCursor(std::string_view s) : s_(s) { skip(); }
+  bool done() const { return pos_ >= s_.size(); }
+  std::string_view peek() const { return std::string_view(s_.data() + pos_, end_ - pos_); }
+  void next() {
+    pos_ = end_;
+    skip();
+  }
+
+ private:
+  // Moves to the next non-empty, non-"." segment and finds its end.
+  void skip() {
+    while (true) {
+      while (pos_ < s_.size() && s_[pos_] == '/') {
+        ++pos_;
+      }
+      end_ = pos_;
+      while (end_ < s_.size() && s_[end_] != '/') {
+        ++end_;
+      }
+      if (end_ - pos_ == 1 && s_[pos_] == '.') {
+        pos_ = end_;
+        continue;
+      }
+      return;
+    }
+  }
+  std::string_view s_;
+  size_t pos_ = 0;
+  size_t end_ = 0;
+};
+
+// Whether the normalized pattern `pat` matches `path` or one of its ancestors. Segments play the
+// role of characters in classic wildcard matching: "**" is the star, every other segment a
+// one-element glob ('*' within the segment, '?' one character), and the pattern ends in an
+// implicit "**" (a match of an ancestor covers everything beneath). With one-element tokens,
+// remembering only the last star is exact; worst case O(|pat| * |path|), and no allocation: this
+// runs for every pattern on every file access the filesystem layer and the shim check.
+// `path` must not contain ".." (PathPattern::matches resolves it first).
+inline bool segments_match(std::string_view pat, std::string_view path) {
+  SegmentCursor p(pat), s(path);
+  bool have_star = false;
+  SegmentCursor star_p = p, star_s = s;
+  while (!s.done()) {
+    if (p.done()) {
+      return true;  // the pattern matched an ancestor of `path`
+    }
+    std::string_view tok = p.peek();
+    if (tok == "**") {
+      p.next();
+      have_star = true;
+      star_p = p;
+      star_s = s;
+      continue;
+    }
+    if (glob_match(tok, s.peek())) {
+      p.next();
+      s.next();
+      continue;
+    }
+    if (!have_star) {
+      return false;
+    }
+    star_s.next();  // let the last "**" swallow one more segment
+    s = star_s;
+    p = star_p;
+  }
+  while (!p.done() && p.peek() == "**") {
+    p.next();
+  }
+  return p.done();
+}
+
+}  // namespace cordon::policy
