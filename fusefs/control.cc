@@ -81,7 +81,11 @@ std::string ControlServer::handle(CowFs* fs, const std::string& snapshots_dir,
     std::string name = req.value("name", "");
     if (op == "status") {
       Usage u = fs->usage();
-      reply = {{"ok", true}, {"bytes", u.bytes}, {"inodes", u.inodes}};
+      CowFs::IoStats io = fs->io_stats();
+      reply = {{"ok", true},          {"bytes", u.bytes},
+               {"inodes", u.inodes},  {"passthrough", io.passthrough},
+               {"reads", io.reads},   {"writes", io.writes},
+               {"passthrough_opens", io.passthrough_opens}};
     } else if (op == "snapshot" || op == "rollback") {
       if (!(op == "rollback" && name.empty()) && !valid_snapshot_name(name)) {
         reply = {{"ok", false},

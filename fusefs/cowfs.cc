@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fusefs/layer_names.h"
+#include "fusefs/passthrough.h"
 #include "fusefs/safe_io.h"
 
 namespace cordon::fusefs {
@@ -58,6 +59,9 @@ struct FileHandle {
   bool writable = false;  // counted in node->writers
   std::mutex mu;      // guards `upper_fd`
   UniqueFd upper_fd;  // a read-only reopen of the upper file once another opener copied it up
+  // Its io mode (passthrough.h), counted in node->pt_opens or node->pt_cached_opens.
+  bool passthrough = false;
+  bool counted_cached = false;
 };
 
 struct DirEntry {
@@ -1112,6 +1116,89 @@ struct CowFs::Impl {
     return lookup_entry(self, dir, cnewname, e);
   }
 
+  // Chooses the io mode of an open (passthrough.h) and counts it on the inode; a passthrough
+  // open registers the handle's own fd as the backing file (the fd safe_io opened, never a name
+  // opened again) unless the inode has one, and arms the patch of its open reply. Policy was
+  // decided before: passthrough changes only the data path.
+  //
+  // Writes through passthrough never reach the daemon, so they could not be charged to the byte
+  // quota, nor could the daemon clear suid/sgid bits: a writable open is passthrough only when
+  // the byte quota is unlimited and the file has neither bit. Small files opened read-only stay
+  // cached (their first open primes the page cache: no READ at all). A lower (real workspace)
+  // file is a backing only for read-only opens; a writer that comes while such handles are open
+  // gets a new nodeid (open_node).
+  static int set_io_mode(CowFs* self, Inode* n, FileHandle* fh, bool writing,
+                         const std::string& path, fuse_file_info* fi) {
+    namespace pt = passthrough;
+    pt::OpenFacts f;
+    struct stat st;
+    bool have_st = ::fstat(fh->fd.get(), &st) == 0;
+    f.enabled = have_st && self->session_ != nullptr && passthrough_enabled() &&
+                !(fi->flags & O_DIRECT);
+    f.regular = have_st && S_ISREG(st.st_mode);
+    f.writable = writing;
+    f.writes_direct_ok = self->quota_.byte_limit() == 0 && !(st.st_mode & (S_ISUID | S_ISGID));
+    f.on_lower = fh->on_lower;
+    f.file = key_of(st);
+    std::lock_guard lk(n->mu);
+    pt::IoMode m = pt::choose_io_mode(*n, f);
+    if (m == pt::IoMode::kNewBacking && !writing && st.st_size <= kPrimeMax) {
+      m = pt::IoMode::kCached;
+    }
+    // A reader that opened the lower file just before another opener copied it up (copy-up holds
+    // this mu): a lower backing now would only force the next writer through the ESTALE detour.
+    if (m == pt::IoMode::kNewBacking && fh->on_lower && self->table_.has_upper(n)) {
+      m = pt::IoMode::kCached;
+    }
+    if (m == pt::IoMode::kNewBacking) {
+      int id = pt::open_backing(fuse_session_fd(self->session_), fh->fd.get());
+      if (id < 0) {
+        if (!self->pt_failure_logged_.exchange(true)) {
+          std::fprintf(stderr,
+                       "cordon-fs: FUSE_DEV_IOC_BACKING_OPEN for %s failed: %s; this and similar "
+                       "opens take the daemon path (slower, same results)\n",
+                       path.c_str(), std::strerror(-id));
+        }
+        m = pt::IoMode::kCached;
+      } else {
+        n->pt_backing_id = id;
+        n->pt_backing_key = f.file;
+        n->pt_backing_writable = !fh->on_lower;
+        m = pt::IoMode::kPassthrough;
+      }
+    }
+    switch (m) {
+      case pt::IoMode::kRefuse:
+        // A reader registered the lower file between open_node's check and here: the same
+        // detour as there (the kernel retries the open by path on a new inode).
+        self->table_.detach(n);
+        return -ESTALE;
+      case pt::IoMode::kCached:
+      case pt::IoMode::kNewBacking:
+        n->pt_cached_opens++;
+        fh->counted_cached = true;
+        if (n->pt_wrote) {
+          // Passthrough writes went around the kernel's page cache of this inode: drop it.
+          fi->keep_cache = 0;
+          n->pt_wrote = false;
+        }
+        return 0;
+      case pt::IoMode::kPassthrough:
+      case pt::IoMode::kPassthroughDirect:
+        n->pt_opens++;
+        fh->passthrough = true;
+        if (writing) {
+          n->pt_wrote = true;
+        }
+        fi->keep_cache = 0;  // the kernel refuses FOPEN_KEEP_CACHE with FOPEN_PASSTHROUGH
+        fi->direct_io = m == pt::IoMode::kPassthroughDirect;
+        pt::expect_open_reply(n->pt_backing_id);
+        self->pt_opens_.fetch_add(1, std::memory_order_relaxed);
+        return 0;
+    }
+    return 0;
+  }
+
   // Opens node for `flags` (copying up for writes); the FileHandle goes to fi->fh.
   static int open_node(CowFs* self, Inode* node, int flags, const Caller& who, fuse_file_info* fi,
                        const char* op) {
@@ -1131,6 +1218,19 @@ struct CowFs::Impl {
       }
       if (int rc = ensure_upper(self, node, !(flags & O_TRUNC), who); rc != 0) {
         return rc;
+      }
+      {
+        // Read-only passthrough handles of the lower file pin the kernel's inode to that backing
+        // file, and the kernel opens a backing file with the opener's flags: a writer on this
+        // inode would open the real workspace file for writing. The copy goes to a new nodeid
+        // instead: ESTALE makes the kernel redo the path walk with LOOKUP_REVAL, whose LOOKUP
+        // now returns the copied-up file as a new inode. The old readers keep reading the lower
+        // bytes (as with overlayfs); the copy gets a new inode number.
+        std::lock_guard lk(node->mu);
+        if (node->pt_opens > 0 && !node->pt_backing_writable) {
+          self->table_.detach(node);
+          return -ESTALE;
+        }
       }
       v = self->table_.view(node);
     }
@@ -1154,6 +1254,13 @@ struct CowFs::Impl {
         return rc;
       }
     }
+    fi->keep_cache = 1;  // the daemon is the only writer: page cache stays valid across opens
+    // Our flush does nothing (writes are synchronous, no writeback cache): spare the kernel the
+    // round trip at every close.
+    fi->noflush = 1;
+    if (int rc = set_io_mode(self, node, fh.get(), writing, path, fi); rc != 0) {
+      return rc;
+    }
     if (writing) {
       // Under mu: waits for a priming of this file's page cache in progress (prime_bytes), so no
       // write of ours can race with it.
@@ -1161,10 +1268,6 @@ struct CowFs::Impl {
       node->writers++;
       fh->writable = true;
     }
-    fi->keep_cache = 1;  // the daemon is the only writer: page cache stays valid across opens
-    // Our flush does nothing (writes are synchronous, no writeback cache): spare the kernel the
-    // round trip at every close.
-    fi->noflush = 1;
     self->table_.add_handle(node, fh->on_lower ? -1 : fh->fd.get());
     fi->fh = reinterpret_cast<uint64_t>(fh.release());
     return 0;
@@ -1212,6 +1315,12 @@ struct CowFs::Impl {
     }
     Inode* n = self->table_.find(e->ino);
     fh->node = n;
+    fi->keep_cache = 1;
+    fi->noflush = 1;
+    if (int rc2 = set_io_mode(self, n, fh.get(), true, path, fi); rc2 != 0) {
+      self->table_.forget(e->ino, 1);
+      return rc2;
+    }
     {
       std::lock_guard lk(n->mu);
       n->size_known = true;
@@ -1219,8 +1328,6 @@ struct CowFs::Impl {
       n->writers++;
       fh->writable = true;
     }
-    fi->keep_cache = 1;
-    fi->noflush = 1;
     self->table_.add_handle(n, fh->fd.get());
     fi->fh = reinterpret_cast<uint64_t>(fh.release());
     return 0;
@@ -1276,6 +1383,8 @@ struct CowFs::Impl {
       n->accounted_size = 0;
       n->writers++;
       fh->writable = true;
+      n->pt_cached_opens++;  // answered by kernel_init.cc without passthrough
+      fh->counted_cached = true;
     }
     fh->node = n;
     fh->tmpfile = true;
@@ -1512,9 +1621,30 @@ struct CowFs::Impl {
 
 // Forgets an open FileHandle (release, or an open whose reply found the opener gone).
 static void drop_file_handle(CowFs* self, FileHandle* fh) {
-  if (fh->writable) {
-    std::lock_guard nl(fh->node->mu);
-    fh->node->writers--;
+  {
+    Inode* n = fh->node;
+    std::lock_guard nl(n->mu);
+    if (fh->writable) {
+      n->writers--;
+    }
+    if (fh->counted_cached) {
+      n->pt_cached_opens--;
+    }
+    if (fh->passthrough) {
+      if (fh->writable && !fh->on_lower) {
+        // Its writes went around the daemon: the quota's count of this file catches up here.
+        Impl::settle_size(self, n, fh->fd.get());
+      }
+      // The last passthrough handle: the kernel already dropped the inode's backing (it sends
+      // RELEASE after), and every open that could still name the id went through this lock.
+      if (--n->pt_opens == 0 && n->pt_backing_id >= 0) {
+        if (self->session_ != nullptr) {
+          passthrough::close_backing(fuse_session_fd(self->session_), n->pt_backing_id);
+        }
+        n->pt_backing_id = -1;
+        n->pt_backing_key = {};
+      }
+    }
   }
   self->table_.drop_handle(fh->node, fh->on_lower ? -1 : fh->fd.get());
   delete fh;
@@ -1751,7 +1881,10 @@ static constexpr off_t kPrimeMax = 64 * 1024;
 
 static void prime_page_cache(CowFs* self, fuse_ino_t ino, Inode* n, fuse_file_info* fi) {
   auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_DIRECT) || self->session_ == nullptr) {
+  // Passthrough reads never touch this inode's page cache; an open that drops it (no keep_cache)
+  // would throw the stored bytes away.
+  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_DIRECT) || self->session_ == nullptr ||
+      fh->passthrough || !fi->keep_cache) {
     return;
   }
   std::lock_guard nl(n->mu);
@@ -1820,6 +1953,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_
 static void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   CowFs* self = Impl::fs(req);
   auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+  self->reads_.fetch_add(1, std::memory_order_relaxed);
   fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
   {
     std::shared_lock lk(self->layer_mu_);
@@ -1833,6 +1967,7 @@ static void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_fil
 
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
   CowFs* self = Impl::fs(req);
+  self->writes_.fetch_add(1, std::memory_order_relaxed);
   size_t written = 0;
   int rc;
   {
@@ -2224,6 +2359,15 @@ CowFs::CowFs(FsConfig config, UniqueFd lower, UniqueFd upper, Usage usage)
       quota_(config_.policy.quota.bytes, config_.policy.quota.inodes, usage) {}
 
 CowFs::~CowFs() = default;
+
+CowFs::IoStats CowFs::io_stats() const {
+  IoStats s;
+  s.passthrough = passthrough_enabled();
+  s.reads = reads_.load(std::memory_order_relaxed);
+  s.writes = writes_.load(std::memory_order_relaxed);
+  s.passthrough_opens = pt_opens_.load(std::memory_order_relaxed);
+  return s;
+}
 
 // Lives here rather than in cowfs_layers.cc because it re-resolves names with Impl::resolve.
 Status CowFs::rollback_to(const std::string& snapshot_dir) {

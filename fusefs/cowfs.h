@@ -5,6 +5,7 @@
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -52,6 +53,13 @@ class CowFs {
   Status rollback_to(const std::string& snapshot_dir);
 
   Usage usage() const { return quota_.usage(); }
+  // Data-path counters since mount (the control socket's status shows them): FUSE_READ and
+  // FUSE_WRITE requests served, and opens answered with FUSE passthrough.
+  struct IoStats {
+    bool passthrough = false;  // the kernel accepted FUSE_PASSTHROUGH at INIT
+    uint64_t reads = 0, writes = 0, passthrough_opens = 0;
+  };
+  IoStats io_stats() const;
   const AccessControl& access() const { return access_; }
 
   // The ops (public so the C trampolines in cowfs.cc can reach them; not an API).
@@ -74,6 +82,8 @@ class CowFs {
   static constexpr size_t kMaxNegatives = 1 << 16;
   std::mutex neg_mu_;
   std::set<std::pair<uint64_t, std::string>> negatives_;
+  std::atomic<uint64_t> reads_{0}, writes_{0}, pt_opens_{0};
+  std::atomic<bool> pt_failure_logged_{false};
 };
 
 }  // namespace cordon::fusefs

@@ -14,6 +14,7 @@
 #include "fusefs/control.h"
 #include "fusefs/cowfs.h"
 #include "fusefs/kernel_init.h"
+#include "fusefs/passthrough.h"
 #include "policy/loader.h"
 #include "policy/record/events.h"
 
@@ -215,7 +216,19 @@ int run_daemon(const DaemonOptions& o) {
   }
   s.mounted = true;
   // Speed and O_TMPFILE, not safety: without it the view works, slower and without O_TMPFILE.
-  if (Status st = add_init_flags(s.se, InitAdditions{}, CowFs::tmpfile_handler()); !st.ok()) {
+  InitAdditions init;
+  // FUSE passthrough: reads and writes of opened files go straight to the daemon's fd of the
+  // upper file (reads also to the lower file), with no round trip per 1 MiB. Writable opens use
+  // it only without a byte quota (writes through it never reach the daemon, so they could not be
+  // charged); read-only opens always may. Backing files need CAP_SYS_ADMIN in the initial user
+  // namespace: a rootless daemon keeps the daemon path.
+  if (std::string why = passthrough::unusable_reason(); why.empty()) {
+    init.passthrough = true;
+  } else {
+    std::fprintf(stderr, "cordon-fs: FUSE passthrough off (%s): file data goes through the "
+                         "daemon, slower for large sequential I/O\n", why.c_str());
+  }
+  if (Status st = add_init_flags(s.se, init, CowFs::tmpfile_handler()); !st.ok()) {
     std::fprintf(stderr, "cordon-fs: warning: %s\n", st.error().to_string().c_str());
   }
   (*fs)->set_session(s.se);

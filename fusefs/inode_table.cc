@@ -310,6 +310,14 @@ void InodeTable::set_upper(Inode* n, UniqueFd upper, DevIno upper_key, bool opaq
   n->opaque = opaque;
 }
 
+void InodeTable::detach(Inode* n) {
+  std::lock_guard lk(mu_);
+  auto k = by_key_.find(n->key);
+  if (k != by_key_.end() && k->second == n) {
+    by_key_.erase(k);
+  }
+}
+
 void InodeTable::moved(Inode* n, Inode* new_parent, const std::string& new_name) {
   std::lock_guard lk(mu_);
   if (n->parent != nullptr) {

@@ -64,6 +64,15 @@ struct Inode {
   bool cache_primed = false;  // a small file's bytes were pushed into the kernel's page cache
   uint32_t writers = 0;       // open handles that may write (priming waits for none)
   uint64_t accounted_size = 0;  // bytes of this upper file charged to the quota
+  // The kernel's io mode of this inode as the daemon chose it (passthrough.h). The counts drop at
+  // RELEASE, which the kernel sends after it dropped its own count: they lag the kernel's in the
+  // safe direction (the daemon keeps answering with the mode the kernel may still be in).
+  uint32_t pt_cached_opens = 0;  // handles answered without FOPEN_PASSTHROUGH
+  uint32_t pt_opens = 0;         // handles answered with FOPEN_PASSTHROUGH (all on pt_backing_id)
+  int32_t pt_backing_id = -1;    // registered while pt_opens > 0, closed by the last release
+  DevIno pt_backing_key;         // the file pt_backing_id stands for
+  bool pt_backing_writable = false;  // it is an upper file (lower backings never see writers)
+  bool pt_wrote = false;  // written while in passthrough mode: the kernel's page cache may be stale
 };
 
 // The fds and flags of an Inode, copied out under the table lock. The ints stay valid while the
@@ -112,6 +121,10 @@ class InodeTable {
 
   // A copy-up finished: node now has `upper`; its identity and number carry over.
   void set_upper(Inode* node, UniqueFd upper, DevIno upper_key, bool opaque);
+  // The kernel must see node's object under a new nodeid from the next lookup on (its inode is
+  // pinned in passthrough mode on an older file): node stays valid for what the kernel still
+  // holds, but lookups no longer find it by identity and make a new Inode (with a new number).
+  void detach(Inode* node);
   // A rename moved `node` to parent/name.
   void moved(Inode* node, Inode* new_parent, const std::string& new_name);
   // The Inode currently registered for an identity, or null.

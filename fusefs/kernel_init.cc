@@ -10,6 +10,8 @@
 // would answer it ENOSYS, so the read hook answers it before libfuse sees it.
 #include "fusefs/kernel_init.h"
 
+#include "fusefs/passthrough.h"
+
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <sys/uio.h>
@@ -20,6 +22,8 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+
+#include "fusefs/dev_read.h"
 
 namespace cordon::fusefs {
 
@@ -32,6 +36,9 @@ std::atomic<uint64_t> g_init_unique{0};
 std::atomic<uint32_t> g_offered{0};
 std::atomic<uint32_t> g_wanted{0};
 std::atomic<uint32_t> g_added{0};
+std::atomic<uint32_t> g_offered2{0};  // flags2 of the INIT request (with FUSE_INIT_EXT)
+std::atomic<bool> g_want_passthrough{false};
+std::atomic<bool> g_passthrough{false};
 
 std::atomic<TmpfileHandler> g_tmpfile{nullptr};
 
@@ -105,7 +112,7 @@ void answer_tmpfile(int fd, const fuse_in_header& h, const char* body, size_t bo
 ssize_t hook_read(int fd, void* buf, size_t len, void* userdata) {
   ssize_t n;
   for (;;) {
-    n = ::read(fd, buf, len);
+    n = dev_read(fd, buf, len);  // blocking read(2), or a short spin first (dev_read.h)
     TmpfileHandler tmpfile = g_tmpfile.load(std::memory_order_relaxed);
     if (tmpfile == nullptr || n < static_cast<ssize_t>(sizeof(fuse_in_header))) {
       break;
@@ -118,16 +125,24 @@ ssize_t hook_read(int fd, void* buf, size_t len, void* userdata) {
     answer_tmpfile(fd, h, static_cast<char*>(buf) + sizeof(h), static_cast<size_t>(n) - sizeof(h),
                    userdata, tmpfile);
   }
-  // INIT is the first request: remember what the kernel offered and which reply to patch.
-  if (n >= static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(uint32_t) * 4) &&
-      !g_init_seen.load(std::memory_order_relaxed)) {
+  if (n >= static_cast<ssize_t>(sizeof(fuse_in_header))) {
     fuse_in_header h;
     std::memcpy(&h, buf, sizeof(h));
-    if (h.opcode == FUSE_INIT) {
+    // The op runs and replies in this thread: its open reply can be patched by unique id.
+    passthrough::note_request(h.unique);
+    // INIT is the first request: remember what the kernel offered and which reply to patch.
+    if (n >= static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(uint32_t) * 4) &&
+        !g_init_seen.load(std::memory_order_relaxed) && h.opcode == FUSE_INIT) {
+      const char* in = static_cast<char*>(buf) + sizeof(h);
       uint32_t flags;
-      std::memcpy(&flags, static_cast<char*>(buf) + sizeof(h) + offsetof(fuse_init_in, flags),
-                  sizeof(flags));
+      std::memcpy(&flags, in + offsetof(fuse_init_in, flags), sizeof(flags));
       g_offered = flags;
+      uint32_t flags2 = 0;
+      if ((flags & passthrough::kInitExt) &&
+          n >= static_cast<ssize_t>(sizeof(h) + passthrough::kInitInFlags2 + sizeof(flags2))) {
+        std::memcpy(&flags2, in + passthrough::kInitInFlags2, sizeof(flags2));
+      }
+      g_offered2 = flags2;
       g_init_unique = h.unique;
       g_init_seen = true;
     }
@@ -151,8 +166,36 @@ ssize_t hook_writev(int fd, struct iovec* iov, int count, void*) {
       std::memcpy(&flags, patched + offsetof(fuse_init_out, flags), sizeof(flags));
       uint32_t add = g_wanted.load() & g_offered.load() & ~flags;
       flags |= add;
+      // Passthrough lives in flags2, read by the kernel only with FUSE_INIT_EXT in flags; the
+      // kernel refuses it together with FUSE_WRITEBACK_CACHE, which we never ask for.
+      if (g_want_passthrough.load() && (g_offered.load() & passthrough::kInitExt) &&
+          (g_offered2.load() & passthrough::kFlags2Passthrough) &&
+          !(flags & FUSE_WRITEBACK_CACHE) && n >= passthrough::kInitOutMaxStackDepth + 4) {
+        flags |= passthrough::kInitExt;
+        uint32_t flags2;
+        std::memcpy(&flags2, patched + passthrough::kInitOutFlags2, sizeof(flags2));
+        flags2 |= passthrough::kFlags2Passthrough;
+        std::memcpy(patched + passthrough::kInitOutFlags2, &flags2, sizeof(flags2));
+        uint32_t depth = passthrough::kMaxStackDepth;
+        std::memcpy(patched + passthrough::kInitOutMaxStackDepth, &depth, sizeof(depth));
+        g_passthrough = true;
+      }
       std::memcpy(patched + offsetof(fuse_init_out, flags), &flags, sizeof(flags));
       g_added = add;
+      iovec copy[2] = {iov[0], {patched, n}};
+      return ::writev(fd, copy, 2);
+    }
+  }
+  // An OPEN or CREATE reply the op asked to patch: fuse_open_out is the tail of the argument.
+  if (passthrough::open_patch_armed() && count == 2 && iov[0].iov_len >= sizeof(out) &&
+      iov[1].iov_len >= passthrough::kOpenOutSize &&
+      iov[1].iov_len <= sizeof(fuse_entry_out) + passthrough::kOpenOutSize) {
+    std::memcpy(&out, iov[0].iov_base, sizeof(out));
+    char patched[sizeof(fuse_entry_out) + passthrough::kOpenOutSize];
+    size_t n = iov[1].iov_len;
+    std::memcpy(patched, iov[1].iov_base, n);
+    if (passthrough::take_open_patch(out.unique, out.error == 0,
+                                     patched + n - passthrough::kOpenOutSize)) {
       iovec copy[2] = {iov[0], {patched, n}};
       return ::writev(fd, copy, 2);
     }
@@ -178,6 +221,7 @@ Status add_init_flags(fuse_session* se, const InitAdditions& add, TmpfileHandler
     wanted |= FUSE_HANDLE_KILLPRIV_V2;
   }
   g_wanted = wanted;
+  g_want_passthrough = add.passthrough;
   g_tmpfile = tmpfile;
   fuse_custom_io io{};
   io.read = hook_read;
@@ -195,5 +239,7 @@ Status add_init_flags(fuse_session* se, const InitAdditions& add, TmpfileHandler
 }
 
 uint32_t init_flags_added() { return g_added.load(); }
+
+bool passthrough_enabled() { return g_passthrough.load(); }
 
 }  // namespace cordon::fusefs

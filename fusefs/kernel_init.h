@@ -1,5 +1,6 @@
 // What the kernel offers that libfuse 3.14 does not speak, through libfuse's custom-I/O hook on
-// /dev/fuse: capabilities added to the INIT reply, and the FUSE_TMPFILE request.
+// /dev/fuse: capabilities added to the INIT reply, the FUSE_TMPFILE request, and FUSE passthrough
+// (FOPEN_PASSTHROUGH and the backing id patched into open replies: passthrough.h).
 #pragma once
 
 #define FUSE_USE_VERSION 35
@@ -16,6 +17,9 @@ struct InitAdditions {
   bool parallel_dirops = true;  // lookups and readdirs of one directory in parallel
   // The daemon clears suid/sgid itself; the kernel may then mark inodes S_NOSEC.
   bool handle_killpriv_v2 = true;
+  // FUSE_PASSTHROUGH (flags2, with FUSE_INIT_EXT) and max_stack_depth: only when the daemon can
+  // register backing files (passthrough.h). Never together with writeback caching (not used).
+  bool passthrough = false;
 };
 
 // O_TMPFILE: the kernel sends FUSE_TMPFILE (protocol 7.37), which libfuse 3.14 cannot dispatch
@@ -44,5 +48,7 @@ Status add_init_flags(fuse_session* se, const InitAdditions& add, TmpfileHandler
 
 // The flags actually added once INIT was answered (0 before).
 uint32_t init_flags_added();
+// Whether the INIT reply turned FUSE_PASSTHROUGH on (the kernel offered it and we asked).
+bool passthrough_enabled();
 
 }  // namespace cordon::fusefs

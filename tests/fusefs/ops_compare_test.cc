@@ -325,9 +325,8 @@ std::vector<Op> operations() {
   return ops;
 }
 
-TEST(CowFsOps, SameResultsAsNativeDirectory) {
-  CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  MountedFs m(R"({"filesystem": {"deny": [], "protect": []}})");
+void same_results_as_native(const std::string& policy) {
+  MountedFs m(policy);
   populate(m.lower());
   std::string native = m.base("native");
   ::mkdir(native.c_str(), 0755);
@@ -346,6 +345,17 @@ TEST(CowFsOps, SameResultsAsNativeDirectory) {
   EXPECT_EQ(m.stop(), 0) << "cordon-fs exit status (ASan/LSan report in daemon.log)";
   ASSERT_EQ(m.start(), "");
   EXPECT_EQ(tree_manifest(m.mnt()), tree_manifest(native));
+}
+
+TEST(CowFsOps, SameResultsAsNativeDirectory) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  same_results_as_native(R"({"filesystem": {"deny": [], "protect": []}})");
+}
+
+// Without a byte quota, writers use FUSE passthrough (as root): the same results.
+TEST(CowFsOps, SameResultsAsNativeDirectoryWithoutByteQuota) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  same_results_as_native(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": 0}}})");
 }
 
 TEST(CowFsOps, DirectoryWithLowerContentRenameIsExdev) {
