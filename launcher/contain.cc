@@ -69,6 +69,7 @@ Status contain_steps(const ContainContext& c) {
   TRY(compose_root_in_child(c.plan, std::move(cow)));
   ASSIGN_OR_RETURN(UniqueFd slave, open_terminal(c));
   TRY(prepare_init_signals());
+  TRY(wait_for_proxy_in_child(c.plan.network, c.report_fd));
   ASSIGN_OR_RETURN(pid_t program, spawn_program({c.plan, c.limits, c.seccomp, c.report_fd,
                                                  slave.get(), c.host_mask}));
   slave.reset();  // only the program holds the terminal: its hangup must reach cordon

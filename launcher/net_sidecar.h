@@ -60,8 +60,9 @@ struct NetproxyProcess {
   std::optional<int> status_;
 };
 
-// Where cordon-netproxy is: beside the running cordon, in the build tree's netproxy/ next to
-// launcher/, then CORDON_LIBEXECDIR. An error names every place looked at.
+// Where cordon-netproxy is: $CORDON_NETPROXY_BIN (as given), else beside the running cordon, in
+// the build tree's netproxy/ next to launcher/, then CORDON_LIBEXECDIR. An error names every place
+// looked at.
 Result<std::string> find_netproxy_binary();
 
 // Starts cordon-netproxy and waits for its ready byte. The fds in `spec` stay the caller's: close

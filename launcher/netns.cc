@@ -235,26 +235,8 @@ Status install_capture(void* plugin) {
   return {};
 }
 
-}  // namespace
-
-Status bring_up_loopback_in_child() {
-  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!s) {
-    return sys_error("socket(AF_INET, SOCK_DGRAM) to configure lo");
-  }
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) != 0) {
-    return sys_error("ioctl(SIOCGIFFLAGS, \"lo\")");
-  }
-  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) {
-    return sys_error("ioctl(SIOCSIFFLAGS, \"lo\", IFF_UP)");
-  }
-  return {};
-}
-
-Result<CaptureSockets> set_up_capture_in_child(bool explicit_proxy) {
+// Everything but the ruleset: routes, the proxy's sockets, the plugin and its NFLOG socket.
+Result<CaptureSockets> open_capture_in_child(bool explicit_proxy, void** plugin) {
   // A kernel without IPv6 (ipv6.disable=1) has no v6 to capture: IPv4 only then.
   bool ipv6 = true;
   if (UniqueFd probe(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0)); !probe) {
@@ -274,11 +256,29 @@ Result<CaptureSockets> set_up_capture_in_child(bool explicit_proxy) {
   if (explicit_proxy) {
     ASSIGN_OR_RETURN(s.explicit_proxy, listen_loopback_v4(kExplicitProxyPort, "explicit proxy"));
   }
-  ASSIGN_OR_RETURN(void* plugin, load_capture_plugin());
-  ASSIGN_OR_RETURN(s.nflog, open_nflog(plugin));
-  // Last: from here on, whatever the program sends is redirected to the sockets above or dropped.
-  TRY(install_capture(plugin));
+  ASSIGN_OR_RETURN(*plugin, load_capture_plugin());
+  // Bound before the ruleset exists, so the first packet it drops is already read back.
+  ASSIGN_OR_RETURN(s.nflog, open_nflog(*plugin));
   return s;
+}
+
+}  // namespace
+
+Status bring_up_loopback_in_child() {
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s) {
+    return sys_error("socket(AF_INET, SOCK_DGRAM) to configure lo");
+  }
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(s.get(), SIOCGIFFLAGS, &ifr) != 0) {
+    return sys_error("ioctl(SIOCGIFFLAGS, \"lo\")");
+  }
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (::ioctl(s.get(), SIOCSIFFLAGS, &ifr) != 0) {
+    return sys_error("ioctl(SIOCSIFFLAGS, \"lo\", IFF_UP)");
+  }
+  return {};
 }
 
 Status send_capture_sockets(int report_fd, const CaptureSockets& s) {
@@ -306,8 +306,28 @@ Status capture_network_in_child(bool network, bool explicit_proxy, int report_fd
   if (!network) {
     return {};
   }
-  ASSIGN_OR_RETURN(CaptureSockets s, set_up_capture_in_child(explicit_proxy));
-  return send_capture_sockets(report_fd, s);  // the child's copies close when `s` goes
+  void* plugin = nullptr;
+  ASSIGN_OR_RETURN(CaptureSockets s, open_capture_in_child(explicit_proxy, &plugin));
+  // The sockets go to cordon before the ruleset is installed, so cordon-netproxy starts on the
+  // host side while libnftables works here. Nothing runs in the sandbox yet to use them early,
+  // and the program starts only once both are done (wait_for_proxy_in_child): a ruleset that
+  // fails still fails the launch before the program exists.
+  TRY(send_capture_sockets(report_fd, s));
+  s = CaptureSockets();  // the proxy holds the only copies from now on
+  // Last: from here on, whatever the sandbox sends is redirected to those sockets or dropped.
+  return install_capture(plugin);
+}
+
+Status wait_for_proxy_in_child(bool network, int report_fd) {
+  if (!network) {
+    return {};
+  }
+  if (!wait_for_release(report_fd)) {
+    // cordon closed the channel (the proxy failed and cordon is tearing the sandbox down, or it
+    // died): the program must not start without its network.
+    return make_error("cordon did not report cordon-netproxy ready; the program is not started");
+  }
+  return {};
 }
 
 Result<CaptureSockets> capture_sockets_from_msg(const std::string& roles, UniqueFd first,

@@ -36,17 +36,22 @@ struct CaptureSockets {
   UniqueFd nflog;           // NFLOG socket for kNflogGroup, when this build can read NFLOG
 };
 
-// Child side, right after bring_up_loopback_in_child: default routes via lo (with a source
-// address), the sockets, then the capture ruleset (fails closed, naming the kernel feature).
-Result<CaptureSockets> set_up_capture_in_child(bool explicit_proxy);
-
-// Child side, the one call contain.cc makes: with network on, set_up_capture_in_child and
-// send_capture_sockets; without, nothing (the namespace keeps only lo and no route at all).
+// Child side, the one call contain.cc makes, right after bring_up_loopback_in_child: with network
+// on, default routes via lo (with a source address) and the sockets, then the sockets to cordon
+// (send_capture_sockets), then the capture ruleset (fails closed, naming the kernel feature) - so
+// the proxy starts while the ruleset goes in; without network, nothing (the namespace keeps only
+// lo and no route at all).
 Status capture_network_in_child(bool network, bool explicit_proxy, int report_fd);
 
 // Child side: the sockets to cordon over the report channel (MsgKind::NetSockets). The child's
 // copies are closed by the caller dropping `s`.
 Status send_capture_sockets(int report_fd, const CaptureSockets& s);
+
+// Child side, right before the program is spawned: with network on, blocks until cordon says the
+// proxy serving the sockets is ready (the second release byte on the report channel), so the
+// program's first connection never waits in a listen queue for a proxy that may yet fail to
+// start. Cordon dying or failing the launch instead ends the wait with an error.
+Status wait_for_proxy_in_child(bool network, int report_fd);
 
 // Parent side: rebuilds CaptureSockets from a NetSockets message's roles and fds.
 Result<CaptureSockets> capture_sockets_from_msg(const std::string& roles, UniqueFd first,

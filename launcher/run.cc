@@ -380,6 +380,12 @@ int run_command(const RunOptions& opts) {
       return setup_failed(np.error().to_string());
     }
     netproxy.emplace(std::move(*np));
+    // The proxy is ready: only now may the program start (netns.h, wait_for_proxy_in_child).
+    // EPIPE: the sandbox already ended with a setup error, which supervise reads and reports.
+    if (auto s = release_child(channel->parent.get()); !s.ok() && s.error().code != EPIPE) {
+      abandon(*child);
+      return setup_failed("network: " + s.error().to_string());
+    }
   }
 
   SuperviseSpec spec;

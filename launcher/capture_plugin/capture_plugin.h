@@ -15,8 +15,9 @@ struct CordonCaptureArgs {
   uint16_t nflog_group;
 };
 
-// Installs the capture ruleset (netproxy::install_capture_rules) in the caller's network
-// namespace. 0 on success; otherwise -1 and a NUL-terminated message in err.
+// Installs the capture ruleset (netproxy::capture_ruleset) in the caller's network namespace,
+// which must be new (no earlier copy of the table is replaced). 0 on success; otherwise -1 and a
+// NUL-terminated message in err.
 typedef int (*CordonCaptureInstallFn)(const CordonCaptureArgs* args, char* err, size_t errlen);
 
 // Opens the NFLOG socket for args->nflog_group in the caller's network namespace
