@@ -245,8 +245,7 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
   auto close_upstream = [&] {
     if (up_stream) {
       beast::error_code ignored;
-      up_stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-      up_stream->socket().close(ignored);
+      up_stream->socket().close(ignored);  // a FIN (or RST if unread bytes remain), as shutdown+close
       finish_upstream(ctx, up);
       up_stream.reset();
       up_buf.reset();
@@ -362,6 +361,12 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
                                              &resp_bytes, &cut, &to_eof);
     const bool server_keep = rp.get().keep_alive() && !to_eof;
     up.bytes_in += resp_bytes;
+    if (sec || !client_keep || !server_keep) {
+      // Last response on this connection: the client's EOF first, so that the bookkeeping below
+      // (events, closing the upstream) is not part of its wait.
+      beast::error_code ignored;
+      client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    }
     // Skipped when no event log: the JSON is built per request.
     if (ctx.events.enabled()) {
       ctx.emit("net.http", {{"method", method},
@@ -468,6 +473,11 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
                                              &resp_bytes, &cut, &to_eof);
     const bool server_keep = rp.get().keep_alive() && !to_eof;
     up.bytes_in += resp_bytes;
+    if (sec || !client_keep || !server_keep) {
+      // Last response: the client's EOF before the events (as in serve_http_proxy).
+      beast::error_code ignored;
+      client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    }
     if (ctx.events.enabled()) {
       ctx.emit("net.http", {{"method", method},
                             {"url", url},

@@ -57,6 +57,16 @@ struct Peeked {
 // would close it, and a server-speaks-first client must survive the peek). nullopt = deadline.
 asio::awaitable<std::optional<std::pair<beast::error_code, size_t>>> read_until(
     tcp::socket& s, asio::mutable_buffer b, Clock::time_point deadline) {
+  // Usually the bytes are there already (the client sent its first flight right after connect):
+  // take them without arming a timer (a timerfd update, and a cancel, per read).
+  // Only on a non-blocking socket: a blocking read here would stall every connection.
+  if (s.non_blocking()) {
+    beast::error_code now_ec;
+    const size_t now_n = s.read_some(b, now_ec);
+    if (now_ec != asio::error::would_block) {
+      co_return std::make_pair(now_ec, now_n);
+    }
+  }
   asio::steady_timer timer(s.get_executor());
   timer.expires_at(deadline);
   auto r = co_await (s.async_read_some(b, use_nothrow) || timer.async_wait(use_nothrow));
@@ -155,6 +165,9 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
     co_return;
   }
   tcp::socket& s = client;
+  // Non-blocking for read_until's first, speculative read (the relay sets it anyway).
+  beast::error_code nb_ec;
+  s.non_blocking(true, nb_ec);
   beast::flat_buffer buf;
   auto peeked = co_await peek(ctx, s, buf);
   if (!peeked) {
