@@ -2,13 +2,16 @@
 // read-only, pivot #2 and detach the host.
 #include "launcher/mounts.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -322,6 +325,145 @@ Status mount_cow_fuse(const MountOp& op, const std::string& dst, const CowLayers
   return set_attrs(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
 }
 
+// Names in a directory (without "." and ".."), sorted. A missing directory reads as empty when
+// `missing_ok`: a staged subdirectory need not exist on the host, nor the other way round.
+Result<std::vector<std::string>> list_dir(const std::string& path, bool missing_ok) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) {
+    if (missing_ok && errno == ENOENT) {
+      return names;
+    }
+    return sys_error("opendir(\"" + path + "\") while composing /etc",
+                     "the sandbox's id must be able to list the host's /etc");
+  }
+  errno = 0;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") {
+      names.push_back(std::move(n));
+    }
+  }
+  int e = errno;
+  ::closedir(d);
+  if (e != 0) {
+    errno = e;
+    return sys_error("readdir(\"" + path + "\") while composing /etc");
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Fills `dst` (a directory on the fallback tmpfs) with what the /etc overlay would show for the
+// pair host/stage: a staged entry wins over the host's (a staged directory merges with a host
+// directory of the same name, as overlayfs merges directories); every other host entry is the
+// same symlink or a recursive bind of the host's entry. MS_REC is what makes this work where the
+// overlay cannot: mounts the user namespace locked beneath the entry travel with it. `host` is
+// empty where the host has no directory to merge.
+Status compose_etc_dir(const std::string& host, const std::string& stage, const std::string& dst) {
+  ASSIGN_OR_RETURN(std::vector<std::string> staged, list_dir(stage, true));
+  std::vector<std::string> host_names;
+  if (!host.empty()) {
+    ASSIGN_OR_RETURN(host_names, list_dir(host, false));
+  }
+  for (const auto& name : staged) {
+    const std::string s = stage + "/" + name, d = dst + "/" + name, h = host + "/" + name;
+    struct stat st {};
+    if (::lstat(s.c_str(), &st) != 0) {
+      return sys_error("lstat(\"" + s + "\") while composing /etc");
+    }
+    if (S_ISDIR(st.st_mode)) {
+      struct stat hst {};
+      bool merge = !host.empty() && ::lstat(h.c_str(), &hst) == 0 && S_ISDIR(hst.st_mode);
+      if (::mkdir(d.c_str(), 0755) != 0) {
+        return sys_error("mkdir(\"" + d + "\") while composing /etc");
+      }
+      TRY(compose_etc_dir(merge ? h : std::string(), s, d));
+      continue;
+    }
+    TRY(ensure_mountpoint(d, false));
+    TRY(do_mount(s.c_str(), d, nullptr, MS_BIND, nullptr));
+  }
+  for (const auto& name : host_names) {
+    if (std::binary_search(staged.begin(), staged.end(), name)) {
+      continue;
+    }
+    const std::string h = host + "/" + name, d = dst + "/" + name;
+    struct stat st {};
+    if (::lstat(h.c_str(), &st) != 0) {
+      if (errno == ENOENT) {
+        continue;  // removed on the host since the listing: the overlay would not show it either
+      }
+      return sys_error("lstat(\"" + h + "\") while composing /etc");
+    }
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = ::readlink(h.c_str(), target, sizeof target - 1);
+      if (n < 0) {
+        return sys_error("readlink(\"" + h + "\") while composing /etc");
+      }
+      target[n] = '\0';
+      if (::symlink(target, d.c_str()) != 0) {
+        return sys_error("symlink(\"" + std::string(target) + "\", \"" + d + "\")");
+      }
+      continue;
+    }
+    TRY(ensure_mountpoint(d, S_ISDIR(st.st_mode)));
+    TRY(do_mount(h.c_str(), d, nullptr, MS_BIND | MS_REC, nullptr));
+  }
+  return {};
+}
+
+// The sandbox's /etc: cordon's staged files (hosts, resolv.conf, ld.so.preload, hostname, empty
+// files over secrets) over the host's /etc, read-only, nosuid, nodev. Secret directories are
+// masked by later MaskDir ops on top of either form.
+Status mount_etc(const MountOp& op, const std::string& dst) {
+  TRY(ensure_mountpoint(dst, true));
+  // Fast path: a read-only overlay with two lower layers and no upper. Staged files win over the
+  // host's /etc even where the host has no such file or has a symlink there. One mount instead of
+  // one per /etc entry.
+  const std::string stage = std::string(kStage) + "/etc";
+  const std::string host = std::string(kOld) + op.source;
+  std::string data = "lowerdir=" + escape_layer(stage) + ":" + escape_layer(host);
+  if (::mount("overlay", dst.c_str(), "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, data.c_str()) ==
+      0) {
+    return {};
+  }
+  const int overlay_errno = errno;
+  Error overlay =
+      sys_error("mount(\"overlay\", \"" + dst + "\", \"overlay\", " +
+                    flag_names(MS_RDONLY | MS_NOSUID | MS_NODEV) + ", \"" + data + "\")",
+                "overlayfs in a user namespace needs Linux >= 5.11 and the overlay "
+                "module");
+  overlay.code = overlay_errno;  // building the message may have touched errno
+  // Fallback, only for EINVAL: the host's /etc has mounts beneath it (Docker bind-mounts
+  // resolv.conf, hostname and hosts there). In our user namespace those mounts are locked to
+  // /etc, and overlayfs refuses a lower layer with locked submounts ("failed to clone
+  // lowerpath"). So /etc becomes a tmpfs holding the same union, built from per-entry recursive
+  // binds, then made read-only, nosuid, nodev as a whole: what the program sees and may do is
+  // the same as through the overlay.
+  if (overlay.code != EINVAL) {
+    return overlay;
+  }
+  auto fail = [&](Error e) {
+    return std::move(e).with_context(
+        overlay.to_string() + "; then composing " + op.target +
+        " from per-entry binds (the fallback for a host /etc with mounts beneath it)");
+  };
+  if (Status s = do_mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m");
+      !s.ok()) {
+    return fail(std::move(s).error());
+  }
+  if (Status s = compose_etc_dir(host, stage, dst); !s.ok()) {
+    return fail(std::move(s).error());
+  }
+  if (Status s = set_attrs(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true);
+      !s.ok()) {
+    return fail(std::move(s).error());
+  }
+  return {};
+}
+
 Status apply(const MountOp& op, const CowLayers& cow) {
   const std::string dst = std::string(kNew) + op.target;
   constexpr uint64_t kSafe = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
@@ -358,15 +500,8 @@ Status apply(const MountOp& op, const CowLayers& cow) {
     case MountKind::Tmpfs:
       TRY(ensure_mountpoint(dst, true));
       return do_mount("tmpfs", dst, "tmpfs", op.flags, op.data.c_str());
-    case MountKind::EtcOverlay: {
-      TRY(ensure_mountpoint(dst, true));
-      // Read-only overlay with two lower layers and no upper: cordon's files (hosts, resolv.conf,
-      // ld.so.preload, empty files over secrets) win over the host's /etc, even where the host
-      // has no such file or has a symlink there. One mount instead of one per /etc entry.
-      std::string data = std::string("lowerdir=") + kStage + "/etc:" + kOld + op.source;
-      return do_mount("overlay", dst, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, data.c_str(),
-                      "overlayfs in a user namespace needs Linux >= 5.11 and the overlay module");
-    }
+    case MountKind::EtcOverlay:
+      return mount_etc(op, dst);
     case MountKind::Proc:
       return mount_proc(dst);
     case MountKind::Devpts: {
