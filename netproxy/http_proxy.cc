@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "netproxy/decide.h"
+#include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
 #include "netproxy/http_head.h"
 #include "netproxy/splice.h"
@@ -230,7 +231,11 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
     finish_upstream(ctx, opened.up);
     co_return;
   }
-  start_tunnel(ctx, client.release_socket(), opened.stream->release_socket(), std::move(opened.up),
+  tcp::socket sock = client.release_socket();
+  if (!co_await tunnel_claim_matches(ctx, sock, buf, opened.up)) {
+    co_return;
+  }
+  start_tunnel(ctx, std::move(sock), opened.stream->release_socket(), std::move(opened.up),
                take_leftover(buf));
 }
 

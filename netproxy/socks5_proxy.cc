@@ -1,6 +1,7 @@
 // SOCKS5 front end: no-auth greeting, CONNECT by name / IPv4 / IPv6, RFC 1928 reply codes.
 #include <spdlog/spdlog.h>
 
+#include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
 #include "netproxy/socks5.h"
 #include "netproxy/upstream.h"
@@ -122,7 +123,11 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
   }
   auto reply = socks5::make_reply(socks5::kSucceeded, bound, ec ? 0 : local.port());
   co_await send(ctx, client, reply);
-  start_tunnel(ctx, client.release_socket(), opened.stream->release_socket(), std::move(opened.up),
+  tcp::socket sock = client.release_socket();
+  if (!co_await tunnel_claim_matches(ctx, sock, buf, opened.up)) {
+    co_return;
+  }
+  start_tunnel(ctx, std::move(sock), opened.stream->release_socket(), std::move(opened.up),
                take_leftover(buf));
 }
 

@@ -4,20 +4,16 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <cstring>
 
 #include "netproxy/decide.h"
+#include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
-#include "netproxy/http_head.h"
-#include "netproxy/sni.h"
 #include "netproxy/upstream.h"
 
 namespace cordon::netproxy {
 
 namespace {
-
-using namespace asio::experimental::awaitable_operators;
 
 // From <linux/netfilter_ipv4.h> / <linux/netfilter_ipv6/ip6_tables.h>, which clash with the libc
 // socket headers when included together.
@@ -47,110 +43,6 @@ std::optional<OriginalDst> original_dst(int fd) {
   return std::nullopt;
 }
 
-struct Peeked {
-  std::string kind = "silent";  // tls | http | opaque | silent
-  std::string claimed;          // SNI or Host, normalised; empty if none
-  bool claimed_raw_ip = false;
-};
-
-// One read that gives up at `deadline` without closing the socket (a beast::tcp_stream timeout
-// would close it, and a server-speaks-first client must survive the peek). nullopt = deadline.
-asio::awaitable<std::optional<std::pair<beast::error_code, size_t>>> read_until(
-    tcp::socket& s, asio::mutable_buffer b, Clock::time_point deadline) {
-  // Usually the bytes are there already (the client sent its first flight right after connect):
-  // take them without arming a timer (a timerfd update, and a cancel, per read).
-  // Only on a non-blocking socket: a blocking read here would stall every connection.
-  if (s.non_blocking()) {
-    beast::error_code now_ec;
-    const size_t now_n = s.read_some(b, now_ec);
-    if (now_ec != asio::error::would_block) {
-      co_return std::make_pair(now_ec, now_n);
-    }
-  }
-  asio::steady_timer timer(s.get_executor());
-  timer.expires_at(deadline);
-  auto r = co_await (s.async_read_some(b, use_nothrow) || timer.async_wait(use_nothrow));
-  if (r.index() == 1) {
-    co_return std::nullopt;
-  }
-  auto [ec, n] = std::get<0>(r);
-  co_return std::make_pair(ec, n);
-}
-
-asio::awaitable<std::optional<Peeked>> peek(Context& ctx, tcp::socket& s, beast::flat_buffer& buf) {
-  Peeked out;
-  auto deadline = Clock::now() + ctx.peek_timeout;
-  constexpr size_t kMaxPeek = 16 * 1024 + 5 * 4;  // a ClientHello in a few records, or a head
-  while (buf.size() < kMaxPeek) {
-    // Grow by doubling from 1 KiB: most first flights are small, and a thousand connections
-    // peeking at once should not each take the maximum.
-    const size_t step = std::min(kMaxPeek - buf.size(), std::max<size_t>(1024, buf.size()));
-    auto r = co_await read_until(s, buf.prepare(step), deadline);
-    if (!r) {
-      break;  // nothing (more) within the deadline: server-speaks-first, or a slow client
-    }
-    auto [ec, n] = *r;
-    if (ec) {
-      if (buf.size() == 0) {
-        co_return std::nullopt;  // closed before sending anything
-      }
-      break;
-    }
-    buf.commit(n);
-    auto d = buf.data();
-    std::span<const uint8_t> bytes(static_cast<const uint8_t*>(d.data()), d.size());
-    if (looks_like_tls(bytes)) {
-      auto hello = parse_client_hello(bytes);
-      if (hello.status == ParseStatus::NeedMore) {
-        continue;
-      }
-      out.kind = hello.status == ParseStatus::Done ? "tls" : "opaque";
-      if (hello.has_sni) {
-        out.claimed = hello.sni;
-      }
-      break;
-    }
-    auto head = parse_http_head(bytes);
-    if (head.status == ParseStatus::NeedMore) {
-      continue;
-    }
-    out.kind = head.status == ParseStatus::Done ? "http" : "opaque";
-    out.claimed = head.host;
-    break;
-  }
-  if (out.kind == "silent" && buf.size() > 0) {
-    out.kind = "opaque";
-  }
-  if (!out.claimed.empty()) {
-    std::string norm = policy::normalize_host(out.claimed);
-    out.claimed_raw_ip = policy::IpAddress::parse(out.claimed).has_value();
-    // An unparseable name is kept verbatim so the mismatch check below refuses it.
-    if (!norm.empty()) {
-      out.claimed = norm;
-    }
-  }
-  co_return out;
-}
-
-// Refuses: HTTP gets a readable 403; TLS and opaque streams are reset (RST via SO_LINGER 0).
-asio::awaitable<void> refuse_client(tcp::socket& s, const Peeked& p, const std::string& msg) {
-  if (p.kind == "http") {
-    std::string body = msg + "\n";
-    std::string res =
-        "HTTP/1.1 403 Forbidden\r\nServer: cordon\r\nContent-Type: text/plain; "
-        "charset=utf-8\r\nConnection: close\r\nContent-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
-    // A few hundred bytes into a fresh socket's empty send buffer: completes at once.
-    co_await asio::async_write(s, asio::buffer(res), use_nothrow);
-    beast::error_code ec;
-    s.shutdown(tcp::socket::shutdown_send, ec);
-    co_return;
-  }
-  beast::error_code ec;
-  s.set_option(asio::socket_base::linger(true, 0), ec);
-  s.close(ec);
-}
-
 }  // namespace
 
 asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
@@ -169,7 +61,7 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
   beast::error_code nb_ec;
   s.non_blocking(true, nb_ec);
   beast::flat_buffer buf;
-  auto peeked = co_await peek(ctx, s, buf);
+  auto peeked = co_await peek_first_flight(ctx, s, buf);
   if (!peeked) {
     co_return;
   }
@@ -210,7 +102,7 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
                                  {"client", dest.client},
                                  {"peek", peeked->kind},
                                  {"reason", msg}});
-        co_await refuse_client(s, *peeked, msg);
+        co_await refuse_first_flight(s, *peeked, msg);
         co_return;
       }
     } else {
@@ -241,7 +133,7 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
 
   auto opened = co_await open_upstream(ctx, std::move(dest));
   if (opened.failure != Failure::None) {
-    co_await refuse_client(s, *peeked, opened.message);
+    co_await refuse_first_flight(s, *peeked, opened.message);
     co_return;
   }
   if (peeked->kind == "http") {

@@ -168,6 +168,50 @@ TEST_F(NetproxyExplicit, ConnectTunnelsTlsWithTestCa) {
   EXPECT_GT(conns[0]["bytes_in"].get<int>(), 100);
 }
 
+TEST_F(NetproxyExplicit, NamedTunnelsRefuseSniOrHostOfAnotherName) {
+  // other.test is allowed on every port and resolves to the same server as api.test: a client
+  // that asks the proxy for other.test and then speaks to api.test inside the tunnel is fronting.
+  ProxyUnderTest proxy(dir_, policy(), {"--listen", "127.0.0.1:0"});
+  const std::string https = std::to_string(up_->port("https"));
+  const std::string http = std::to_string(up_->port("http"));
+  const std::string ca = certs_->path() + "/ca.pem";
+  const std::string front = "api.test:" + https + ":other.test:" + https;
+  // CONNECT other.test, SNI api.test.
+  auto c = curl({"-x", proxy.url(), "--cacert", ca, "--connect-to", front,
+                 "https://api.test:" + https + "/hello.txt"});
+  EXPECT_NE(c.exit_code(), 0) << c.out;
+  EXPECT_THAT(c.out, ::testing::Not(HasSubstr("hello through cordon")));
+  // SOCKS5 by name other.test, SNI api.test.
+  auto s = curl({"--socks5-hostname", "127.0.0.1:" + std::to_string(proxy.port()), "--cacert", ca,
+                 "--connect-to", front, "https://api.test:" + https + "/hello.txt"});
+  EXPECT_NE(s.exit_code(), 0) << s.out;
+  EXPECT_THAT(s.out, ::testing::Not(HasSubstr("hello through cordon")));
+  // Plain HTTP through a CONNECT tunnel to other.test with Host: api.test gets the readable 403.
+  auto h = curl({"-p", "-x", proxy.url(), "-H", "Host: api.test", "-w", "%{http_code}",
+                 "http://other.test:" + http + "/hello.txt"});
+  EXPECT_THAT(h.out, HasSubstr("does not match other.test"));
+  EXPECT_THAT(h.out, HasSubstr("403"));
+  auto ev = wait_events(proxy.events(), "net.refused", 3);
+  ASSERT_EQ(ev.size(), 3u);
+  const char* modes[] = {"connect", "socks5", "connect"};
+  const char* peeks[] = {"tls", "tls", "http"};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(ev[i]["rule"], "network (name mismatch)") << i;
+    EXPECT_EQ(ev[i]["name"], "api.test") << i;
+    EXPECT_EQ(ev[i]["resolved_name"], "other.test") << i;
+    EXPECT_EQ(ev[i]["mode"], modes[i]) << i;
+    EXPECT_EQ(ev[i]["peek"], peeks[i]) << i;
+  }
+  EXPECT_EQ(events_of(proxy.events(), "net.connect").size(), 0u);
+  // Control: the same tunnel with a matching SNI is relayed, and its record carries the SNI.
+  auto ok = curl({"-x", proxy.url(), "--cacert", ca, "https://api.test:" + https + "/hello.txt"});
+  ASSERT_EQ(ok.exit_code(), 0) << ok.err;
+  EXPECT_EQ(ok.out, "hello through cordon\n");
+  auto conns = wait_events(proxy.events(), "net.connect", 1);
+  ASSERT_EQ(conns.size(), 1u);
+  EXPECT_EQ(conns[0]["sni"], "api.test");
+}
+
 TEST_F(NetproxyExplicit, Socks5HostnameWithCurl) {
   ProxyUnderTest proxy(dir_, policy(), {"--listen", "127.0.0.1:0"});
   auto r = curl(

@@ -1,0 +1,154 @@
+// Peeking at a client's first flight, and the name-mismatch (domain fronting) check built on it.
+#include "netproxy/first_flight.h"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include "netproxy/http_head.h"
+#include "netproxy/sni.h"
+
+namespace cordon::netproxy {
+
+namespace {
+
+using namespace asio::experimental::awaitable_operators;
+
+// One read that gives up at `deadline` without closing the socket (a beast::tcp_stream timeout
+// would close it, and a server-speaks-first client must survive the peek). nullopt = deadline.
+asio::awaitable<std::optional<std::pair<beast::error_code, size_t>>> read_until(
+    tcp::socket& s, asio::mutable_buffer b, Clock::time_point deadline) {
+  // Usually the bytes are there already (the client sent its first flight right after connect):
+  // take them without arming a timer (a timerfd update, and a cancel, per read).
+  // Only on a non-blocking socket: a blocking read here would stall every connection.
+  if (s.non_blocking()) {
+    beast::error_code now_ec;
+    const size_t now_n = s.read_some(b, now_ec);
+    if (now_ec != asio::error::would_block) {
+      co_return std::make_pair(now_ec, now_n);
+    }
+  }
+  asio::steady_timer timer(s.get_executor());
+  timer.expires_at(deadline);
+  auto r = co_await (s.async_read_some(b, use_nothrow) || timer.async_wait(use_nothrow));
+  if (r.index() == 1) {
+    co_return std::nullopt;
+  }
+  auto [ec, n] = std::get<0>(r);
+  co_return std::make_pair(ec, n);
+}
+
+}  // namespace
+
+asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp::socket& s,
+                                                              beast::flat_buffer& buf) {
+  FirstFlight out;
+  auto deadline = Clock::now() + ctx.peek_timeout;
+  constexpr size_t kMaxPeek = 16 * 1024 + 5 * 4;  // a ClientHello in a few records, or a head
+  while (buf.size() < kMaxPeek) {
+    // Grow by doubling from 1 KiB: most first flights are small, and a thousand connections
+    // peeking at once should not each take the maximum.
+    const size_t step = std::min(kMaxPeek - buf.size(), std::max<size_t>(1024, buf.size()));
+    auto r = co_await read_until(s, buf.prepare(step), deadline);
+    if (!r) {
+      break;  // nothing (more) within the deadline: server-speaks-first, or a slow client
+    }
+    auto [ec, n] = *r;
+    if (ec) {
+      if (buf.size() == 0) {
+        co_return std::nullopt;  // closed before sending anything
+      }
+      break;
+    }
+    buf.commit(n);
+    auto d = buf.data();
+    std::span<const uint8_t> bytes(static_cast<const uint8_t*>(d.data()), d.size());
+    if (looks_like_tls(bytes)) {
+      auto hello = parse_client_hello(bytes);
+      if (hello.status == ParseStatus::NeedMore) {
+        continue;
+      }
+      out.kind = hello.status == ParseStatus::Done ? "tls" : "opaque";
+      if (hello.has_sni) {
+        out.claimed = hello.sni;
+      }
+      break;
+    }
+    auto head = parse_http_head(bytes);
+    if (head.status == ParseStatus::NeedMore) {
+      continue;
+    }
+    out.kind = head.status == ParseStatus::Done ? "http" : "opaque";
+    out.claimed = head.host;
+    break;
+  }
+  if (out.kind == "silent" && buf.size() > 0) {
+    out.kind = "opaque";
+  }
+  if (!out.claimed.empty()) {
+    std::string norm = policy::normalize_host(out.claimed);
+    out.claimed_raw_ip = policy::IpAddress::parse(out.claimed).has_value();
+    // An unparseable name is kept verbatim so the mismatch check below refuses it.
+    if (!norm.empty()) {
+      out.claimed = norm;
+    }
+  }
+  co_return out;
+}
+
+asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& p,
+                                          const std::string& msg) {
+  if (p.kind == "http") {
+    std::string body = msg + "\n";
+    std::string res =
+        "HTTP/1.1 403 Forbidden\r\nServer: cordon\r\nContent-Type: text/plain; "
+        "charset=utf-8\r\nConnection: close\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    // A few hundred bytes into a fresh socket's empty send buffer: completes at once.
+    co_await asio::async_write(s, asio::buffer(res), use_nothrow);
+    beast::error_code ec;
+    s.shutdown(tcp::socket::shutdown_send, ec);
+    co_return;
+  }
+  beast::error_code ec;
+  s.set_option(asio::socket_base::linger(true, 0), ec);
+  s.close(ec);
+}
+
+
+asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::flat_buffer& buf,
+                                           Upstream& up) {
+  if (up.name.empty()) {
+    co_return true;  // a raw-IP target (allowed by its IP or CIDR): no name to front
+  }
+  beast::error_code ec;
+  s.non_blocking(true, ec);
+  auto flight = co_await peek_first_flight(ctx, s, buf);
+  if (!flight) {
+    co_return true;  // closed before sending anything: the tunnel ends at once
+  }
+  if (flight->kind == "tls") {
+    up.sni = flight->claimed;
+  }
+  if (flight->claimed.empty() || flight->claimed_raw_ip || flight->claimed == up.name) {
+    co_return true;
+  }
+  std::string msg = "cordon: " + std::string(flight->kind == "tls" ? "TLS SNI" : "Host") + " \"" +
+                    flight->claimed + "\" does not match " + up.name + ", the " + up.mode +
+                    " target (domain fronting)";
+  ctx.emit("net.refused", {{"name", flight->claimed},
+                           {"address", up.addr.to_string()},
+                           {"port", up.port},
+                           {"mode", up.mode},
+                           {"decision", "deny"},
+                           {"rule", "network (name mismatch)"},
+                           {"resolved_name", up.name},
+                           {"client", up.client},
+                           {"peek", flight->kind},
+                           {"reason", msg}});
+  // The upstream was dialled but nothing was relayed: no net.connect for it, only the refusal.
+  up.finished = true;
+  up.slot.release();
+  co_await refuse_first_flight(s, *flight, msg);
+  co_return false;
+}
+
+}  // namespace cordon::netproxy

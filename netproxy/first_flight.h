@@ -1,0 +1,41 @@
+// The client's first flight on a connection the proxy has not yet relayed: peeked (TLS
+// ClientHello SNI or HTTP Host) so that the name the client claims can be checked against the name
+// the connection was decided on. Shared by the transparent front end and the named tunnels
+// (CONNECT, SOCKS5 by name), so domain fronting is refused the same way on every path.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <optional>
+#include <string>
+
+#include "netproxy/context.h"
+#include "netproxy/upstream.h"
+
+namespace cordon::netproxy {
+
+struct FirstFlight {
+  std::string kind = "silent";  // tls | http | opaque | silent
+  std::string claimed;          // SNI or Host, normalised; empty if none
+  bool claimed_raw_ip = false;
+};
+
+// Reads the first flight into `buf` (which keeps every byte, for relaying later) until it parses
+// as a ClientHello or an HTTP head, is neither, or ctx.peek_timeout passes (a server-speaks-first
+// client sends nothing: kind "silent"). nullopt: the client closed before sending anything.
+// The socket should be non-blocking: bytes already queued are then taken without a timer.
+asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp::socket& s,
+                                                              beast::flat_buffer& buf);
+
+// Refuses: HTTP gets a readable 403; TLS and opaque streams are reset (RST via SO_LINGER 0).
+asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& f,
+                                          const std::string& msg);
+
+// For a tunnel whose name the client stated (CONNECT host:port, SOCKS5 by name) and which is
+// already open to that name's checked address: peeks the first flight and refuses the connection
+// (event net.refused, rule "network (name mismatch)") when its SNI or Host names another host,
+// which is the domain-fronting pattern. A raw-IP target has no name to front and is not peeked.
+// true: relay it (the peeked bytes stay in `buf`; up.sni is filled for a ClientHello).
+asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::flat_buffer& buf,
+                                           Upstream& up);
+
+}  // namespace cordon::netproxy
