@@ -151,4 +151,29 @@ asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::
   co_return false;
 }
 
+namespace {
+
+asio::awaitable<void> named_tunnel(Context& ctx, tcp::socket client, tcp::socket upstream,
+                                   Upstream up, std::string leftover) {
+  beast::flat_buffer buf;
+  if (!leftover.empty()) {
+    buf.commit(asio::buffer_copy(buf.prepare(leftover.size()), asio::buffer(leftover)));
+    std::string().swap(leftover);
+  }
+  if (!co_await tunnel_claim_matches(ctx, client, buf, up)) {
+    co_return;
+  }
+  start_tunnel(ctx, std::move(client), std::move(upstream), std::move(up), take_leftover(buf));
+}
+
+}  // namespace
+
+void start_named_tunnel(Context& ctx, tcp::socket client, tcp::socket upstream, Upstream up,
+                        std::string leftover) {
+  asio::co_spawn(ctx.io,
+                 named_tunnel(ctx, std::move(client), std::move(upstream), std::move(up),
+                              std::move(leftover)),
+                 [](std::exception_ptr e) { log_coroutine_end("tunnel check", e); });
+}
+
 }  // namespace cordon::netproxy

@@ -38,4 +38,9 @@ asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& f,
 asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::flat_buffer& buf,
                                            Upstream& up);
 
+// tunnel_claim_matches, then start_tunnel, on a coroutine of its own: the front end returns at
+// once, so its handshake state (request parser, buffers) is freed while the client is peeked.
+void start_named_tunnel(Context& ctx, tcp::socket client, tcp::socket upstream, Upstream up,
+                        std::string leftover);
+
 }  // namespace cordon::netproxy

@@ -231,12 +231,8 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
     finish_upstream(ctx, opened.up);
     co_return;
   }
-  tcp::socket sock = client.release_socket();
-  if (!co_await tunnel_claim_matches(ctx, sock, buf, opened.up)) {
-    co_return;
-  }
-  start_tunnel(ctx, std::move(sock), opened.stream->release_socket(), std::move(opened.up),
-               take_leftover(buf));
+  start_named_tunnel(ctx, client.release_socket(), opened.stream->release_socket(),
+                     std::move(opened.up), take_leftover(buf));
 }
 
 }  // namespace

@@ -123,12 +123,8 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
   }
   auto reply = socks5::make_reply(socks5::kSucceeded, bound, ec ? 0 : local.port());
   co_await send(ctx, client, reply);
-  tcp::socket sock = client.release_socket();
-  if (!co_await tunnel_claim_matches(ctx, sock, buf, opened.up)) {
-    co_return;
-  }
-  start_tunnel(ctx, std::move(sock), opened.stream->release_socket(), std::move(opened.up),
-               take_leftover(buf));
+  start_named_tunnel(ctx, client.release_socket(), opened.stream->release_socket(),
+                     std::move(opened.up), take_leftover(buf));
 }
 
 }  // namespace cordon::netproxy
