@@ -10,8 +10,6 @@
 // would answer it ENOSYS, so the read hook answers it before libfuse sees it.
 #include "fusefs/kernel_init.h"
 
-#include "fusefs/passthrough.h"
-
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <sys/uio.h>
@@ -23,7 +21,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "fusefs/dev_read.h"
+#include "fusefs/passthrough.h"
 
 namespace cordon::fusefs {
 
@@ -112,7 +110,7 @@ void answer_tmpfile(int fd, const fuse_in_header& h, const char* body, size_t bo
 ssize_t hook_read(int fd, void* buf, size_t len, void* userdata) {
   ssize_t n;
   for (;;) {
-    n = dev_read(fd, buf, len);  // blocking read(2), or a short spin first (dev_read.h)
+    n = ::read(fd, buf, len);
     TmpfileHandler tmpfile = g_tmpfile.load(std::memory_order_relaxed);
     if (tmpfile == nullptr || n < static_cast<ssize_t>(sizeof(fuse_in_header))) {
       break;

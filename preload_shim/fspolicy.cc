@@ -51,28 +51,6 @@ int sys_open_path(int dirfd, const char* path, int extra) {
 }
 void sys_close(int fd) { syscall(SYS_close, fd); }
 
-size_t put(char* buf, size_t cap, size_t at, const char* s) {
-  while (s != nullptr && *s != '\0' && at + 1 < cap) {
-    buf[at++] = *s++;
-  }
-  buf[at] = '\0';
-  return at;
-}
-
-size_t put_uint(char* buf, size_t cap, size_t at, unsigned v) {
-  char tmp[12];
-  int n = 0;
-  do {
-    tmp[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (n > 0 && at + 1 < cap) {
-    buf[at++] = tmp[--n];
-  }
-  buf[at] = '\0';
-  return at;
-}
-
 // The name the kernel holds for an open fd; false when it is not a path (no /proc, a socket...).
 bool fd_path(int fd, char* out, size_t cap) {
   char link[32];

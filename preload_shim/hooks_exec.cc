@@ -43,15 +43,9 @@ void explain_exec_refusal(const char* shown) {
     return;
   }
   char line[wire::kMaxPathBytes + 96];
-  size_t at = 0;
-  auto put = [&](const char* s) {
-    while (s != nullptr && *s != '\0' && at + 1 < sizeof line) {
-      line[at++] = *s++;
-    }
-  };
-  put("cordon: exec of ");
-  put(shown != nullptr ? shown : "(fd)");
-  put(" refused (not in process.exec_allow)\n");
+  size_t at = put(line, sizeof line, 0, "cordon: exec of ");
+  at = put(line, sizeof line, at, shown != nullptr ? shown : "(fd)");
+  at = put(line, sizeof line, at, " refused (not in process.exec_allow)\n");
   ssize_t ignored = write(STDERR_FILENO, line, at);
   (void)ignored;
 }

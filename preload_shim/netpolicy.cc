@@ -84,26 +84,6 @@ bool is_local(const Peer& p) {
   return memcmp(p.addr, kLoop6, 16) == 0 || memcmp(p.addr, kZero, 16) == 0;
 }
 
-size_t put(char* buf, size_t cap, size_t at, const char* s) {
-  while (*s != '\0' && at + 1 < cap) {
-    buf[at++] = *s++;
-  }
-  return at;
-}
-
-size_t put_uint(char* buf, size_t cap, size_t at, unsigned v) {
-  char tmp[12];
-  int n = 0;
-  do {
-    tmp[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (n > 0 && at + 1 < cap) {
-    buf[at++] = tmp[--n];
-  }
-  return at;
-}
-
 size_t put_hex16(char* buf, size_t cap, size_t at, unsigned v) {
   char tmp[5];
   int n = 0;

@@ -131,6 +131,12 @@ bool first_sight(const sockaddr* sa, socklen_t len, uint32_t salt);
 bool first_sight_hash(uint64_t hash);
 uint64_t hash_bytes(const void* data, size_t len, uint64_t seed);
 
+// ---- text (text.cc) ----
+// Appends s (null: nothing) / the decimal v to buf at `at`, truncating to cap - 1 bytes, and keeps
+// buf NUL-terminated (needs at < cap); returns the new end.
+size_t put(char* buf, size_t cap, size_t at, const char* s);
+size_t put_uint(char* buf, size_t cap, size_t at, unsigned v);
+
 // ---- advisory file rules (fspolicy.cc; --no-namespaces, see fs_rules.h) ----
 // kCreate: O_CREAT without a write mode, a write only when the file does not exist yet.
 enum class FsAccess : uint8_t { kRead, kWrite, kCreate };

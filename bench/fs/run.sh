@@ -6,8 +6,7 @@
 #   RUNS=3 bench/fs/run.sh BUILD_DIR   (the modes interleaved 3 times; the best time of each is kept,
 #                                        which tames a busy machine; every run's times are printed)
 #   BACKING=tmpfs bench/fs/run.sh ...  (the old setup: everything on a plain tmpfs directory)
-#   MODES="native cordon-fs cordon-fs/spin" ...   (a subset; "cordon-fs/X" runs cordon-fs with
-#                                        CORDON_FS_DEV_READ=X, the /dev/fuse read strategy)
+#   MODES="native cordon-fs" ...      (a subset; native first, as the 1x baseline)
 #
 # BACKING=ext4 (default): every mode gets a FRESH ext4 (mkfs.ext4 with default options, so with a
 # journal) on a loop device whose image file lives on /dev/shm, and everything a mode touches is on
@@ -122,13 +121,9 @@ mount_view() {  # mode lower
       fuse-overlayfs -f -o "lowerdir=$lower,upperdir=$FS/upper,workdir=$FS/work" "$MNT" & DAEMON=$!
       for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.05; done
       mountpoint -q "$MNT" || { echo "fuse-overlayfs did not mount" >&2; exit 1; } ;;
-    cordon-fs*)
-      local strategy=${mode#cordon-fs}; strategy=${strategy#/}
-      # Only the "cordon-fs/X" modes set the read strategy; plain cordon-fs inherits the caller's.
-      if [ -n "$strategy" ]; then export CORDON_FS_DEV_READ=$strategy; fi
+    cordon-fs)
       "$CORDON_FS" --lower "$lower" --upper "$FS/upper" --mountpoint "$MNT" --policy "$S/policy.json" \
         --ready-fd 8 8> "$S/ready" & DAEMON=$!
-      if [ -n "$strategy" ]; then unset CORDON_FS_DEV_READ; fi
       for _ in $(seq 1 100); do [ -s "$S/ready" ] && break; sleep 0.05; done
       [ -s "$S/ready" ] || { echo "cordon-fs did not mount" >&2; exit 1; }
       rm -f "$S/ready" ;;
@@ -199,8 +194,7 @@ PY
 read -r -a MODES <<< "${MODES:-native overlay fuse-overlayfs cordon-fs}"
 [ "${MODES[0]}" = native ] || { echo "MODES must start with native (the 1x baseline)" >&2; exit 1; }
 WORKLOADS=(untar create_delete find git_status seq_write seq_read)
-echo "$(date -u +%FT%TZ) kernel $(uname -r), $(nproc) CPUs, RUNS=${RUNS:-1}, cordon-fs: $CORDON_FS" \
-     "${CORDON_FS_DEV_READ:+(CORDON_FS_DEV_READ=$CORDON_FS_DEV_READ)}"
+echo "$(date -u +%FT%TZ) kernel $(uname -r), $(nproc) CPUs, RUNS=${RUNS:-1}, cordon-fs: $CORDON_FS"
 describe_fs
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A BEST

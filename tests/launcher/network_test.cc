@@ -865,12 +865,16 @@ for step in sys.argv[2:]:
         print("sent", n, "echoed", echo(conns[i], b"x" * n))
 )";
 
-std::string caps_policy(const NetworkSession& n, const std::string& caps) {
+// Runs conns.py's `steps` in the sandbox under api.test, b.test and c.test on the echo port with
+// these network caps.
+RunResult run_conns(NetworkSession& n, const std::string& caps, const std::string& steps) {
   const std::string e = std::to_string(n.echo_port());
-  return R"({"version": 1, "network": {"allow": ["api.test:)" + e + R"(", "b.test:)" + e +
-         R"(", "c.test:)" + e + R"("], "resolve": {"api.test": "127.0.0.1", "b.test": "127.0.0.1",
-         "c.test": "127.0.0.1"}, )" +
-         caps + "}}";
+  n.set_policy(R"({"version": 1, "network": {"allow": ["api.test:)" + e + R"(", "b.test:)" + e +
+               R"(", "c.test:)" + e + R"("], "resolve": {"api.test": "127.0.0.1",
+               "b.test": "127.0.0.1", "c.test": "127.0.0.1"}, )" +
+               caps + "}}");
+  n.script("conns.py", kConnsPy);
+  return n.sh("python3 conns.py " + e + " " + steps);
 }
 
 size_t cap_refusals(const std::vector<nlohmann::json>& evs, const std::string& cap,
@@ -887,11 +891,9 @@ size_t cap_refusals(const std::vector<nlohmann::json>& evs, const std::string& c
 TEST(Network, ConcurrentConnectionCapsAreReachedExactly) {
   NetworkSession n;
   ASSERT_TRUE(n.ok());
-  n.set_policy(caps_policy(n, R"("max_connections": 3, "max_connections_per_host": 2)"));
-  n.script("conns.py", kConnsPy);
-  auto r = n.sh("python3 conns.py " + std::to_string(n.echo_port()) +
-                " open:api.test open:api.test http:api.test open:b.test http:c.test close:0 "
-                "open:api.test");
+  auto r = run_conns(n, R"("max_connections": 3, "max_connections_per_host": 2)",
+                     "open:api.test open:api.test http:api.test open:b.test http:c.test close:0 "
+                     "open:api.test");
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   EXPECT_EQ(r.out,
             "open api.test echo\nopen api.test echo\n"
@@ -921,11 +923,9 @@ TEST(Network, ConcurrentConnectionCapsAreReachedExactly) {
 TEST(Network, NewConnectionsPerMinuteCapIsReachedExactly) {
   NetworkSession n;
   ASSERT_TRUE(n.ok());
-  n.set_policy(caps_policy(n, R"("connections_per_minute": 4)"));
-  n.script("conns.py", kConnsPy);
-  auto r = n.sh("python3 conns.py " + std::to_string(n.echo_port()) +
-                " open:api.test close:0 open:b.test close:1 open:c.test close:2 open:api.test "
-                "close:3 http:b.test");
+  auto r = run_conns(n, R"("connections_per_minute": 4)",
+                     "open:api.test close:0 open:b.test close:1 open:c.test close:2 open:api.test "
+                     "close:3 http:b.test");
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   EXPECT_EQ(r.out,
             "open api.test echo\nclosed 0\nopen b.test echo\nclosed 1\nopen c.test echo\nclosed 2\n"
@@ -943,10 +943,8 @@ TEST(Network, NewConnectionsPerMinuteCapIsReachedExactly) {
 TEST(Network, BytesOutBudgetPassesExactlyTheBudget) {
   NetworkSession n;
   ASSERT_TRUE(n.ok());
-  n.set_policy(caps_policy(n, R"("max_bytes_out": 1000)"));
-  n.script("conns.py", kConnsPy);
-  auto r = n.sh("python3 conns.py " + std::to_string(n.echo_port()) +
-                " open:api.test send:0,596 close:0 open:b.test send:1,600 http:c.test");
+  auto r = run_conns(n, R"("max_bytes_out": 1000)",
+                     "open:api.test send:0,596 close:0 open:b.test send:1,600 http:c.test");
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   // 4 ("ping") + 596 on the first connection; "ping" + 396 of the 600 on the second, then the
   // cut (what the echo returned before the cut reached the client varies: not asserted).

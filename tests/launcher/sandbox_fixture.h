@@ -85,13 +85,14 @@ class SandboxFixture {
   std::vector<std::string> env_;
 };
 
-// A cordon started in the background, for tests that signal it while it runs.
+// A cordon started in the background, for tests that signal it while it runs. With `piped_stdin`
+// its stdin is a pipe the test writes with send() (else /dev/null).
 class Background {
  public:
   Background(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-             const std::string& cwd) {
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) {
+             const std::string& cwd, bool piped_stdin = false) {
+    int out[2], in[2] = {-1, -1};
+    if (::pipe2(out, O_CLOEXEC) != 0 || (piped_stdin && ::pipe2(in, O_CLOEXEC) != 0)) {
       return;
     }
     std::vector<char*> a, e;
@@ -102,8 +103,7 @@ class Background {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::setpgid(0, 0);
-      int null = ::open("/dev/null", O_RDONLY);
-      ::dup2(null, 0);
+      ::dup2(piped_stdin ? in[0] : ::open("/dev/null", O_RDONLY), 0);
       ::dup2(out[1], 1);
       if (::chdir(cwd.c_str()) != 0) ::_exit(120);
       ::execve(a[0], a.data(), e.data());
@@ -111,8 +111,13 @@ class Background {
     }
     ::close(out[1]);
     out_ = out[0];
+    if (piped_stdin) {
+      ::close(in[0]);
+      in_ = in[1];
+    }
   }
   ~Background() {
+    if (in_ >= 0) ::close(in_);
     if (pid_ > 0 && status_ < 0) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
@@ -120,6 +125,7 @@ class Background {
     if (out_ >= 0) ::close(out_);
   }
   pid_t pid() const { return pid_; }
+  void send(const std::string& s) { (void)!::write(in_, s.data(), s.size()); }
   // Reads stdout until `needle` appears (or EOF / deadline). Returns what was read so far.
   std::string read_until(const std::string& needle,
                          std::chrono::milliseconds limit = std::chrono::seconds(20)) {
@@ -153,7 +159,7 @@ class Background {
 
  private:
   pid_t pid_ = -1;
-  int out_ = -1;
+  int in_ = -1, out_ = -1;
   int status_ = -1;
   std::string text_;
 };

@@ -56,8 +56,8 @@ void populate(SandboxFixture& f) {
   write_text(f.ws() + "/sub/inner.txt", "inner\n");
   uid_t uid = f.make_workspace_owned();
   if (::geteuid() == 0) {
-    for (const char* p : {"/mod.txt", "/del.txt", "/ren.txt", "/keep.txt", "/blob.bin", "/sub",
-                          "/sub/inner.txt"}) {
+    for (const char* p :
+         {"/mod.txt", "/del.txt", "/ren.txt", "/keep.txt", "/blob.bin", "/sub", "/sub/inner.txt"}) {
       EXPECT_EQ(::chown((f.ws() + p).c_str(), uid, uid), 0) << p;
     }
   }
@@ -113,15 +113,17 @@ TEST(WorkflowCli, RunThenDiffShowsEveryKindOfChangeWithContent) {
       << d;
   EXPECT_NE(d.find("--- a/del.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-delete me\n"), std::string::npos)
       << d;
-  EXPECT_NE(d.find("--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+fresh\n"), std::string::npos) << d;
+  EXPECT_NE(d.find("--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+fresh\n"), std::string::npos)
+      << d;
   EXPECT_NE(d.find("renamed ren.txt -> renamed.txt\n"), std::string::npos) << d;
   // Binary: sizes, no bytes.
   EXPECT_NE(d.find("Binary file blob.bin: 4 -> 5 bytes\n"), std::string::npos) << d;
   EXPECT_EQ(d.find("keep.txt"), std::string::npos) << d;
   EXPECT_EQ(d.find("\033["), std::string::npos) << "no colour when stdout is not a tty";
   // On a terminal (script(1) gives it one): added lines green, removed red, like git.
-  auto tty = run_program({"/usr/bin/script", "-qec", cordon_bin() + " diff last mod.txt", "/dev/null"},
-                         RunSpec{.env = f.env(), .cwd = f.ws()});
+  auto tty =
+      run_program({"/usr/bin/script", "-qec", cordon_bin() + " diff last mod.txt", "/dev/null"},
+                  RunSpec{.env = f.env(), .cwd = f.ws()});
   EXPECT_NE(tty.out.find("\033[32m+line TWO\033[0m"), std::string::npos) << tty.out;
   EXPECT_NE(tty.out.find("\033[31m-line two\033[0m"), std::string::npos) << tty.out;
 
@@ -152,8 +154,8 @@ TEST(WorkflowCli, CommitAppliesTheChangesAndRefusesFilesChangedInTheRealTree) {
   EXPECT_EQ(tree_state(f.ws()), before) << "a refused commit wrote something";
 
   // Everything else, by name.
-  auto ok = cordon(f, {"commit", "last", "del.txt", "ren.txt", "renamed.txt", "new.txt",
-                       "newdir", "blob.bin"});
+  auto ok = cordon(
+      f, {"commit", "last", "del.txt", "ren.txt", "renamed.txt", "new.txt", "newdir", "blob.bin"});
   ASSERT_EQ(ok.exit_code(), 0) << ok.err << ok.out;
   EXPECT_NE(ok.out.find("cordon: committed "), std::string::npos) << ok.out;
   EXPECT_EQ(read_text(f.ws() + "/mod.txt"), "edited on the host\n");
@@ -178,102 +180,44 @@ TEST(WorkflowCli, CommitAppliesTheChangesAndRefusesFilesChangedInTheRealTree) {
 }
 
 // A cordon run whose program reads its stdin, so the test can step it between workflow commands.
-class Stepped {
- public:
-  Stepped(SandboxFixture& f, const std::string& script) {
-    int in[2], out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
-      return;
-    }
-    std::vector<std::string> args = {cordon_bin(), "run", "-q", "--workspace", f.ws(), "--",
-                                     "/bin/sh",    "-c",  script};
-    std::vector<char*> a, e;
-    for (auto& s : args) a.push_back(s.data());
-    a.push_back(nullptr);
-    for (auto& s : f.env()) e.push_back(s.data());
-    e.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      if (::chdir(f.ws().c_str()) != 0) ::_exit(120);
-      ::execve(a[0], a.data(), e.data());
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    in_ = in[1];
-    out_ = out[0];
-  }
-  ~Stepped() {
-    if (in_ >= 0) ::close(in_);
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  std::string until(const std::string& needle) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (text_.find(needle) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, 100) > 0) {
-        char buf[4096];
-        ssize_t n = ::read(out_, buf, sizeof buf);
-        if (n <= 0) break;
-        text_.append(buf, static_cast<size_t>(n));
-      }
-    }
-    return text_;
-  }
-  void step() { (void)!::write(in_, "\n", 1); }
-  int wait() {
-    until("\x01never\x01");
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-    reaped_ = true;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  int in_ = -1, out_ = -1;
-  bool reaped_ = false;
-  std::string text_;
-};
+Background stepped(SandboxFixture& f, const std::string& script) {
+  return Background(
+      {cordon_bin(), "run", "-q", "--workspace", f.ws(), "--", "/bin/sh", "-c", script}, f.env(),
+      f.ws(), /*piped_stdin=*/true);
+}
 
 TEST(WorkflowCli, LiveSnapshotAndRollbackWhileTheProgramRuns) {
   REQUIRE_FUSE();
   SandboxFixture f;
   populate(f);
-  Stepped run(f,
+  Background run =
+      stepped(f,
               "echo v1 > a.txt; echo s1; read x;"
               " echo v2 > a.txt; echo b > b.txt; rm keep.txt; echo s2; read x;"
               " echo \"a=$(cat a.txt) b=$(ls b.txt 2>&1) keep=$(cat keep.txt)\"; echo s3; read x;"
               " echo \"start a=$(cat a.txt 2>&1)\"; echo end");
-  ASSERT_NE(run.until("s1\n").find("s1"), std::string::npos);
+  ASSERT_NE(run.read_until("s1\n").find("s1"), std::string::npos);
   auto snap = cordon(f, {"snapshot", "last", "one"});
   ASSERT_EQ(snap.exit_code(), 0) << snap.err;
   EXPECT_NE(snap.out.find("(taken live)"), std::string::npos) << snap.out;
   // The same name twice is refused.
   EXPECT_EQ(cordon(f, {"snapshot", "last", "one"}).exit_code(), 1);
-  run.step();
-  ASSERT_NE(run.until("s2\n").find("s2"), std::string::npos);
+  run.send("\n");
+  ASSERT_NE(run.read_until("s2\n").find("s2"), std::string::npos);
   auto back = cordon(f, {"rollback", "last", "one"});
   ASSERT_EQ(back.exit_code(), 0) << back.err;
   EXPECT_NE(back.out.find("(live: the program sees it now)"), std::string::npos) << back.out;
   // Commit and discard wait for the end of the session.
   EXPECT_EQ(cordon(f, {"commit", "last"}).exit_code(), 1);
   EXPECT_EQ(cordon(f, {"discard", "last"}).exit_code(), 1);
-  run.step();
-  std::string seen = run.until("s3\n");
+  run.send("\n");
+  std::string seen = run.read_until("s3\n");
   EXPECT_NE(seen.find("a=v1 b=ls: cannot access 'b.txt': No such file or directory keep=keep\n"),
             std::string::npos)
       << seen;
   ASSERT_EQ(cordon(f, {"rollback", "last"}).exit_code(), 0);  // to the start
-  run.step();
-  seen = run.until("end\n");
+  run.send("\n");
+  seen = run.read_until("end\n");
   EXPECT_NE(seen.find("start a=cat: a.txt: No such file or directory\n"), std::string::npos)
       << seen;
   EXPECT_EQ(run.wait(), 0);
