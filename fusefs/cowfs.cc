@@ -39,6 +39,12 @@ bool has_opaque_marker(int dirfd) { return exists_at(dirfd, std::string(kOpaqueM
 
 std::string proc_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
+// The daemon's effective uid never changes while it runs: asked once, not once per create.
+bool daemon_is_root() {
+  static const bool root = ::geteuid() == 0;
+  return root;
+}
+
 // Runs `body` (returning 0 or -errno) so that no exception escapes into libfuse.
 template <typename F>
 int firewall(F&& body) noexcept {
@@ -53,7 +59,8 @@ int firewall(F&& body) noexcept {
 
 struct FileHandle {
   Inode* node = nullptr;
-  UniqueFd fd;        // the fd the file was opened on (upper, or lower for read-only opens)
+  SharedFd fd;        // the fd the file was opened on (upper, or lower for read-only opens)
+  DevIno key;         // the identity of the file fd is open on
   bool on_lower = false;
   bool tmpfile = false;  // made by O_TMPFILE: its quota goes back at release if never linked
   bool writable = false;  // counted in node->writers
@@ -87,11 +94,9 @@ struct CowFs::Impl {
 
   // ---- resolution -------------------------------------------------------------------------
 
-  struct Found {
-    UniqueFd upper, lower;
+  // The layers' sides of the name (fds only for directories) and what the view shows of it.
+  struct Found : InodeTable::Sides {
     struct stat st {};  // of the entry the view shows (upper's if any)
-    DevIno upper_key, lower_key;
-    bool opaque = false;
     bool whiteout = false;  // the name is deleted in the view over a lower entry
     bool lower_shadowed = false;  // lower has the name under the upper entry (or under a whiteout)
   };
@@ -106,21 +111,20 @@ struct CowFs::Impl {
     }
     bool merge_lower = dir.lower >= 0 && !dir.opaque;
     if (dir.upper >= 0) {
-      int fd = ::openat(dir.upper, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-      if (fd >= 0) {
-        f->upper.reset(fd);
-        if (stat_fd(fd, &f->st) != 0) {
-          return -errno;
-        }
+      int rc = stat_entry(dir.upper, name, &f->upper, &f->st);
+      if (rc == 0) {
+        f->has_upper = true;
         f->upper_key = key_of(f->st);
         if (merge_lower) {
           struct stat lst;
           if (::fstatat(dir.lower, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0) {
             f->lower_shadowed = true;
-            if (S_ISDIR(f->st.st_mode) && S_ISDIR(lst.st_mode) && !has_opaque_marker(fd)) {
+            if (S_ISDIR(f->st.st_mode) && S_ISDIR(lst.st_mode) &&
+                !has_opaque_marker(f->upper.get())) {
               int lfd = ::openat(dir.lower, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
               if (lfd >= 0) {
                 f->lower.reset(lfd);
+                f->has_lower = true;
                 f->lower_key = key_of(lst);
               }
             }
@@ -129,29 +133,47 @@ struct CowFs::Impl {
         f->opaque = S_ISDIR(f->st.st_mode) && !f->lower;
         return 0;
       }
-      if (errno != ENOENT) {
-        return -errno;
+      if (rc != -ENOENT) {
+        return rc;
       }
-      if (exists_at(dir.upper, whiteout_name(name))) {
+      // Whiteouts exist only where a lower side is merged: an upper-only or opaque directory is
+      // never given one (deletes and renames whiteout only lower_shadowed names), so its
+      // absent names cost one syscall.
+      if (merge_lower && exists_at(dir.upper, whiteout_name(name))) {
         f->whiteout = true;
-        f->lower_shadowed = merge_lower && exists_at(dir.lower, name);
+        f->lower_shadowed = exists_at(dir.lower, name);
         return -ENOENT;
       }
     }
     if (!merge_lower) {
       return -ENOENT;
     }
-    int fd = ::openat(dir.lower, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-      return -errno;
+    if (int rc = stat_entry(dir.lower, name, &f->lower, &f->st); rc != 0) {
+      return rc;
     }
-    f->lower.reset(fd);
-    if (stat_fd(fd, &f->st) != 0) {
-      return -errno;
-    }
+    f->has_lower = true;
     f->lower_key = key_of(f->st);
     f->lower_shadowed = true;
     return 0;
+  }
+
+  // The attributes of `name` in a layer directory, and for a directory an O_PATH fd of it (what
+  // the Inode keeps). Other objects need no fd: one fstatat, not an open + fstat + close; later
+  // ops reopen them by name and check the identity recorded here. 0 or -errno.
+  static int stat_entry(int dirfd, const std::string& name, UniqueFd* dir_fd, struct stat* st) {
+    if (::fstatat(dirfd, name.c_str(), st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return -errno;
+    }
+    if (!S_ISDIR(st->st_mode)) {
+      return 0;
+    }
+    int fd = ::openat(dirfd, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      return -errno;
+    }
+    dir_fd->reset(fd);
+    // What the fd holds is the truth (the name may have been replaced between the two calls).
+    return stat_fd(fd, st) == 0 ? 0 : -errno;
   }
 
   static void fill_entry(CowFs* self, Inode* n, const struct stat& st, fuse_entry_param* e) {
@@ -171,8 +193,8 @@ struct CowFs::Impl {
     if (int rc = resolve(dir, name, &f); rc != 0) {
       return rc;
     }
-    Inode* n = self->table_.add_lookup(dir.node, name, f.st.st_mode & S_IFMT, std::move(f.upper),
-                                       std::move(f.lower), f.opaque, f.upper_key, f.lower_key);
+    Inode* n = self->table_.add_lookup(dir.node, name, f.st.st_mode & S_IFMT,
+                                       std::move(static_cast<InodeTable::Sides&>(f)));
     fill_entry(self, n, f.st, e);
     return 0;
   }
@@ -200,8 +222,8 @@ struct CowFs::Impl {
     if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) {
       kill |= S_ISGID;
     }
-    if (kill != 0 && ::fchmod(fd, st.st_mode & 07777 & ~kill) != 0 && errno == EBADF) {
-      ::chmod(proc_path(fd).c_str(), st.st_mode & 07777 & ~kill);  // an O_PATH fd
+    if (kill != 0) {
+      chmod_fd(fd, st.st_mode & 07777 & ~kill);  // fd may be O_PATH
     }
   }
 
@@ -499,11 +521,16 @@ struct CowFs::Impl {
     return 0;
   }
 
-  // After creating `name` in the upper dir: the caller owns it, and the whiteout goes.
+  // After creating `name` in the upper dir: the caller owns it, and the whiteout goes. `fd`: the
+  // new object's open fd when there is one (chowned directly, no lookup by name).
   static void finish_create(int upper_dir, const std::string& name, const Caller& who,
-                            bool had_whiteout) {
-    if (::geteuid() == 0) {
-      ::fchownat(upper_dir, name.c_str(), who.uid, who.gid, AT_SYMLINK_NOFOLLOW);
+                            bool had_whiteout, int fd = -1) {
+    if (daemon_is_root()) {
+      if (fd >= 0) {
+        ::fchown(fd, who.uid, who.gid);
+      } else {
+        ::fchownat(upper_dir, name.c_str(), who.uid, who.gid, AT_SYMLINK_NOFOLLOW);
+      }
     }
     if (had_whiteout) {
       ::unlinkat(upper_dir, whiteout_name(name).c_str(), 0);
@@ -555,12 +582,12 @@ struct CowFs::Impl {
     return 0;
   }
 
-  // Releases quota of an upper object about to lose a name (only its last name frees it).
-  static void release_for_unlink(CowFs* self, int upper_dir, const std::string& name) {
-    struct stat st;
-    if (::fstatat(upper_dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      return;
-    }
+  // Releases quota of an upper object about to lose a name (only its last name frees it). `st`:
+  // the upper entry as this op's resolve() saw it. It still holds at the unlink: the daemon is the
+  // upper layer's only writer, and the kernel keeps the directory's and the victim's inode locks
+  // across UNLINK/RMDIR/RENAME (LINK takes the source's), so no other op changes that name or its
+  // link count in between.
+  static void release_for_unlink(CowFs* self, const struct stat& st) {
     if (S_ISDIR(st.st_mode) || st.st_nlink <= 1) {
       self->quota_.release_inode();
       if (S_ISREG(st.st_mode)) {
@@ -623,27 +650,25 @@ struct CowFs::Impl {
                         fuse_file_info* fi, struct stat* out) {
     CowFs* self = fs(req);
     Caller who = caller(req);
-    InodeView v = self->table_.view(ino);
-    if (v.node == nullptr) {
+    Inode* node = self->table_.find(ino);
+    if (node == nullptr) {
       return -ENOENT;
     }
-    if (int rc = self->access_.check_write(self->table_.path_of(v.node), "setattr", who); rc != 0) {
+    if (int rc = self->access_.check_write(self->table_.path_of(node), "setattr", who); rc != 0) {
       return rc;
     }
     FileHandle* open_fh = (fi != nullptr && fi->fh != 0) ? reinterpret_cast<FileHandle*>(fi->fh)
                                                          : nullptr;
     if (open_fh != nullptr && !open_fh->on_lower) {
       // ftruncate/fchmod/futimens on an open upper file: act on its fd (it may be unlinked).
-      return setattr_fd(self, v.node, open_fh->fd.get(), attr, to_set, who, out);
+      return setattr_fd(self, node, open_fh->fd.get(), attr, to_set, who, out);
     }
-    if (v.stale) {
-      return -ESTALE;
-    }
+    // ensure_upper answers ESTALE for a node whose name no longer leads to it.
     bool truncating_to_zero = (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0;
-    if (int rc = ensure_upper(self, v.node, !truncating_to_zero, who); rc != 0) {
+    if (int rc = ensure_upper(self, node, !truncating_to_zero, who); rc != 0) {
       return rc;
     }
-    v = self->table_.view(ino);
+    InodeView v = self->table_.view(node);
     if (v.stale) {
       return -ESTALE;
     }
@@ -653,7 +678,7 @@ struct CowFs::Impl {
       if (is_lnk) {
         return -EOPNOTSUPP;
       }
-      if (::chmod(proc_path(fd).c_str(), attr->st_mode & 07777) != 0) {
+      if (chmod_fd(fd, attr->st_mode & 07777) != 0) {
         return -errno;
       }
     }
@@ -695,20 +720,18 @@ struct CowFs::Impl {
       timespec tv[2];
       setattr_times(*attr, to_set, tv);
       if (tv[0].tv_nsec != UTIME_OMIT || tv[1].tv_nsec != UTIME_OMIT) {
-        int rc;
-        if (is_lnk) {
-          auto [p, name] = parent_and_name(self, v.node);
-          InodeView pv = self->table_.view(p);
-          rc = ::utimensat(pv.upper, name.c_str(), tv, AT_SYMLINK_NOFOLLOW);
-        } else {
-          rc = ::utimensat(AT_FDCWD, proc_path(fd).c_str(), tv, 0);
-        }
-        if (rc != 0) {
+        // On the object itself, the symlink included (AT_EMPTY_PATH, never its target).
+        if (utimens_fd(fd, tv) != 0) {
           return -errno;
         }
       }
     }
-    return stat_inode(self, v.node, out);
+    // fd is the object (checked by identity, or an open handle of it): no second resolution.
+    if (stat_fd(fd, out) != 0) {
+      return -errno;
+    }
+    out->st_ino = v.node->id;
+    return 0;
   }
 
   // The utimensat/futimens pair a setattr asks for (UTIME_OMIT for a time it leaves alone).
@@ -894,8 +917,8 @@ struct CowFs::Impl {
         return rc;
       }
     }
-    if (f.upper) {
-      release_for_unlink(self, dir.upper, name);
+    if (f.has_upper) {
+      release_for_unlink(self, f.st);
       if (is_dir) {
         // Move the (merged-empty) upper directory aside, then clear out its whiteouts.
         std::string tmp = temp_name();
@@ -1045,8 +1068,8 @@ struct CowFs::Impl {
         return rc;
       }
     }
-    if (dst_exists && dst.upper) {
-      release_for_unlink(self, dst_dir.upper, newname);
+    if (dst_exists && dst.has_upper) {
+      release_for_unlink(self, dst.st);
       if (S_ISDIR(dst.st.st_mode)) {
         // rename(2) replaces only empty directories: drop the target's whiteouts first.
         UniqueFd d(reopen_fd(dst.upper.get(), O_RDONLY | O_DIRECTORY));
@@ -1127,12 +1150,20 @@ struct CowFs::Impl {
   // cached (their first open primes the page cache: no READ at all). A lower (real workspace)
   // file is a backing only for read-only opens; a writer that comes while such handles are open
   // gets a new nodeid (open_node).
+  // `known`: fh's file as the caller just saw it (spares an fstat), or null.
   static int set_io_mode(CowFs* self, Inode* n, FileHandle* fh, bool writing,
-                         const std::string& path, fuse_file_info* fi) {
+                         const std::string& path, fuse_file_info* fi,
+                         const struct stat* known = nullptr) {
     namespace pt = passthrough;
     pt::OpenFacts f;
     struct stat st;
-    bool have_st = ::fstat(fh->fd.get(), &st) == 0;
+    bool have_st = known != nullptr || ::fstat(fh->fd.get(), &st) == 0;
+    if (known != nullptr) {
+      st = *known;
+    }
+    if (have_st) {
+      fh->key = key_of(st);
+    }
     f.enabled = have_st && self->session_ != nullptr && passthrough_enabled() &&
                 !(fi->flags & O_DIRECT);
     f.regular = have_st && S_ISREG(st.st_mode);
@@ -1268,7 +1299,7 @@ struct CowFs::Impl {
       node->writers++;
       fh->writable = true;
     }
-    self->table_.add_handle(node, fh->on_lower ? -1 : fh->fd.get());
+    self->table_.add_handle(node, fh->on_lower ? SharedFd() : fh->fd, fh->key);
     fi->fh = reinterpret_cast<uint64_t>(fh.release());
     return 0;
   }
@@ -1309,15 +1340,29 @@ struct CowFs::Impl {
     }
     auto fh = std::make_unique<FileHandle>();
     fh->fd.reset(fd);
-    finish_create(dir.upper, cname, who, existing.whiteout);
-    if (int rc2 = lookup_entry(self, dir, cname, e); rc2 != 0) {
-      return rc2;
+    finish_create(dir.upper, cname, who, existing.whiteout, fd);
+    // The new file's attributes from its own fd: no second lookup by name (the fd is the file
+    // the name was made for; O_EXCL made it). It has no lower side: a whiteout may have hidden
+    // one, but the upper file wins and non-directories never merge.
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      int err = errno;
+      ::unlinkat(dir.upper, cname, 0);
+      self->quota_.release_inode();
+      return -err;
     }
-    Inode* n = self->table_.find(e->ino);
+    InodeTable::Sides sides;
+    sides.has_upper = true;
+    sides.upper_key = key_of(st);
+    Inode* n = self->table_.add_lookup(dir.node, cname, S_IFREG, std::move(sides));
+    fill_entry(self, n, st, e);
+    // O_EXCL made a file without xattrs: the kernel's security.capability probes (at the first
+    // write and at chown) need no syscall while nobody sets one.
+    self->table_.set_no_caps(n, true);
     fh->node = n;
     fi->keep_cache = 1;
     fi->noflush = 1;
-    if (int rc2 = set_io_mode(self, n, fh.get(), true, path, fi); rc2 != 0) {
+    if (int rc2 = set_io_mode(self, n, fh.get(), true, path, fi, &st); rc2 != 0) {
       self->table_.forget(e->ino, 1);
       return rc2;
     }
@@ -1328,7 +1373,7 @@ struct CowFs::Impl {
       n->writers++;
       fh->writable = true;
     }
-    self->table_.add_handle(n, fh->fd.get());
+    self->table_.add_handle(n, fh->fd, fh->key);
     fi->fh = reinterpret_cast<uint64_t>(fh.release());
     return 0;
   }
@@ -1369,13 +1414,15 @@ struct CowFs::Impl {
       self->quota_.release_inode();
       return -e;
     }
-    if (::geteuid() == 0) {
+    if (daemon_is_root()) {
       ::fchown(fd.get(), req.uid, req.gid);
       ::fstat(fd.get(), &st);
     }
-    UniqueFd key_fd(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));  // only its validity counts (see add_lookup)
-    Inode* n = self->table_.add_lookup(dir.node, "", S_IFREG, std::move(key_fd), UniqueFd(), false,
-                                       key_of(st), {});
+    InodeTable::Sides sides;
+    sides.has_upper = true;
+    sides.upper_key = key_of(st);
+    Inode* n = self->table_.add_lookup(dir.node, "", S_IFREG, std::move(sides));
+    self->table_.set_no_caps(n, true);  // a new file: no xattrs (see do_create)
     auto fh = std::make_unique<FileHandle>();
     {
       std::lock_guard lk(n->mu);
@@ -1389,7 +1436,8 @@ struct CowFs::Impl {
     fh->node = n;
     fh->tmpfile = true;
     fh->fd = std::move(fd);
-    self->table_.add_handle(n, fh->fd.get());
+    fh->key = key_of(st);
+    self->table_.add_handle(n, fh->fd, fh->key);
     fill_entry(self, n, st, &reply->entry);
     reply->keep_cache = true;
     reply->noflush = true;
@@ -1525,7 +1573,9 @@ struct CowFs::Impl {
       return self->access_.visible(dir_path.empty() ? n : dir_path + "/" + n);
     };
     auto add_from = [&](int layer_fd, bool is_upper) {
-      UniqueFd d(reopen_fd(layer_fd, O_RDONLY | O_DIRECTORY));
+      // "." relative to the directory's own O_PATH fd: the directory itself, without the path
+      // walk through /proc/self/fd that reopen_fd takes (once per listing, twice when merged).
+      UniqueFd d(::openat(layer_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       if (!d) {
         *err = errno;
         return;
@@ -1593,9 +1643,9 @@ struct CowFs::Impl {
     return 0;
   }
 
-  // `*view` keeps the fd behind `*path` open until the caller is done.
+  // The object an xattr op acts on, in `*view` (which keeps its fd open until the caller is done).
   static int xattr_target(CowFs* self, fuse_ino_t ino, bool write, const char* op,
-                          const Caller& who, std::string* path, InodeView* view) {
+                          const Caller& who, InodeView* view) {
     InodeView& v = *view;
     v = self->table_.view(ino);
     if (v.node == nullptr || v.stale) {
@@ -1605,6 +1655,9 @@ struct CowFs::Impl {
       return -EOPNOTSUPP;  // user xattrs are not allowed on symlinks anyway
     }
     if (write) {
+      // Whatever this op sets, the node no longer provably lacks security.capability. Cleared
+      // before the write, so a concurrent probe answered from the flag is ordered before it.
+      self->table_.set_no_caps(v.node, false);
       if (int rc = self->access_.check_write(self->table_.path_of(v.node), op, who); rc != 0) {
         return rc;
       }
@@ -1613,8 +1666,47 @@ struct CowFs::Impl {
       }
       v = self->table_.view(ino);
     }
-    *path = proc_path(v.primary());
     return 0;
+  }
+
+  // The xattr syscalls on a view's object: on an open handle's fd directly; an O_PATH fd (which
+  // the f*xattr calls and getxattrat refuse with EBADF) through its /proc/self/fd magic link,
+  // which leads to the fd's own inode and resolves no name of the view.
+  static ssize_t xattr_get(const InodeView& v, const char* name, void* buf, size_t size) {
+    if (v.upper_open) {
+      return ::fgetxattr(v.upper, name, buf, size);
+    }
+    return ::getxattr(proc_path(v.primary()).c_str(), name, buf, size);
+  }
+  static ssize_t xattr_list(const InodeView& v, char* buf, size_t size) {
+    if (v.upper_open) {
+      return ::flistxattr(v.upper, buf, size);
+    }
+    return ::listxattr(proc_path(v.primary()).c_str(), buf, size);
+  }
+  static int xattr_set(const InodeView& v, const char* name, const char* value, size_t size,
+                       int flags) {
+    if (v.upper_open) {
+      return ::fsetxattr(v.upper, name, value, size, flags);
+    }
+    return ::setxattr(proc_path(v.primary()).c_str(), name, value, size, flags);
+  }
+  static int xattr_remove(const InodeView& v, const char* name) {
+    if (v.upper_open) {
+      return ::fremovexattr(v.upper, name);
+    }
+    return ::removexattr(proc_path(v.primary()).c_str(), name);
+  }
+
+  // The kernel asks for security.capability before the first write to a file and at every chown
+  // (to know whether to drop it). For a file the daemon made and nobody gave xattrs since, the
+  // answer is known: none. True when `ino` is such a node.
+  static bool known_without_caps(CowFs* self, fuse_ino_t ino, const char* name) {
+    if (std::strcmp(name, "security.capability") != 0) {
+      return false;
+    }
+    Inode* n = self->table_.find(ino);
+    return n != nullptr && self->table_.no_caps(n);
   }
 
   // ---- trampolines: one reply each, sent after every lock is released ----------------------
@@ -1646,7 +1738,7 @@ static void drop_file_handle(CowFs* self, FileHandle* fh) {
       }
     }
   }
-  self->table_.drop_handle(fh->node, fh->on_lower ? -1 : fh->fd.get());
+  self->table_.drop_handle(fh->node, fh->on_lower ? SharedFd() : fh->fd);
   delete fh;
 }
 
@@ -2143,7 +2235,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
     std::shared_lock lk(self->layer_mu_);
     InodeView v = self->table_.view(ino);
     if (v.upper >= 0) {
-      UniqueFd d(reopen_fd(v.upper, O_RDONLY | O_DIRECTORY));
+      UniqueFd d(::openat(v.upper, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       rc = (d && ::fsync(d.get()) == 0) ? 0 : errno;
     }
   }
@@ -2167,12 +2259,11 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const 
   {
     std::shared_lock lk(self->layer_mu_);
     rc = firewall([&] {
-      std::string path;
       InodeView v;
-      if (int r = Impl::xattr_target(self, ino, true, "setxattr", Impl::caller(req), &path, &v); r) {
+      if (int r = Impl::xattr_target(self, ino, true, "setxattr", Impl::caller(req), &v); r) {
         return r;
       }
-      return ::setxattr(path.c_str(), name, value, size, flags) == 0 ? 0 : -errno;
+      return Impl::xattr_set(v, name, value, size, flags) == 0 ? 0 : -errno;
     });
   }
   fuse_reply_err(req, -rc);
@@ -2186,12 +2277,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t
   {
     std::shared_lock lk(self->layer_mu_);
     rc = firewall([&] {
-      std::string path;
+      if (Impl::known_without_caps(self, ino, name)) {
+        return -ENODATA;
+      }
       InodeView v;
-      if (int r = Impl::xattr_target(self, ino, false, "getxattr", Impl::caller(req), &path, &v); r) {
+      if (int r = Impl::xattr_target(self, ino, false, "getxattr", Impl::caller(req), &v); r) {
         return r == -EOPNOTSUPP ? -ENODATA : r;
       }
-      n = ::getxattr(path.c_str(), name, size ? buf.data() : nullptr, size);
+      n = Impl::xattr_get(v, name, size ? buf.data() : nullptr, size);
       return n < 0 ? -errno : 0;
     });
   }
@@ -2212,16 +2305,15 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   {
     std::shared_lock lk(self->layer_mu_);
     rc = firewall([&] {
-      std::string path;
       InodeView v;
-      if (int r = Impl::xattr_target(self, ino, false, "listxattr", Impl::caller(req), &path, &v); r) {
+      if (int r = Impl::xattr_target(self, ino, false, "listxattr", Impl::caller(req), &v); r) {
         if (r == -EOPNOTSUPP) {
           n = 0;
           return 0;
         }
         return r;
       }
-      n = ::listxattr(path.c_str(), size ? buf.data() : nullptr, size);
+      n = Impl::xattr_list(v, size ? buf.data() : nullptr, size);
       return n < 0 ? -errno : 0;
     });
   }
@@ -2240,12 +2332,11 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   {
     std::shared_lock lk(self->layer_mu_);
     rc = firewall([&] {
-      std::string path;
       InodeView v;
-      if (int r = Impl::xattr_target(self, ino, true, "removexattr", Impl::caller(req), &path, &v); r) {
+      if (int r = Impl::xattr_target(self, ino, true, "removexattr", Impl::caller(req), &v); r) {
         return r;
       }
-      return ::removexattr(path.c_str(), name) == 0 ? 0 : -errno;
+      return Impl::xattr_remove(v, name) == 0 ? 0 : -errno;
     });
   }
   fuse_reply_err(req, -rc);
@@ -2427,10 +2518,9 @@ Status CowFs::rollback_to(const std::string& snapshot_dir) {
       Impl::Found f;
       if (pv.node == nullptr || pv.stale || Impl::resolve(pv, e.name, &f) != 0 ||
           (f.st.st_mode & S_IFMT) != e.node->type) {
-        table_.rebind(e.node, UniqueFd(), UniqueFd(), false, {}, {});
+        table_.rebind(e.node, InodeTable::Sides{});
       } else {
-        table_.rebind(e.node, std::move(f.upper), std::move(f.lower), f.opaque, f.upper_key,
-                      f.lower_key);
+        table_.rebind(e.node, std::move(static_cast<InodeTable::Sides&>(f)));
       }
       std::lock_guard nl(e.node->mu);
       e.node->size_known = false;

@@ -35,12 +35,12 @@ Inode* InodeTable::find(uint64_t id) {
   return it == by_id_.end() ? nullptr : it->second.get();
 }
 
-void InodeTable::store_fds_locked(Inode* n, UniqueFd upper, UniqueFd lower) {
-  n->has_upper = upper.valid();
-  n->has_lower = lower.valid();
+void InodeTable::store_sides_locked(Inode* n, Sides& sides) {
+  n->has_upper = sides.has_upper;
+  n->has_lower = sides.has_lower;
   if (S_ISDIR(n->type)) {
-    n->upper = std::move(upper);
-    n->lower = std::move(lower);
+    n->upper = std::move(sides.upper);
+    n->lower = std::move(sides.lower);
   } else {
     n->upper.reset();
     n->lower.reset();
@@ -66,10 +66,12 @@ InodeView InodeTable::view_locked_then_open(std::unique_lock<std::mutex>& lk, In
   bool hu = n->has_upper;
   bool hl = n->has_lower;
   DevIno key = n->key;
-  // An open handle's fd, duplicated while the handle surely lives (drop_handle takes this lock).
-  UniqueFd handle_fd;
+  // An open handle's fd, borrowed while the handle surely lives (drop_handle takes this lock).
+  SharedFd handle;
+  bool handle_is_it = false;
   if (hu && !n->handle_fds.empty()) {
-    handle_fd.reset(::fcntl(n->handle_fds.back(), F_DUPFD_CLOEXEC, 0));
+    handle = n->handle_fds.back().fd;
+    handle_is_it = n->handle_fds.back().key == key;
   }
   lk.unlock();
   auto open_checked = [&](int dirfd, bool check) -> int {
@@ -88,17 +90,18 @@ InodeView InodeTable::view_locked_then_open(std::unique_lock<std::mutex>& lk, In
   };
   // An open handle of the object itself (renamed or unlinked names included) spares the walk by
   // name; after a rollback the handle holds the old file, whose identity no longer matches.
-  struct stat hst;
-  if (hu && handle_fd && ::fstat(handle_fd.get(), &hst) == 0 && hst.st_dev == key.dev &&
-      hst.st_ino == key.ino) {
-    v.own_upper = std::move(handle_fd);
-    v.upper = v.own_upper.get();
+  if (handle_is_it) {
+    v.held = std::move(handle);
+    v.upper = v.held.get();
+    v.upper_open = true;
   } else if (hu) {
     v.own_upper.reset(open_checked(pu, true));
-    if (!v.own_upper && handle_fd) {
-      v.own_upper = std::move(handle_fd);  // unlinked (or renamed away) but still open
-    }
     v.upper = v.own_upper.get();
+    if (!v.own_upper && handle) {
+      v.held = std::move(handle);  // unlinked (or renamed away) but still open
+      v.upper = v.held.get();
+      v.upper_open = true;
+    }
     v.stale = v.stale || v.upper < 0;
   } else if (hl) {
     v.own_lower.reset(open_checked(pl, true));
@@ -142,14 +145,15 @@ int InodeTable::stat(Inode* n, struct stat* st) {
   int dirfd = n->has_upper ? n->parent->upper.get() : n->parent->lower.get();
   std::string name = n->name;
   DevIno key = n->key;
-  UniqueFd handle_fd;
+  SharedFd handle;
+  bool handle_is_it = false;
   if (n->has_upper && !n->handle_fds.empty()) {
-    handle_fd.reset(::fcntl(n->handle_fds.back(), F_DUPFD_CLOEXEC, 0));
+    handle = n->handle_fds.back().fd;
+    handle_is_it = n->handle_fds.back().key == key;
   }
   lk.unlock();
-  if (handle_fd && ::fstat(handle_fd.get(), st) == 0 && st->st_dev == key.dev &&
-      st->st_ino == key.ino) {
-    return 0;
+  if (handle_is_it) {
+    return ::fstat(handle.get(), st) == 0 ? 0 : -errno;
   }
   // One fstatat by name, checked against the identity: what a view plus fstat would give, in one
   // syscall instead of four (getattr and every reply that carries attributes come here).
@@ -157,8 +161,8 @@ int InodeTable::stat(Inode* n, struct stat* st) {
       st->st_dev == key.dev && st->st_ino == key.ino) {
     return 0;
   }
-  if (handle_fd) {
-    return ::fstat(handle_fd.get(), st) == 0 ? 0 : -errno;  // as view(): the open object
+  if (handle) {
+    return ::fstat(handle.get(), st) == 0 ? 0 : -errno;  // as view(): the open object
   }
   return -ESTALE;
 }
@@ -190,10 +194,9 @@ uint64_t InodeTable::number_for(DevIno key) {
   return number_locked(key);
 }
 
-Inode* InodeTable::add_lookup(Inode* parent, const std::string& name, mode_t type, UniqueFd upper,
-                              UniqueFd lower, bool opaque, DevIno upper_key, DevIno lower_key) {
+Inode* InodeTable::add_lookup(Inode* parent, const std::string& name, mode_t type, Sides sides) {
   std::lock_guard lk(mu_);
-  DevIno key = upper ? upper_key : lower_key;
+  DevIno key = sides.has_upper ? sides.upper_key : sides.lower_key;
   auto it = by_key_.find(key);
   if (it != by_key_.end()) {
     Inode* n = it->second;
@@ -207,8 +210,8 @@ Inode* InodeTable::add_lookup(Inode* parent, const std::string& name, mode_t typ
       n->parent = parent;
       n->name = name;
     }
-    if (S_ISDIR(n->type) && !n->lower && lower && !n->opaque) {
-      n->lower = std::move(lower);  // a merged directory whose lower side we had not opened
+    if (S_ISDIR(n->type) && !n->lower && sides.lower && !n->opaque) {
+      n->lower = std::move(sides.lower);  // a merged directory whose lower side we had not opened
       n->has_lower = true;
     }
     return n;
@@ -217,11 +220,11 @@ Inode* InodeTable::add_lookup(Inode* parent, const std::string& name, mode_t typ
   Inode* n = node.get();
   // A copied-up file keeps the number of the lower file it came from.
   uint64_t id = 0;
-  if (upper && lower) {
-    auto ln = numbers_.find(lower_key);
+  if (sides.has_upper && sides.has_lower) {
+    auto ln = numbers_.find(sides.lower_key);
     if (ln != numbers_.end()) {
       id = ln->second;
-      numbers_[upper_key] = id;
+      numbers_[sides.upper_key] = id;
     }
   }
   if (id == 0) {
@@ -239,8 +242,8 @@ Inode* InodeTable::add_lookup(Inode* parent, const std::string& name, mode_t typ
   parent->children++;
   n->name = name;
   n->nlookup = 1;
-  store_fds_locked(n, std::move(upper), std::move(lower));
-  n->opaque = opaque;
+  store_sides_locked(n, sides);
+  n->opaque = sides.opaque;
   n->key = key;
   by_key_[key] = n;
   by_id_[id] = std::move(node);
@@ -274,21 +277,31 @@ void InodeTable::forget(uint64_t id, uint64_t count) {
   release_locked(n);
 }
 
-void InodeTable::add_handle(Inode* node, int fd) {
+void InodeTable::add_handle(Inode* node, const SharedFd& fd, DevIno key) {
   std::lock_guard lk(mu_);
   node->handles++;
-  if (fd >= 0) {
-    node->handle_fds.push_back(fd);
+  if (fd) {
+    node->handle_fds.push_back({fd, key});
   }
 }
 
-void InodeTable::drop_handle(Inode* node, int fd) {
+void InodeTable::drop_handle(Inode* node, const SharedFd& fd) {
   std::lock_guard lk(mu_);
   node->handles--;
-  if (fd >= 0) {
-    std::erase(node->handle_fds, fd);
+  if (fd) {
+    std::erase_if(node->handle_fds, [&](const Inode::HandleFd& h) { return h.fd.same(fd); });
   }
   release_locked(node);
+}
+
+void InodeTable::set_no_caps(Inode* node, bool v) {
+  std::lock_guard lk(mu_);
+  node->no_caps = v;
+}
+
+bool InodeTable::no_caps(Inode* node) {
+  std::lock_guard lk(mu_);
+  return node->no_caps && !node->stale;
 }
 
 void InodeTable::set_upper(Inode* n, UniqueFd upper, DevIno upper_key, bool opaque) {
@@ -304,6 +317,7 @@ void InodeTable::set_upper(Inode* n, UniqueFd upper, DevIno upper_key, bool opaq
   n->key = upper_key;
   by_key_[upper_key] = n;
   n->has_upper = true;
+  n->no_caps = false;  // a copy-up copies the lower file's xattrs
   if (S_ISDIR(n->type)) {
     n->upper = std::move(upper);
   }
@@ -370,17 +384,17 @@ std::vector<InodeTable::Entry> InodeTable::entries() {
   return out;
 }
 
-void InodeTable::rebind(Inode* n, UniqueFd upper, UniqueFd lower, bool opaque, DevIno upper_key,
-                        DevIno lower_key) {
+void InodeTable::rebind(Inode* n, Sides sides) {
   std::lock_guard lk(mu_);
   auto k = by_key_.find(n->key);
   if (k != by_key_.end() && k->second == n) {
     by_key_.erase(k);
   }
-  n->stale = !upper && !lower;
-  n->key = upper ? upper_key : lower_key;
-  store_fds_locked(n, std::move(upper), std::move(lower));
-  n->opaque = opaque;
+  n->stale = !sides.has_upper && !sides.has_lower;
+  n->key = sides.has_upper ? sides.upper_key : sides.lower_key;
+  n->no_caps = false;  // the restored file is another one
+  store_sides_locked(n, sides);
+  n->opaque = sides.opaque;
   if (!n->stale && by_key_.count(n->key) == 0) {
     by_key_[n->key] = n;
   }

@@ -5,7 +5,7 @@
 // Inode::mu (copy-up, size accounting, writes of one file, priming its page cache; parents before
 // children, never two siblings) -> a FileHandle's mu (its upper reopen) -> InodeTable::mu_ (a
 // leaf: nothing is acquired while holding it, no syscall blocks under it except close() of O_PATH
-// fds and the F_DUPFD of an open handle's fd). CowFs::neg_mu_ is a leaf too.
+// fds). CowFs::neg_mu_ is a leaf too.
 #pragma once
 
 #include <sys/stat.h>
@@ -36,6 +36,33 @@ struct DevInoHash {
   }
 };
 
+// An open file's fd, shared by its FileHandle and the ops that borrow it through the table: it is
+// closed when the handle is gone and the last op holding it is done. Ops borrow it instead of
+// duplicating it (an F_DUPFD and a close per op), and a release racing with an op cannot close
+// it under the op.
+class SharedFd {
+ public:
+  SharedFd() = default;
+  int get() const { return p_ ? p_->get() : -1; }
+  explicit operator bool() const { return get() >= 0; }
+  // Takes ownership of fd (-1: empty). Leaves errno alone when fd is -1.
+  void reset(int fd) {
+    if (fd < 0) {
+      p_.reset();
+    } else {
+      p_ = std::make_shared<const UniqueFd>(fd);
+    }
+  }
+  SharedFd& operator=(UniqueFd&& fd) {
+    reset(fd.release());
+    return *this;
+  }
+  bool same(const SharedFd& o) const { return p_ == o.p_; }
+
+ private:
+  std::shared_ptr<const UniqueFd> p_;
+};
+
 struct Inode {
   uint64_t id = 0;  // the FUSE nodeid, also the st_ino the view shows
   mode_t type = 0;  // S_IFMT bits
@@ -53,7 +80,19 @@ struct Inode {
   UniqueFd lower;
   bool has_upper = false;
   bool has_lower = false;
-  std::vector<int> handle_fds;  // fds of open upper FileHandles: the object even once unlinked
+  // Open upper FileHandles' fds (the object even once unlinked), each with the identity of the
+  // file it is open on (an fd's file never changes: comparing it with `key` is what an fstat of
+  // the fd would tell, without the syscall).
+  struct HandleFd {
+    SharedFd fd;
+    DevIno key;
+  };
+  std::vector<HandleFd> handle_fds;
+  // The upper file provably has no security.capability xattr: the daemon created it (O_EXCL, so
+  // no xattrs) and no setxattr/removexattr reached it since. Lets the kernel's per-write and
+  // per-chown capability probes be answered without a syscall. Cleared by any xattr write on
+  // the node, copy-up and rollback. Guarded by InodeTable::mu_.
+  bool no_caps = false;
   bool opaque = false;  // dir: lower not merged
   bool stale = false;   // removed by a rollback; every op answers ESTALE
   DevIno key;           // identity in the table (upper's when there is one)
@@ -86,6 +125,9 @@ struct InodeView {
   bool stale = false;
   mode_t type = 0;
   UniqueFd own_upper, own_lower;  // opened for this view (non-directories keep no fds)
+  SharedFd held;                  // an open handle's fd borrowed as `upper`
+  // `upper` is an fd open on the file (a handle's), not O_PATH: f*xattr and fchmod work on it.
+  bool upper_open = false;
   int primary() const { return upper >= 0 ? upper : lower; }
 };
 
@@ -109,15 +151,26 @@ class InodeTable {
   // or -ESTALE when its name no longer leads to it and no open handle holds it.
   int stat(Inode* node, struct stat* st);
 
+  // What a lookup found: which layers hold the name, their identities, and (directories only:
+  // other objects keep no fds) their O_PATH fds.
+  struct Sides {
+    UniqueFd upper, lower;
+    bool has_upper = false, has_lower = false;
+    DevIno upper_key, lower_key;
+    bool opaque = false;
+  };
   // Registers a looked-up entry: an existing Inode with the same identity gets nlookup+1 (and its
-  // new parent/name); otherwise a new one is made from the fds. Returns the Inode.
-  Inode* add_lookup(Inode* parent, const std::string& name, mode_t type, UniqueFd upper,
-                    UniqueFd lower, bool opaque, DevIno upper_key, DevIno lower_key);
+  // new parent/name); otherwise a new one is made from the sides. Returns the Inode.
+  Inode* add_lookup(Inode* parent, const std::string& name, mode_t type, Sides sides);
   // Drops `n` lookups; frees the Inode (and unreferenced ancestors) at zero references.
   void forget(uint64_t id, uint64_t n);
-  // `fd`: the handle's upper fd, if any (lets ops reach an open file whose name is gone).
-  void add_handle(Inode* node, int fd = -1);
-  void drop_handle(Inode* node, int fd = -1);
+  // `fd`: the handle's upper fd, if any, open on the file `key` (lets ops reach an open file
+  // whose name is gone, and spares them the reopen by name).
+  void add_handle(Inode* node, const SharedFd& fd = {}, DevIno key = {});
+  void drop_handle(Inode* node, const SharedFd& fd = {});
+  // The security.capability fast path (Inode::no_caps).
+  void set_no_caps(Inode* node, bool v);
+  bool no_caps(Inode* node);
 
   // A copy-up finished: node now has `upper`; its identity and number carry over.
   void set_upper(Inode* node, UniqueFd upper, DevIno upper_key, bool opaque);
@@ -145,13 +198,13 @@ class InodeTable {
     std::string name;
   };
   std::vector<Entry> entries();
-  // Rollback: re-points node at new fds (or marks it stale when both are invalid).
-  void rebind(Inode* node, UniqueFd upper, UniqueFd lower, bool opaque, DevIno upper_key,
-              DevIno lower_key);
+  // Rollback: re-points node at what a new lookup found (or marks it stale when neither layer
+  // holds it).
+  void rebind(Inode* node, Sides sides);
 
  private:
   void release_locked(Inode* node);
-  void store_fds_locked(Inode* n, UniqueFd upper, UniqueFd lower);
+  void store_sides_locked(Inode* n, Sides& sides);
   InodeView view_locked_then_open(std::unique_lock<std::mutex>& lk, Inode* n);
   uint64_t number_locked(DevIno key);
 

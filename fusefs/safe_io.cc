@@ -57,6 +57,34 @@ int stat_fd(int fd, struct stat* st) {
   return ::fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
 }
 
+namespace {
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452  // the same number on every architecture (Linux 6.6)
+#endif
+std::atomic<bool> have_fchmodat2{true};
+
+std::string proc_fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+}  // namespace
+
+int chmod_fd(int fd, mode_t mode) {
+  if (have_fchmodat2.load(std::memory_order_relaxed)) {
+    if (::syscall(SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH) == 0) {
+      return 0;
+    }
+    if (errno != ENOSYS) {
+      return -1;
+    }
+    have_fchmodat2.store(false, std::memory_order_relaxed);
+  }
+  // chmod(2) follows the magic link to the fd's own inode; it never resolves a name of the view.
+  return ::chmod(proc_fd_path(fd).c_str(), mode);
+}
+
+int utimens_fd(int fd, const struct timespec times[2]) {
+  // AT_EMPTY_PATH: the fd's own object, O_PATH fds and symlinks included (Linux >= 2.6.39).
+  return ::utimensat(fd, "", times, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+}
+
 int copy_data(int in_fd, int out_fd, uint64_t len) {
   bool use_cfr = true;
   std::vector<char> buf;

@@ -27,6 +27,13 @@ int reopen_fd(int opath_fd, int flags);
 // fstat of an O_PATH fd (AT_EMPTY_PATH).
 int stat_fd(int fd, struct stat* st);
 
+// chmod / utimensat of the object an fd (O_PATH or open) refers to, relative to the fd itself
+// (fchmodat2 and utimensat with AT_EMPTY_PATH; no path walk through /proc). Where the kernel lacks
+// fchmodat2 (before 6.6) the object is reached through /proc/self/fd instead. Symlinks: chmod
+// fails with EOPNOTSUPP, times are set on the link. 0 or -1/errno.
+int chmod_fd(int fd, mode_t mode);
+int utimens_fd(int fd, const struct timespec times[2]);
+
 // Copies `len` bytes (or to EOF when len is UINT64_MAX) from in to out at the current offsets:
 // copy_file_range, falling back to read/write across filesystems. 0 or -errno.
 int copy_data(int in_fd, int out_fd, uint64_t len = UINT64_MAX);

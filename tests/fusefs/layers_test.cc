@@ -14,6 +14,8 @@
 #include <cstring>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/fusefs/mount_fixture.h"
 
 namespace cordon::fusefs::testing {
@@ -220,6 +222,103 @@ TEST(CowFsLayers, CapabilitiesOfANewFileAreSeenAndKilledByWrite) {
   EXPECT_EQ(errno, ENODATA);
   EXPECT_EQ(::getxattr(m.upper("tool").c_str(), "security.capability", v, sizeof(v)), -1);
   EXPECT_EQ(read_file(m.upper("tool")), "v2");
+}
+
+// The daemon answers the kernel's security.capability probes of files it made without a syscall
+// while it knows there is none: the answer must follow every way a capability can appear on such
+// a file (another hard link's setxattr, a rollback to a tree where the name has one) and go away
+// with removexattr.
+TEST(CowFsLayers, CapabilityAnswersStayExactAcrossLinksRemovalAndRollback) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  CORDON_REQUIRE(::geteuid() == 0, "setting security.capability needs CAP_SETFCAP (run as root)");
+  MountedFs m(kOpenPolicy);
+  ASSERT_EQ(m.start(), "");
+  const unsigned char caps[20] = {0x01, 0, 0, 0x02, 0, 0x20, 0, 0, 0, 0, 0, 0,
+                                  0,    0, 0, 0,    0, 0,    0, 0};
+  char v[64];
+  auto has_caps = [&](const std::string& path) {
+    ssize_t n = ::getxattr(path.c_str(), "security.capability", v, sizeof(v));
+    if (n < 0) {
+      EXPECT_EQ(errno, ENODATA) << path;
+      return false;
+    }
+    EXPECT_EQ(n, static_cast<ssize_t>(sizeof(caps)));
+    EXPECT_EQ(std::memcmp(v, caps, sizeof(caps)), 0);
+    return true;
+  };
+  write_file(m.mnt("t"), "t");
+  EXPECT_FALSE(has_caps(m.mnt("t")));
+  ASSERT_EQ(::link(m.mnt("t").c_str(), m.mnt("t2").c_str()), 0);
+  ASSERT_EQ(::setxattr(m.mnt("t2").c_str(), "security.capability", caps, sizeof(caps), 0), 0)
+      << std::strerror(errno);
+  EXPECT_TRUE(has_caps(m.mnt("t")));
+  ASSERT_EQ(::removexattr(m.mnt("t").c_str(), "security.capability"), 0);
+  EXPECT_FALSE(has_caps(m.mnt("t2")));
+  ASSERT_EQ(::setxattr(m.mnt("t").c_str(), "security.capability", caps, sizeof(caps), 0), 0);
+  ASSERT_EQ(::unlink(m.mnt("t2").c_str()), 0);
+  auto reply = nlohmann::json::parse(m.control(R"({"op":"snapshot","name":"capped"})"));
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  // A new file under the same name (no capability), kept open so its node lives through the
+  // rollback, which restores the capped file under that name.
+  ASSERT_EQ(::unlink(m.mnt("t").c_str()), 0);
+  int fd = ::open(m.mnt("t").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::write(fd, "new", 3), 3);
+  EXPECT_FALSE(has_caps(m.mnt("t")));
+  EXPECT_EQ(::fgetxattr(fd, "security.capability", v, sizeof(v)), -1);
+  reply = nlohmann::json::parse(m.control(R"({"op":"rollback","name":"capped"})"));
+  ASSERT_TRUE(reply["ok"].get<bool>()) << reply.dump();
+  EXPECT_TRUE(has_caps(m.mnt("t")));
+  EXPECT_EQ(read_file(m.mnt("t")), "t");
+  ::close(fd);
+  EXPECT_TRUE(has_caps(m.mnt("t")));
+  EXPECT_TRUE(has_caps(m.upper("t")));
+}
+
+// Attribute changes by name reach the object itself whether or not it is open (an open handle's
+// fd serves them), after an unlink through the open fd, and on a symlink never its target.
+TEST(CowFsLayers, AttributeChangesByNameOpenOrUnlinkedHitTheObject) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  write_file(m.lower("low"), "lower bytes");
+  ASSERT_EQ(m.start(), "");
+  int fd = ::open(m.mnt("f").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::chmod(m.mnt("f").c_str(), 0751), 0);
+  timespec tv[2] = {{1000000, 5}, {2000000, 7}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, m.mnt("f").c_str(), tv, 0), 0);
+  struct stat st, ust;
+  ASSERT_EQ(::stat(m.mnt("f").c_str(), &st), 0);
+  ASSERT_EQ(::stat(m.upper("f").c_str(), &ust), 0);
+  for (const struct stat* s : {&st, &ust}) {
+    EXPECT_EQ(s->st_mode & 07777, 0751u);
+    EXPECT_EQ(s->st_mtim.tv_sec, 2000000);
+    EXPECT_EQ(s->st_mtim.tv_nsec, 7);
+    EXPECT_EQ(s->st_atim.tv_sec, 1000000);
+  }
+  // The name goes; the open file keeps taking changes.
+  ASSERT_EQ(::unlink(m.mnt("f").c_str()), 0);
+  ASSERT_EQ(::fchmod(fd, 0604), 0);
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0604u);
+  ::close(fd);
+  // Closed, by name: a copied-up lower file, then a symlink (its own times, the target's kept).
+  ASSERT_EQ(::chmod(m.mnt("low").c_str(), 0640), 0);
+  ASSERT_EQ(::stat(m.upper("low").c_str(), &ust), 0);
+  EXPECT_EQ(ust.st_mode & 07777, 0640u);
+  ASSERT_EQ(::stat(m.lower("low").c_str(), &st), 0);
+  EXPECT_NE(st.st_mode & 07777, 0640u) << "the lower file must never change";
+  ASSERT_EQ(::symlink("low", m.mnt("ln").c_str()), 0);
+  struct stat before;
+  ASSERT_EQ(::stat(m.mnt("low").c_str(), &before), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, m.mnt("ln").c_str(), tv, AT_SYMLINK_NOFOLLOW), 0);
+  ASSERT_EQ(::lstat(m.mnt("ln").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtim.tv_sec, 2000000);
+  ASSERT_EQ(::lstat(m.upper("ln").c_str(), &ust), 0);
+  EXPECT_EQ(ust.st_mtim.tv_sec, 2000000);
+  ASSERT_EQ(::stat(m.mnt("low").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  EXPECT_EQ(st.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
 }
 
 // Every readdir batch carries attributes (READDIRPLUS, not "auto"): a directory far larger than

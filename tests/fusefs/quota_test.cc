@@ -173,5 +173,38 @@ TEST(CowFsQuota, TmpfileChargedWhileOpenAndWhenLinked) {
   EXPECT_EQ(used().first, 0u);
 }
 
+// A hard-linked object is charged once and freed only with its last name, whether the names go by
+// unlink or by a rename over them (the unlink's accounting uses the link count its lookup saw).
+TEST(CowFsQuota, HardLinkedNamesFreeTheObjectOnlyWithTheLastName) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "1M", "inodes": 10}}})");
+  ASSERT_EQ(m.start(), "");
+  auto usage = [&] {
+    struct statvfs sv;
+    EXPECT_EQ(::statvfs(m.mnt().c_str(), &sv), 0);
+    return std::make_pair(sv.f_files - sv.f_ffree, (sv.f_blocks - sv.f_bfree) * sv.f_frsize);
+  };
+  write_file(m.mnt("a"), std::string(200 * 1024, 'a'));
+  auto one = usage();
+  EXPECT_EQ(one.first, 1u);
+  EXPECT_EQ(one.second, 200u * 1024);
+  ASSERT_EQ(::link(m.mnt("a").c_str(), m.mnt("b").c_str()), 0);
+  ASSERT_EQ(::link(m.mnt("a").c_str(), m.mnt("c").c_str()), 0);
+  EXPECT_EQ(usage(), one);
+  ASSERT_EQ(::unlink(m.mnt("a").c_str()), 0);
+  EXPECT_EQ(usage(), one) << "one of three names gone";
+  write_file(m.mnt("d"), "d");
+  ASSERT_EQ(::rename(m.mnt("d").c_str(), m.mnt("b").c_str()), 0);  // over a linked name
+  auto two = usage();
+  EXPECT_EQ(two.first, 2u);
+  EXPECT_EQ(read_file(m.mnt("c")), std::string(200 * 1024, 'a'));
+  ASSERT_EQ(::unlink(m.mnt("c").c_str()), 0);  // the last name of the 200 KiB file
+  auto last = usage();
+  EXPECT_EQ(last.first, 1u);
+  EXPECT_LT(last.second, 200u * 1024);
+  ASSERT_EQ(::unlink(m.mnt("b").c_str()), 0);
+  EXPECT_EQ(usage(), std::make_pair(uint64_t{0}, uint64_t{0}));
+}
+
 }  // namespace
 }  // namespace cordon::fusefs::testing
