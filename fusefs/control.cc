@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fusefs/kernel_init.h"
+#include "fusefs/uring.h"
+
 namespace cordon::fusefs {
 
 bool valid_snapshot_name(const std::string& name) {
@@ -86,6 +89,11 @@ std::string ControlServer::handle(CowFs* fs, const std::string& snapshots_dir,
                {"inodes", u.inodes},  {"passthrough", io.passthrough},
                {"reads", io.reads},   {"writes", io.writes},
                {"passthrough_opens", io.passthrough_opens}};
+      // Which transport serves the mount (decided at INIT) and how many requests each carried.
+      UringStats ur = uring_stats();
+      reply["transport"] = io_uring_accepted() && ur.registered ? "io_uring" : "dev_fuse";
+      reply["ring_requests"] = ur.ring_requests;
+      reply["dev_requests"] = dev_requests_read();
     } else if (op == "snapshot" || op == "rollback") {
       if (!(op == "rollback" && name.empty()) && !valid_snapshot_name(name)) {
         reply = {{"ok", false},

@@ -15,6 +15,7 @@
 #include "fusefs/cowfs.h"
 #include "fusefs/kernel_init.h"
 #include "fusefs/passthrough.h"
+#include "fusefs/uring.h"
 #include "policy/loader.h"
 #include "policy/record/events.h"
 
@@ -38,6 +39,14 @@ Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code
   bool foreground = true;
   app.add_flag("-f,--foreground", foreground, "stay in the foreground (always the case)");
   app.add_flag("-d,--debug", o.debug, "trace FUSE requests on stderr");
+  app.add_flag("--no-io-uring", o.no_io_uring,
+               "serve requests through /dev/fuse reads and writes even when the kernel offers FUSE "
+               "over io_uring (Linux 6.14+, /sys/module/fuse/parameters/enable_uring=Y); the "
+               "transport in use is logged at mount and shown by the control socket's status");
+  app.add_option("--io-uring-entries", o.uring_entries,
+                 "io_uring entries per CPU queue, each with its own thread and a max_write payload "
+                 "buffer")
+      ->check(CLI::Range(1u, 64u));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -104,6 +113,47 @@ Status preflight(const DaemonOptions& o) {
 }
 
 // Owns a fuse_session and everything it mounted or installed.
+// The kernel's switch for FUSE over io_uring (off by default; read once per mount at INIT).
+bool kernel_uring_enabled() {
+  FILE* f = std::fopen("/sys/module/fuse/parameters/enable_uring", "r");
+  if (f == nullptr) {
+    return false;
+  }
+  int c = std::fgetc(f);
+  std::fclose(f);
+  return c == 'Y' || c == 'y' || c == '1';
+}
+
+// What the INIT hook needs to start the rings, and says once which transport serves the mount.
+struct TransportChoice {
+  UringTransport* uring = nullptr;
+  std::string off_reason;  // why not the ring, when known before INIT
+};
+
+void on_init_done(void* ctx, bool io_uring, size_t max_payload) {
+  auto* c = static_cast<TransportChoice*>(ctx);
+  if (io_uring && c->uring != nullptr) {
+    c->uring->start(max_payload);
+    std::fprintf(stderr,
+                 "cordon-fs: transport: io_uring (%zu CPU queues x %u entries and threads, %zu-byte "
+                 "payloads; "
+                 "--no-io-uring forces /dev/fuse)\n",
+                 c->uring->queues(), c->uring->entries_per_queue(), max_payload);
+    return;
+  }
+  std::string why = c->off_reason;
+  if (why.empty()) {
+    why = kernel_offered_io_uring()
+              ? "INIT could not be answered with FUSE_OVER_IO_URING"
+              : "the kernel did not offer FUSE_OVER_IO_URING at INIT (needs Linux 6.14+ built "
+                "with CONFIG_FUSE_IO_URING, and enable_uring=Y before the mount)";
+  }
+  std::fprintf(stderr, "cordon-fs: transport: /dev/fuse (%s)\n", why.c_str());
+  if (c->uring != nullptr) {
+    c->uring->stop();  // its threads were waiting for a start that will not come
+  }
+}
+
 struct Session {
   fuse_session* se = nullptr;
   bool mounted = false;
@@ -228,6 +278,30 @@ int run_daemon(const DaemonOptions& o) {
     std::fprintf(stderr, "cordon-fs: FUSE passthrough off (%s): file data goes through the "
                          "daemon, slower for large sequential I/O\n", why.c_str());
   }
+  // FUSE over io_uring: decided once, at INIT. Rings are made now so that a failure falls back
+  // before INIT is answered; after that the kernel waits for every CPU queue to register.
+  std::unique_ptr<UringTransport> uring;
+  TransportChoice choice;
+  if (o.no_io_uring) {
+    choice.off_reason = "--no-io-uring";
+  } else if (!kernel_uring_enabled()) {
+    choice.off_reason =
+        "the kernel's FUSE io_uring is off: /sys/module/fuse/parameters/enable_uring is not Y; "
+        "to use it, as root: echo Y > /sys/module/fuse/parameters/enable_uring (applies to "
+        "mounts made afterwards)";
+  } else {
+    UringOptions uo;
+    uo.entries_per_queue = o.uring_entries;
+    auto t = UringTransport::prepare(s.se, fs->get(), uo);
+    if (t.ok()) {
+      uring = std::move(t).value();
+      choice.uring = uring.get();
+      init.io_uring = true;
+    } else {
+      choice.off_reason = "io_uring setup failed: " + t.error().to_string();
+    }
+  }
+  set_init_done_handler(on_init_done, &choice);
   if (Status st = add_init_flags(s.se, init, CowFs::tmpfile_handler()); !st.ok()) {
     std::fprintf(stderr, "cordon-fs: warning: %s\n", st.error().to_string().c_str());
   }
@@ -257,6 +331,12 @@ int run_daemon(const DaemonOptions& o) {
   // max_idle_threads 1 was 3-10x slower (a thread made and destroyed per burst).
   int rc = fuse_session_loop_mt(s.se, &loop);
   control.reset();  // no rollback can start once the session is gone
+  // The ring threads use the session: stop them (closing the rings cancels what they had
+  // registered) before the session is unmounted and destroyed.
+  if (uring) {
+    uring->stop();
+  }
+  set_init_done_handler(nullptr, nullptr);
   (*fs)->set_session(nullptr);
   return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;
 }

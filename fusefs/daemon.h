@@ -21,6 +21,8 @@ struct DaemonOptions {
   int ready_fd = -1;        // --ready-fd: one byte written here once mounted, then closed
   bool allow_other = false; // --allow-other
   bool debug = false;       // -d: libfuse request tracing on stderr
+  bool no_io_uring = false; // --no-io-uring: serve through /dev/fuse even where the ring works
+  unsigned uring_entries = 4;  // --io-uring-entries: ring entries per CPU queue
 };
 
 // Parses argv; on --help or an error fills *exit_code and returns an error message ("" for help).

@@ -22,6 +22,8 @@
 #include <cstring>
 
 #include "fusefs/passthrough.h"
+#include "fusefs/uring.h"
+#include "fusefs/uring_abi.h"
 
 namespace cordon::fusefs {
 
@@ -39,6 +41,21 @@ std::atomic<bool> g_want_passthrough{false};
 std::atomic<bool> g_passthrough{false};
 
 std::atomic<TmpfileHandler> g_tmpfile{nullptr};
+std::atomic<bool> g_want_uring{false};
+std::atomic<bool> g_uring_accepted{false};
+std::atomic<uint64_t> g_dev_requests{0};
+std::atomic<InitDoneHandler> g_init_done{nullptr};
+std::atomic<void*> g_init_done_ctx{nullptr};
+
+// Every reply goes out here: into the ring entry when this thread serves that ring request
+// (uring.h), else to /dev/fuse.
+ssize_t deliver(int fd, const iovec* iov, int count) {
+  ssize_t written;
+  if (uring_take_reply(iov, count, &written)) {
+    return written;
+  }
+  return ::writev(fd, iov, count);
+}
 
 void to_fuse_attr(const struct stat& st, fuse_attr* a) {
   std::memset(a, 0, sizeof(*a));
@@ -88,7 +105,8 @@ void answer_tmpfile(int fd, const fuse_in_header& h, const char* body, size_t bo
   if (rc != 0) {
     out.error = rc;
     out.len = sizeof(out);
-    (void)!::write(fd, &out, sizeof(out));  // ENOENT: the opener was interrupted; nothing to undo
+    iovec one = {&out, sizeof(out)};
+    (void)!deliver(fd, &one, 1);  // ENOENT: the opener was interrupted; nothing to undo
     return;
   }
   fuse_entry_out e{};
@@ -104,30 +122,18 @@ void answer_tmpfile(int fd, const fuse_in_header& h, const char* body, size_t bo
   iovec iov[3] = {{&out, sizeof(out)}, {&e, sizeof(e)}, {&o, sizeof(o)}};
   // If the write fails (the opener was interrupted), the kernel never learns of the handle or the
   // lookup; a RELEASE/FORGET never comes for them. The handler's objects then live until unmount.
-  (void)!::writev(fd, iov, 3);
+  (void)!deliver(fd, iov, 3);
 }
 
 ssize_t hook_read(int fd, void* buf, size_t len, void* userdata) {
-  ssize_t n;
   for (;;) {
-    n = ::read(fd, buf, len);
-    TmpfileHandler tmpfile = g_tmpfile.load(std::memory_order_relaxed);
-    if (tmpfile == nullptr || n < static_cast<ssize_t>(sizeof(fuse_in_header))) {
-      break;
+    ssize_t n = ::read(fd, buf, len);
+    if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) {
+      return n;
     }
+    g_dev_requests.fetch_add(1, std::memory_order_relaxed);
     fuse_in_header h;
     std::memcpy(&h, buf, sizeof(h));
-    if (h.opcode != FUSE_TMPFILE) {
-      break;
-    }
-    answer_tmpfile(fd, h, static_cast<char*>(buf) + sizeof(h), static_cast<size_t>(n) - sizeof(h),
-                   userdata, tmpfile);
-  }
-  if (n >= static_cast<ssize_t>(sizeof(fuse_in_header))) {
-    fuse_in_header h;
-    std::memcpy(&h, buf, sizeof(h));
-    // The op runs and replies in this thread: its open reply can be patched by unique id.
-    passthrough::note_request(h.unique);
     // INIT is the first request: remember what the kernel offered and which reply to patch.
     if (n >= static_cast<ssize_t>(sizeof(fuse_in_header) + sizeof(uint32_t) * 4) &&
         !g_init_seen.load(std::memory_order_relaxed) && h.opcode == FUSE_INIT) {
@@ -144,8 +150,10 @@ ssize_t hook_read(int fd, void* buf, size_t len, void* userdata) {
       g_init_unique = h.unique;
       g_init_seen = true;
     }
+    if (!dispatch_hooks(fd, static_cast<const char*>(buf), static_cast<size_t>(n), userdata)) {
+      return n;
+    }
   }
-  return n;
 }
 
 ssize_t hook_writev(int fd, struct iovec* iov, int count, void*) {
@@ -178,10 +186,37 @@ ssize_t hook_writev(int fd, struct iovec* iov, int count, void*) {
         std::memcpy(patched + passthrough::kInitOutMaxStackDepth, &depth, sizeof(depth));
         g_passthrough = true;
       }
+      // FUSE over io_uring (flags2 too): only when our rings are ready to register (uring.h).
+      bool uring = false;
+      if (g_want_uring.load() && (g_offered.load() & passthrough::kInitExt) &&
+          (g_offered2.load() & uring_abi::kFlags2OverIoUring) &&
+          n >= passthrough::kInitOutFlags2 + sizeof(uint32_t)) {
+        flags |= passthrough::kInitExt;
+        uint32_t flags2;
+        std::memcpy(&flags2, patched + passthrough::kInitOutFlags2, sizeof(flags2));
+        flags2 |= uring_abi::kFlags2OverIoUring;
+        std::memcpy(patched + passthrough::kInitOutFlags2, &flags2, sizeof(flags2));
+        uring = true;
+      }
       std::memcpy(patched + offsetof(fuse_init_out, flags), &flags, sizeof(flags));
       g_added = add;
+      // The kernel sizes ring payloads as max(FUSE_MIN_READ_BUFFER, max_write, max_pages pages).
+      uint32_t max_write = 0;
+      uint16_t max_pages = 0;
+      std::memcpy(&max_write, patched + uring_abi::kInitOutMaxWrite, sizeof(max_write));
+      std::memcpy(&max_pages, patched + uring_abi::kInitOutMaxPages, sizeof(max_pages));
+      size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+      size_t max_payload = std::max({uring_abi::kMinReadBuffer, static_cast<size_t>(max_write),
+                                     static_cast<size_t>(max_pages) * page});
       iovec copy[2] = {iov[0], {patched, n}};
-      return ::writev(fd, copy, 2);
+      // INIT is answered synchronously: once writev returns, the kernel has applied the reply
+      // and accepts ring registrations.
+      ssize_t rc = ::writev(fd, copy, 2);
+      g_uring_accepted = uring && rc >= 0;
+      if (InitDoneHandler done = g_init_done.load(); done != nullptr) {
+        done(g_init_done_ctx.load(), uring && rc >= 0, max_payload);
+      }
+      return rc;
     }
   }
   // An OPEN or CREATE reply the op asked to patch: fuse_open_out is the tail of the argument.
@@ -195,16 +230,20 @@ ssize_t hook_writev(int fd, struct iovec* iov, int count, void*) {
     if (passthrough::take_open_patch(out.unique, out.error == 0,
                                      patched + n - passthrough::kOpenOutSize)) {
       iovec copy[2] = {iov[0], {patched, n}};
-      return ::writev(fd, copy, 2);
+      return deliver(fd, copy, 2);
     }
   }
-  return ::writev(fd, iov, count);
+  return deliver(fd, iov, count);
 }
 
 // Replies carrying file data (READ) go out by splice from a pipe: no copy through our memory, and
 // no 128 KiB allocation per read (libfuse's copying fallback mallocs each reply's buffer).
 ssize_t hook_splice_send(int fdin, off_t* offin, int fdout, off_t* offout, size_t len,
                          unsigned int flags, void*) {
+  ssize_t written;
+  if (offin == nullptr && uring_take_spliced_reply(fdin, len, &written)) {
+    return written;
+  }
   return ::splice(fdin, offin, fdout, offout, len, flags);
 }
 
@@ -220,6 +259,7 @@ Status add_init_flags(fuse_session* se, const InitAdditions& add, TmpfileHandler
   }
   g_wanted = wanted;
   g_want_passthrough = add.passthrough;
+  g_want_uring = add.io_uring;
   g_tmpfile = tmpfile;
   fuse_custom_io io{};
   io.read = hook_read;
@@ -239,5 +279,32 @@ Status add_init_flags(fuse_session* se, const InitAdditions& add, TmpfileHandler
 uint32_t init_flags_added() { return g_added.load(); }
 
 bool passthrough_enabled() { return g_passthrough.load(); }
+
+void set_init_done_handler(InitDoneHandler handler, void* ctx) {
+  g_init_done_ctx = ctx;
+  g_init_done = handler;
+}
+
+bool dispatch_hooks(int dev_fd, const char* req, size_t len, void* userdata) {
+  fuse_in_header h;
+  std::memcpy(&h, req, sizeof(h));
+  TmpfileHandler tmpfile = g_tmpfile.load(std::memory_order_relaxed);
+  if (tmpfile != nullptr && h.opcode == FUSE_TMPFILE) {
+    answer_tmpfile(dev_fd, h, req + sizeof(h), len - sizeof(h), userdata, tmpfile);
+    return true;
+  }
+  // The op runs and replies in this thread: its open reply can be patched by unique id.
+  passthrough::note_request(h.unique);
+  return false;
+}
+
+bool kernel_offered_io_uring() {
+  return g_init_seen.load() && (g_offered.load() & passthrough::kInitExt) &&
+         (g_offered2.load() & uring_abi::kFlags2OverIoUring);
+}
+
+bool io_uring_accepted() { return g_uring_accepted.load(); }
+
+uint64_t dev_requests_read() { return g_dev_requests.load(std::memory_order_relaxed); }
 
 }  // namespace cordon::fusefs

@@ -6,6 +6,7 @@
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "policy/base/result.h"
@@ -20,6 +21,8 @@ struct InitAdditions {
   // FUSE_PASSTHROUGH (flags2, with FUSE_INIT_EXT) and max_stack_depth: only when the daemon can
   // register backing files (passthrough.h). Never together with writeback caching (not used).
   bool passthrough = false;
+  // FUSE_OVER_IO_URING (flags2): only when the daemon's rings are ready to register (uring.h).
+  bool io_uring = false;
 };
 
 // O_TMPFILE: the kernel sends FUSE_TMPFILE (protocol 7.37), which libfuse 3.14 cannot dispatch
@@ -50,5 +53,22 @@ Status add_init_flags(fuse_session* se, const InitAdditions& add, TmpfileHandler
 uint32_t init_flags_added();
 // Whether the INIT reply turned FUSE_PASSTHROUGH on (the kernel offered it and we asked).
 bool passthrough_enabled();
+
+// Called once, right after the INIT reply was written (the kernel applies it synchronously), with
+// whether it turned FUSE_OVER_IO_URING on and the payload size the kernel demands of ring buffers.
+using InitDoneHandler = void (*)(void* ctx, bool io_uring, size_t max_payload);
+void set_init_done_handler(InitDoneHandler handler, void* ctx);
+
+// What the read hook does with every request before libfuse sees it (answers FUSE_TMPFILE, notes
+// the unique for the passthrough open patch), for requests that arrive another way (the io_uring
+// transport). True when the request was answered here.
+bool dispatch_hooks(int dev_fd, const char* req, size_t len, void* userdata);
+
+// Whether the kernel's INIT offered FUSE_OVER_IO_URING (it does only with enable_uring=Y).
+bool kernel_offered_io_uring();
+// Whether our INIT reply turned it on.
+bool io_uring_accepted();
+// Requests read from /dev/fuse (INIT, FORGET, INTERRUPT, and all of them without the ring).
+uint64_t dev_requests_read();
 
 }  // namespace cordon::fusefs
