@@ -413,8 +413,12 @@ bool detach_stale_cow_mount(const std::string& session_dir) {
   if (::lstat(session_dir.c_str(), &parent) != 0) {
     return false;
   }
-  // A mount whose daemon died answers ENOTCONN; one unmounted already is a plain directory.
-  bool dead = ::lstat(mnt.c_str(), &st) != 0 ? errno == ENOTCONN : st.st_dev != parent.st_dev;
+  // A mount whose daemon died answers ENOTCONN (over FUSE's io_uring transport ECONNABORTED or
+  // ECANCELED while the kernel still tears the rings down); one unmounted already is a plain
+  // directory.
+  bool dead = ::lstat(mnt.c_str(), &st) != 0
+                  ? errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED
+                  : st.st_dev != parent.st_dev;
   if (!dead) {
     return false;
   }
