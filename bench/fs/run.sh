@@ -8,6 +8,10 @@
 #   BACKING=tmpfs bench/fs/run.sh ...  (the old setup: everything on a plain tmpfs directory)
 #   MODES="native cordon-fs" ...      (a subset; native first, as the 1x baseline)
 #
+# cordon-fs runs twice: "cordon-fs" over io_uring (FUSE_OVER_IO_URING, Linux 6.14+: the script sets
+# /sys/module/fuse/parameters/enable_uring=Y for its mounts and puts the old value back at exit),
+# and "cordon-fs-dev" forced onto the classic /dev/fuse read/write transport (--no-io-uring).
+#
 # BACKING=ext4 (default): every mode gets a FRESH ext4 (mkfs.ext4 with default options, so with a
 # journal) on a loop device whose image file lives on /dev/shm, and everything a mode touches is on
 # it: the native directory, the lower layer, and the upper (and work) layers of overlayfs,
@@ -45,7 +49,10 @@ cleanup() {
   umount "$FS" 2>/dev/null || umount -l "$FS" 2>/dev/null || true
   rm -rf "$S"
 }
-trap cleanup EXIT
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_WAS=$(cat "$URING_PARAM" 2>/dev/null || true)
+cleanup_all() { cleanup; [ -n "$URING_WAS" ] && echo "$URING_WAS" > "$URING_PARAM" 2>/dev/null || true; }
+trap cleanup_all EXIT
 mkdir -p "$MNT" "$FS"
 echo '{"filesystem": {"deny": [], "protect": [], "quota": {"bytes": 0, "inodes": 0}}}' > "$S/policy.json"
 
@@ -121,9 +128,13 @@ mount_view() {  # mode lower
       fuse-overlayfs -f -o "lowerdir=$lower,upperdir=$FS/upper,workdir=$FS/work" "$MNT" & DAEMON=$!
       for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.05; done
       mountpoint -q "$MNT" || { echo "fuse-overlayfs did not mount" >&2; exit 1; } ;;
-    cordon-fs)
-      "$CORDON_FS" --lower "$lower" --upper "$FS/upper" --mountpoint "$MNT" --policy "$S/policy.json" \
-        --ready-fd 8 8> "$S/ready" & DAEMON=$!
+    cordon-fs|cordon-fs-dev)
+      local transport=()
+      if [ "$mode" = cordon-fs-dev ]; then transport=(--no-io-uring); else
+        [ -n "$URING_WAS" ] && echo Y > "$URING_PARAM"
+      fi
+      "$CORDON_FS" "${transport[@]}" --lower "$lower" --upper "$FS/upper" --mountpoint "$MNT" --policy "$S/policy.json" \
+        --ready-fd 8 8> "$S/ready" 2>> "$S/daemon-$mode.log" & DAEMON=$!
       for _ in $(seq 1 100); do [ -s "$S/ready" ] && break; sleep 0.05; done
       [ -s "$S/ready" ] || { echo "cordon-fs did not mount" >&2; exit 1; }
       rm -f "$S/ready" ;;
@@ -191,10 +202,21 @@ PY
   rm -rf "$FS/lower" "$FS/upper" "$FS/work"
 }
 
-read -r -a MODES <<< "${MODES:-native overlay fuse-overlayfs cordon-fs}"
+# Which transport each cordon-fs mode really ran on, from the daemon's own start line.
+say_transport() {
+  local m
+  for m in cordon-fs cordon-fs-dev; do
+    [ -f "$S/daemon-$m.log" ] || continue
+    echo "$m transport: $(grep -o 'transport: [a-z_/]*[a-z]' "$S/daemon-$m.log" | sort | uniq -c | tr -s ' ' | paste -sd, -)"
+  done
+}
+read -r -a MODES <<< "${MODES:-native overlay fuse-overlayfs cordon-fs cordon-fs-dev}"
 [ "${MODES[0]}" = native ] || { echo "MODES must start with native (the 1x baseline)" >&2; exit 1; }
 WORKLOADS=(untar create_delete find git_status seq_write seq_read)
 echo "$(date -u +%FT%TZ) kernel $(uname -r), $(nproc) CPUs, RUNS=${RUNS:-1}, cordon-fs: $CORDON_FS"
+if [ -z "$URING_WAS" ]; then
+  echo "note: $URING_PARAM missing (kernel without FUSE over io_uring): cordon-fs uses /dev/fuse in both modes"
+fi
 describe_fs
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A BEST
@@ -213,6 +235,7 @@ for run in $(seq 1 "${RUNS:-1}"); do
   done
 done
 unmount_fs
+say_transport
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo "best of ${RUNS:-1} (seconds, ratio to native):"
