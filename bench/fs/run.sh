@@ -207,7 +207,7 @@ say_transport() {
   local m
   for m in cordon-fs cordon-fs-dev; do
     [ -f "$S/daemon-$m.log" ] || continue
-    echo "$m transport: $(grep -o 'transport: [a-z_/]*[a-z]' "$S/daemon-$m.log" | sort | uniq -c | tr -s ' ' | paste -sd, -)"
+    echo "$m ran over: $(grep -o 'transport: [a-z_/]*[a-z]' "$S/daemon-$m.log" | cut -d' ' -f2 | sort | uniq -c | awk '{printf "%s%s (%d mounts)", (NR > 1 ? ", " : ""), $2, $1}')"
   done
 }
 read -r -a MODES <<< "${MODES:-native overlay fuse-overlayfs cordon-fs cordon-fs-dev}"
