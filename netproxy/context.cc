@@ -12,6 +12,13 @@ void Context::emit(std::string_view kind, nlohmann::json fields) const {
   }
 }
 
+void Context::emit(const EventLine& line) const {
+  auto st = line.write(events);
+  if (!st.ok()) {
+    spdlog::warn("cordon-netproxy: writing an event: {}", st.error().to_string());
+  }
+}
+
 asio::ip::address to_asio(const policy::IpAddress& ip) {
   if (!ip.v6) {
     return asio::ip::address_v4(

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "netproxy/caps.h"
+#include "netproxy/event_line.h"
 #include "netproxy/name_map.h"
 #include "netproxy/pipe_pool.h"
 #include "policy/policy.h"
@@ -43,6 +44,9 @@ struct Context {
   Millis peek_timeout{std::chrono::milliseconds(300)};
 
   void emit(std::string_view kind, nlohmann::json fields) const;
+  // The same for a line built without a JSON tree (event_line.h): the per-request and
+  // per-connection events.
+  void emit(const EventLine& line) const;
   // peer_text(s) for the events' "client"; nothing computed when no event log is open.
   std::string client_of(const tcp::socket& s) const;
 };

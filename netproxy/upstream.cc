@@ -175,19 +175,26 @@ void finish_upstream(Context& ctx, Upstream& up) {
   if (!ctx.events.enabled()) {
     return;  // nothing to log: skip building the per-connection event
   }
-  auto ms = std::chrono::duration_cast<Millis>(Clock::now() - up.start).count();
-  nlohmann::json ev = {{"name", up.name},           {"address", up.addr.to_string()},
-                       {"port", up.port},           {"mode", up.mode},
-                       {"decision", "allow"},       {"rule", up.rule},
-                       {"bytes_out", up.bytes_out}, {"bytes_in", up.bytes_in},
-                       {"duration_ms", ms},         {"end", up.end}};
+  const int64_t ms = std::chrono::duration_cast<Millis>(Clock::now() - up.start).count();
+  const std::string address = up.addr.to_string();
+  EventLine ev("net.connect");
+  ev.add("name", up.name)
+      .add("address", address)
+      .add("port", up.port)
+      .add("mode", up.mode)
+      .add("decision", "allow")
+      .add("rule", up.rule)
+      .add("bytes_out", up.bytes_out)
+      .add("bytes_in", up.bytes_in)
+      .add("duration_ms", ms)
+      .add("end", up.end);
   if (!up.sni.empty()) {
-    ev["sni"] = up.sni;
+    ev.add("sni", up.sni);
   }
   if (!up.client.empty()) {
-    ev["client"] = up.client;
+    ev.add("client", up.client);
   }
-  ctx.emit("net.connect", std::move(ev));
+  ctx.emit(ev);
 }
 
 // A decided connection after its front end is done: the two sockets and the connection's record,

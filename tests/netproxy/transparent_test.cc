@@ -358,6 +358,166 @@ TEST_F(NetproxyTransparent, HostOrSniOfOneNameAtAnothersAddressIsRefused) {
   EXPECT_EQ(events_of(box_->events(), "net.connect").size(), 0u);
 }
 
+// Domain fronting on the transparent path, seen from the upstream: a first flight whose HTTP
+// Host or TLS SNI names another host than the one the address was resolved from is refused before
+// anything is dialled (the upstream never sees a connection, let alone a byte), and the refusal
+// frees no slot it did not take: with max_connections_per_host 1 the next honest connection works.
+constexpr const char* kFrontingPy = R"(import socket, ssl, sys, time
+port = int(sys.argv[1])
+def late(name):
+    s = socket.create_connection((name, port), timeout=20)
+    time.sleep(0.2)  # a slow first flight: the decision waits for it
+    return s
+def read_all(s):
+    b = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            b += d
+    except OSError:
+        pass
+    return b
+s = late("echo.test")
+s.sendall(b"GET / HTTP/1.1\r\nHost: api.test\r\n\r\n")
+print(read_all(s).split(b"\r\n")[0].decode())
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+try:
+    ctx.wrap_socket(late("echo.test"), server_hostname="api.test")
+    print("tls relayed")
+except (OSError, ssl.SSLError):
+    print("tls refused")
+s = late("echo.test")
+s.sendall(b"ping")
+print("echo", s.recv(100).decode())
+s.shutdown(socket.SHUT_WR)
+read_all(s)
+s.close()
+)";
+
+TEST_F(NetproxyTransparent, FrontedFirstFlightNeverReachesTheUpstream) {
+  const std::string echo = std::to_string(up_->port("echo"));
+  const std::string http = std::to_string(up_->port("http"));
+  box_.reset();
+  box_ = std::make_unique<CaptureSandbox>(
+      dir_, R"({"version": 1, "network": {"allow": ["echo.test:)" + echo + R"(", "api.test:)" +
+                http + R"("], "resolve": {"echo.test": "127.0.0.1", "api.test": "127.0.0.1"},
+                "max_connections_per_host": 1}})");
+  ASSERT_TRUE(box_->ok());
+  const auto before = up_->stats();
+  auto r = box_->exec({"python3", "-c", kFrontingPy, echo});
+  ASSERT_EQ(r.exit_code(), 0) << r.err << dump_events(box_->events());
+  EXPECT_EQ(r.out, "HTTP/1.1 403 Forbidden\ntls refused\necho ping\n")
+      << dump_events(box_->events());
+  // One upstream connection (the honest one), closed; its "ping" is all the echo server got.
+  nlohmann::json after;
+  for (int i = 0; i < 250; ++i) {
+    after = up_->stats();
+    if (after.value("echo_conns", 0) - before.value("echo_conns", 0) >= 1 &&
+        after.value("echo_open", -1) == 0) {
+      break;
+    }
+    usleep(20000);
+  }
+  EXPECT_EQ(after.value("echo_conns", 0) - before.value("echo_conns", 0), 1) << after.dump();
+  EXPECT_EQ(after.value("echo_open", -1), 0) << after.dump();
+  EXPECT_EQ(after.value("echo_bytes", 0) - before.value("echo_bytes", 0), 4) << after.dump();
+  auto refused = wait_events(box_->events(), "net.refused", 2);
+  ASSERT_EQ(refused.size(), 2u) << dump_events(box_->events());
+  for (const auto& e : refused) {
+    EXPECT_EQ(e["rule"], "network (name mismatch)");
+    EXPECT_EQ(e["name"], "api.test");
+    EXPECT_EQ(e["resolved_name"], "echo.test");
+  }
+  EXPECT_EQ(refused[0]["peek"], "http");
+  EXPECT_EQ(refused[1]["peek"], "tls");
+  auto conns = wait_events(box_->events(), "net.connect", 1);
+  ASSERT_EQ(conns.size(), 1u) << dump_events(box_->events());
+  EXPECT_EQ(conns[0]["name"], "echo.test");
+  EXPECT_EQ(conns[0]["bytes_out"], 4);
+  EXPECT_TRUE(events_of(box_->events(), "limit.hit").empty()) << dump_events(box_->events());
+}
+
+// Caps on the transparent path, exact: a connection a cap refuses, and a fronted one, are never
+// dialled and not counted in connections_per_minute; the honest ones are, each once.
+constexpr const char* kCapsPy = R"(import socket, sys, time
+port = int(sys.argv[1])
+def get(name, host):
+    s = socket.create_connection((name, port), timeout=20)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: " + host.encode() + b"\r\n\r\n")
+    b = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        b += d
+    return b.split(b"\r\n")[0].decode() + " " + b.split(b"\r\n\r\n", 1)[-1].decode().strip()
+def ping(name):
+    s = socket.create_connection((name, port), timeout=20)
+    s.sendall(b"ping")
+    got = s.recv(100).decode()
+    return s, got
+def close(s):
+    s.shutdown(socket.SHUT_WR)
+    while s.recv(100):
+        pass
+    s.close()
+    time.sleep(0.1)  # the proxy frees the slot as the tunnel ends
+held, got = ping("echo.test")          # 1st this minute
+print("held", got)
+print(get("echo.test", "echo.test"))   # max_connections_per_host 1: refused, not counted
+close(held)
+print(get("echo.test", "api.test"))    # fronting: refused, not counted
+second, got = ping("echo.test")        # 2nd this minute
+print("second", got)
+close(second)
+print(get("echo.test", "echo.test"))   # connections_per_minute 2: the rate cap
+)";
+
+TEST_F(NetproxyTransparent, CapsAreExactAndRefusalsNeverDial) {
+  const std::string echo = std::to_string(up_->port("echo"));
+  box_.reset();
+  box_ = std::make_unique<CaptureSandbox>(
+      dir_, R"({"version": 1, "network": {"allow": ["echo.test:)" + echo + R"("],
+                "resolve": {"echo.test": "127.0.0.1"}, "max_connections_per_host": 1,
+                "connections_per_minute": 2}})");
+  ASSERT_TRUE(box_->ok());
+  const auto before = up_->stats();
+  auto r = box_->exec({"python3", "-c", kCapsPy, echo});
+  ASSERT_EQ(r.exit_code(), 0) << r.err << dump_events(box_->events());
+  EXPECT_EQ(r.out,
+            "held ping\n"
+            "HTTP/1.1 403 Forbidden cordon: connection cap for echo.test: "
+            "network.max_connections_per_host (1) reached\n"
+            "HTTP/1.1 403 Forbidden cordon: Host \"api.test\" does not match echo.test, the name "
+            "198.18.0.2 was resolved from (domain fronting)\n"
+            "second ping\n"
+            "HTTP/1.1 403 Forbidden cordon: rate cap network.connections_per_minute (2) reached\n")
+      << dump_events(box_->events());
+  nlohmann::json after;
+  for (int i = 0; i < 250; ++i) {
+    after = up_->stats();
+    if (after.value("echo_conns", 0) - before.value("echo_conns", 0) >= 2 &&
+        after.value("echo_open", -1) == 0) {
+      break;
+    }
+    usleep(20000);
+  }
+  EXPECT_EQ(after.value("echo_conns", 0) - before.value("echo_conns", 0), 2) << after.dump();
+  EXPECT_EQ(after.value("echo_open", -1), 0) << after.dump();
+  EXPECT_EQ(after.value("echo_bytes", 0) - before.value("echo_bytes", 0), 8) << after.dump();
+  auto limits = wait_events(box_->events(), "limit.hit", 2);
+  ASSERT_EQ(limits.size(), 2u) << dump_events(box_->events());
+  EXPECT_EQ(limits[0]["cap"], "network.max_connections_per_host");
+  EXPECT_EQ(limits[1]["cap"], "network.connections_per_minute");
+  EXPECT_EQ(events_of(box_->events(), "net.refused").size(), 3u) << dump_events(box_->events());
+  EXPECT_EQ(wait_events(box_->events(), "net.connect", 2).size(), 2u)
+      << dump_events(box_->events());
+}
+
 TEST_F(NetproxyTransparent, ServerSpeaksFirstAfterPeekDeadline) {
   std::string code =
       "import socket,sys\n"

@@ -5,7 +5,7 @@ import http.server, json, os, socket, socketserver, ssl, sys, threading
 
 args = dict(a.split("=", 1) for a in sys.argv[1:])
 root = args.get("root", ".")
-stats = {"echo_bytes": 0, "echo_conns": 0, "banner_conns": 0, "dns_queries": 0}
+stats = {"echo_bytes": 0, "echo_conns": 0, "echo_open": 0, "banner_conns": 0, "dns_queries": 0}
 lock = threading.Lock()
 
 
@@ -61,13 +61,20 @@ class Echo(socketserver.BaseRequestHandler):
     def handle(self):
         with lock:
             stats["echo_conns"] += 1
-        while True:
-            d = self.request.recv(65536)
-            if not d:
-                break
+            stats["echo_open"] += 1
+        try:
+            while True:
+                d = self.request.recv(65536)
+                if not d:
+                    break
+                with lock:
+                    stats["echo_bytes"] += len(d)
+                self.request.sendall(d)
+        except OSError:
+            pass  # reset by the peer: the connection is over all the same
+        finally:
             with lock:
-                stats["echo_bytes"] += len(d)
-            self.request.sendall(d)
+                stats["echo_open"] -= 1
 
 
 class Banner(socketserver.BaseRequestHandler):

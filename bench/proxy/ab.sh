@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# bench/proxy/ab.sh BIN_A BIN_B [ROUNDS] [SECONDS]: interleaved A/B of two cordon-netproxy
+# binaries on the transparent path (root only): one network namespace per binary, set up as
+# run.sh does (bench/proxy/transparent_netns.py), nginx on loopback; each round measures, A then
+# B then B then A (so neither always goes first), the added latency of a new connection (median
+# of 300 Connection: close GETs, direct nginx measured next to each) and the keep-alive request
+# rate (wrk -c50, SECONDS; 0 skips it), each with the proxy's own CPU time per connection or
+# request (the steadiest of these numbers on a shared machine). Prints one line per measurement with the load average, then medians.
+set -euo pipefail
+if [[ $# -lt 2 || ! -x $1 || ! -x $2 || $(id -u) -ne 0 ]]; then
+  echo "usage (root): $0 BIN_A BIN_B [ROUNDS] [SECONDS]" >&2
+  exit 2
+fi
+bins=("$(realpath "$1")" "$(realpath "$2")")
+rounds=${3:-3}
+secs=${4:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /dev/shm/cordon-bench-ab-XXXXXX)
+chmod 755 "$work"
+pids=()
+nss=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for ns in "${nss[@]}"; do
+    ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
+  done
+  [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+mkdir -p "$work/www" "$work/nginx"
+echo "hello from nginx" > "$work/www/index.html"
+np=$(free_port)
+cat > "$work/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
+  uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$np; root $work/www; }
+}
+CONF
+nginx -c "$work/nginx.conf"
+cat > "$work/policy.json" <<POL
+{"version": 1, "network": {"allow": ["bench.test:$np"], "resolve": {"bench.test": "127.0.0.1"},
+ "max_connections": 4096, "max_connections_per_host": 4096, "connections_per_minute": 10000000}}
+POL
+for i in 0 1; do
+  ns=cordon-ab-$$-$i
+  nss+=("$ns")
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" route add default dev lo src 127.0.0.1
+  ip -n "$ns" -6 route add default dev lo src ::1
+  mkdir -p "/etc/netns/$ns"
+  printf 'nameserver 198.51.100.53\noptions timeout:2 attempts:1\n' > "/etc/netns/$ns/resolv.conf"
+  python3 "$here/transparent_netns.py" "$ns" "${bins[$i]}" "$work/policy.json" \
+    "$work/events-$i.jsonl" > "$work/tproxy-$i.pid" 2> "$work/tproxy-$i.err" &
+  pids+=($!)
+done
+sleep 1
+ppid=()
+for i in 0 1; do
+  p=$(head -1 "$work/tproxy-$i.pid")
+  [[ -n $p ]] || { echo "$0: proxy $i did not start: $(cat "$work/tproxy-$i.err")" >&2; exit 1; }
+  pids+=("$p")
+  ppid+=("$p")
+done
+# CPU time the proxy ran (ns, /proc/PID/schedstat): per connection and per request it is what the
+# proxy costs, much less disturbed by other load on the machine than the latencies and rates.
+cpu_ns() { cut -d' ' -f1 "/proc/${ppid[$1]}/schedstat"; }
+
+cat > "$work/newconn.py" <<'PY'
+import socket, statistics, sys, time
+host, port, hosthdr = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+addr = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0][4]
+req = f"GET /index.html HTTP/1.1\r\nHost: {hosthdr}\r\nConnection: close\r\n\r\n".encode()
+times = []
+for i in range(330):
+    t = time.perf_counter()
+    s = socket.create_connection(addr, timeout=10)
+    s.sendall(req)
+    got = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    s.close()
+    if b" 200 " not in got.split(b"\r\n", 1)[0]:
+        sys.exit("not 200: " + got[:80].decode(errors="replace"))
+    if i >= 30:
+        times.append(time.perf_counter() - t)
+print(f"{statistics.median(times) * 1e6:.0f}")
+PY
+# 300 measured + 30 warm-up connections per run of newconn.py.
+conns_per_run=330
+newconn() {  # $1 = namespace index or "direct"
+  if [[ $1 == direct ]]; then
+    python3 "$work/newconn.py" 127.0.0.1 "$np" "127.0.0.1:$np"
+  else
+    ip netns exec "${nss[$1]}" python3 "$work/newconn.py" bench.test "$np" "bench.test:$np"
+  fi
+}
+rate() {  # $1 = namespace index or "direct"
+  local out
+  if [[ $1 == direct ]]; then
+    out=$(wrk -t1 -c50 -d"${secs}s" "http://127.0.0.1:$np/index.html" 2>&1)
+  else
+    out=$(ip netns exec "${nss[$1]}" wrk -t1 -c50 -d"${secs}s" "http://bench.test:$np/index.html" 2>&1)
+  fi
+  if grep -q "Non-2xx" <<<"$out"; then echo "$0: non-2xx: $out" >&2; exit 1; fi
+  awk '/requests in/ {n = $1} /Requests\/sec/ {r = $2} END {print r, n}' <<<"$out"
+}
+load() { cut -d' ' -f1 /proc/loadavg; }
+names=(A B)
+: > "$work/results"
+for ((r = 1; r <= rounds; r++)); do
+  for i in 0 1 1 0; do
+    d=$(newconn direct); c0=$(cpu_ns "$i"); t=$(newconn "$i"); c1=$(cpu_ns "$i")
+    cpu=$(( (c1 - c0) / conns_per_run / 1000 ))
+    echo "round $r ${names[$i]} newconn direct=$d proxied=$t added=$((t - d)) proxy_cpu_per_conn_us=$cpu load=$(load)"
+    echo "${names[$i]} added $((t - d))" >> "$work/results"
+    echo "${names[$i]} cpu/conn $cpu" >> "$work/results"
+  done
+  for i in 0 1 1 0; do
+    ((secs > 0)) || break
+    read -r d _ < <(rate direct)
+    c0=$(cpu_ns "$i"); read -r t n < <(rate "$i"); c1=$(cpu_ns "$i")
+    cpu=$(awk -v c="$((c1 - c0))" -v n="$n" 'BEGIN {printf "%.1f", c / n / 1000}')
+    ratio=$(awk -v a="$t" -v b="$d" 'BEGIN {printf "%.3f", a / b}')
+    echo "round $r ${names[$i]} keep-alive direct=$d proxied=$t ratio=$ratio proxy_cpu_per_req_us=$cpu load=$(load)"
+    echo "${names[$i]} ratio $ratio" >> "$work/results"
+    echo "${names[$i]} rate $t" >> "$work/results"
+    echo "${names[$i]} cpu/req $cpu" >> "$work/results"
+  done
+done
+echo "medians (A=${bins[0]}, B=${bins[1]}):"
+for n in A B; do
+  for m in added cpu/conn ratio rate cpu/req; do
+    awk -v n="$n" -v m="$m" '$1 == n && $2 == m {print $3}' "$work/results" | sort -g |
+      awk -v n="$n" -v m="$m" '{v[NR] = $1} END {if (NR) printf "  %s %-6s median %s (n=%d, min %s, max %s)\n", n, m, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), NR, v[1], v[NR]}'
+  done
+done
