@@ -250,6 +250,33 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
                      std::move(opened.up), take_leftover(buf));
 }
 
+// One net.http event per relayed request; skipped without an event log (it is built per
+// request). `mode` is added when not empty.
+void emit_http(const Context& ctx, const Upstream& up, std::string_view method,
+               std::string_view url, std::string_view name, uint16_t port, unsigned status,
+               uint64_t req_bytes, uint64_t resp_bytes, std::string_view mode) {
+  if (!ctx.events.enabled()) {
+    return;
+  }
+  const std::string address = up.addr.to_string();
+  EventLine ev("net.http");
+  ev.add("method", method)
+      .add("url", url)
+      .add("name", name)
+      .add("port", port)
+      .add("status", status)
+      .add("request_bytes", req_bytes)
+      .add("response_bytes", resp_bytes)
+      .add("decision", "allow")
+      .add("rule", up.rule)
+      .add("address", address)
+      .add("client", up.client);
+  if (!mode.empty()) {
+    ev.add("mode", mode);
+  }
+  ctx.emit(ev);
+}
+
 }  // namespace
 
 asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
@@ -383,22 +410,7 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       beast::error_code ignored;
       client.socket().shutdown(tcp::socket::shutdown_send, ignored);
     }
-    // Skipped when no event log: the JSON is built per request.
-    if (ctx.events.enabled()) {
-      const std::string address = up.addr.to_string();
-      ctx.emit(EventLine("net.http")
-                   .add("method", method)
-                   .add("url", url)
-                   .add("name", host)
-                   .add("port", port)
-                   .add("status", status)
-                   .add("request_bytes", req_bytes)
-                   .add("response_bytes", resp_bytes)
-                   .add("decision", "allow")
-                   .add("rule", up.rule)
-                   .add("address", address)
-                   .add("client", up.client));
-    }
+    emit_http(ctx, up, method, url, host, port, status, req_bytes, resp_bytes, "");
     if (sec) {
       up.end = cut.empty() ? "reset" : cut;
       if (!cut.empty()) {
@@ -496,22 +508,8 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
       beast::error_code ignored;
       client.socket().shutdown(tcp::socket::shutdown_send, ignored);
     }
-    if (ctx.events.enabled()) {
-      const std::string address = up.addr.to_string();
-      ctx.emit(EventLine("net.http")
-                   .add("method", method)
-                   .add("url", url)
-                   .add("name", up.name)
-                   .add("port", up.port)
-                   .add("status", status)
-                   .add("request_bytes", req_bytes)
-                   .add("response_bytes", resp_bytes)
-                   .add("decision", "allow")
-                   .add("rule", up.rule)
-                   .add("address", address)
-                   .add("client", up.client)
-                   .add("mode", "transparent"));
-    }
+    emit_http(ctx, up, method, url, up.name, up.port, status, req_bytes, resp_bytes,
+              "transparent");
     if (sec) {
       up.end = cut.empty() ? "reset" : cut;
       break;

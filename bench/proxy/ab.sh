@@ -7,6 +7,7 @@
 # rate (wrk -c50, SECONDS; 0 skips it), each with the proxy's own CPU time per connection or
 # request (the steadiest of these numbers on a shared machine). Prints one line per measurement with the load average, then medians.
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
 if [[ $# -lt 2 || ! -x $1 || ! -x $2 || $(id -u) -ne 0 ]]; then
   echo "usage (root): $0 BIN_A BIN_B [ROUNDS] [SECONDS]" >&2
   exit 2
@@ -77,36 +78,13 @@ done
 # proxy costs, much less disturbed by other load on the machine than the latencies and rates.
 cpu_ns() { cut -d' ' -f1 "/proc/${ppid[$1]}/schedstat"; }
 
-cat > "$work/newconn.py" <<'PY'
-import socket, statistics, sys, time
-host, port, hosthdr = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-addr = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0][4]
-req = f"GET /index.html HTTP/1.1\r\nHost: {hosthdr}\r\nConnection: close\r\n\r\n".encode()
-times = []
-for i in range(330):
-    t = time.perf_counter()
-    s = socket.create_connection(addr, timeout=10)
-    s.sendall(req)
-    got = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        got += d
-    s.close()
-    if b" 200 " not in got.split(b"\r\n", 1)[0]:
-        sys.exit("not 200: " + got[:80].decode(errors="replace"))
-    if i >= 30:
-        times.append(time.perf_counter() - t)
-print(f"{statistics.median(times) * 1e6:.0f}")
-PY
 # 300 measured + 30 warm-up connections per run of newconn.py.
 conns_per_run=330
 newconn() {  # $1 = namespace index or "direct"
   if [[ $1 == direct ]]; then
-    python3 "$work/newconn.py" 127.0.0.1 "$np" "127.0.0.1:$np"
+    python3 "$HERE/newconn.py" 127.0.0.1 "$np" /index.html "127.0.0.1:$np"
   else
-    ip netns exec "${nss[$1]}" python3 "$work/newconn.py" bench.test "$np" "bench.test:$np"
+    ip netns exec "${nss[$1]}" python3 "$HERE/newconn.py" bench.test "$np" /index.html "bench.test:$np"
   fi
 }
 rate() {  # $1 = namespace index or "direct"

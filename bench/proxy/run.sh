@@ -7,6 +7,7 @@
 # name through the proxy's DNS and REDIRECT.
 # Everything listens on 127.0.0.1 and lives in a scratch directory on /dev/shm.
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
 if [[ $# -lt 1 || ! -x $1/netproxy/cordon-netproxy ]]; then
   echo "usage: $0 BUILD_DIR [SECONDS]   (BUILD_DIR with netproxy/cordon-netproxy built)" >&2
   exit 2
@@ -217,37 +218,12 @@ PY
   t_idle=$(awk -v a="$after" -v b="$before" 'BEGIN {printf "%.1f", (a - b) / 1000}')
 fi
 
-# Added latency of a new connection: median of 300 sequential connect + GET (Connection: close) +
-# read-to-EOF, after 30 warm-up rounds. argv: CONNECT_HOST PORT REQUEST_URL HOST_HEADER.
-newconn_us() {
-  python3 - "$@" <<'PY'
-import socket, statistics, sys, time
-host, port, url, hosthdr = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-addr = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0][4]
-req = f"GET {url} HTTP/1.1\r\nHost: {hosthdr}\r\nConnection: close\r\n\r\n".encode()
-times = []
-for i in range(330):
-    t = time.perf_counter()
-    s = socket.create_connection(addr, timeout=10)
-    s.sendall(req)
-    got = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        got += d
-    s.close()
-    if b" 200 " not in got.split(b"\r\n", 1)[0]:
-        sys.exit("not 200: " + got[:80].decode(errors="replace"))
-    if i >= 30:
-        times.append(time.perf_counter() - t)
-print(f"{statistics.median(times) * 1e6:.0f}")
-PY
-}
+# Added latency of a new connection (newconn.py: median of 300 after 30 warm-up rounds).
+newconn_us() { python3 "$HERE/newconn.py" "$@"; }
 nc_direct=$(newconn_us 127.0.0.1 "$np" /index.html "127.0.0.1:$np")
 nc_explicit=$(newconn_us "${cordon_addr%:*}" "${cordon_addr##*:}" "http://bench.test:$np/index.html" "bench.test:$np")
 nc_transparent=""
-[[ -n $tproxy_pid ]] && nc_transparent=$(in_ns bash -c "$(declare -f newconn_us); newconn_us bench.test $np /index.html bench.test:$np")
+[[ -n $tproxy_pid ]] && nc_transparent=$(in_ns python3 "$HERE/newconn.py" bench.test "$np" /index.html "bench.test:$np")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
 printf '%-34s %12s %8s\n' "keep-alive req/s (wrk -c50)" "req/s" "ratio"

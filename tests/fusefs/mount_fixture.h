@@ -24,6 +24,26 @@
 
 namespace cordon::fusefs::testing {
 
+// Deterministic pseudo-random bytes for content checks (n bytes; a seed per file).
+inline std::string pattern(size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; i++) {
+    x = x * 1664525u + 1013904223u;
+    s[i] = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+// Cold caches: sync, then drop the page cache, dentries and inodes (root only).
+inline void drop_caches() {
+  ::sync();
+  int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "3", 1), 1);
+  ::close(fd);
+}
+
 // Heavy file workloads belong on tmpfs, never the root ext4 (see COMMON.md); CI may set its own.
 inline const bool kScratchOnTmpfs = (::setenv("CORDON_TEST_TMP", "/dev/shm", 0), true);
 

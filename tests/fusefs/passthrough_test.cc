@@ -35,23 +35,6 @@ nlohmann::json status(MountedFs& m) {
   return nlohmann::json::parse(m.control(R"({"op":"status"})"));
 }
 
-std::string pattern(size_t n, unsigned seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; i++) {
-    x = x * 1664525u + 1013904223u;
-    s[i] = static_cast<char>(x >> 24);
-  }
-  return s;
-}
-
-void drop_caches() {
-  ::sync();
-  int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::write(fd, "3", 1), 1);
-  ::close(fd);
-}
 
 // Reads all of path with read(2) in 1 MiB calls.
 std::string read_all(const std::string& path) {

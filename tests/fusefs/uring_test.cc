@@ -50,23 +50,6 @@ uint64_t counter(const nlohmann::json& j, const char* key) {
   return j.is_object() && j.contains(key) ? j[key].get<uint64_t>() : 0;
 }
 
-std::string pattern(size_t n, unsigned seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 7;
-  for (size_t i = 0; i < n; i++) {
-    x = x * 1664525u + 1013904223u;
-    s[i] = static_cast<char>(x >> 24);
-  }
-  return s;
-}
-
-void drop_caches() {
-  ::sync();
-  int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::write(fd, "3", 1), 1);
-  ::close(fd);
-}
 
 // Mounts with the ring on (enable_uring=Y, left on: CI runs the whole suite that way too).
 void start_with_ring(MountedFs& m, std::vector<std::string> extra = {}) {
