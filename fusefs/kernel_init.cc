@@ -188,8 +188,7 @@ ssize_t hook_writev(int fd, struct iovec* iov, int count, void*) {
       }
       // FUSE over io_uring (flags2 too): only when our rings are ready to register (uring.h).
       bool uring = false;
-      if (g_want_uring.load() && (g_offered.load() & passthrough::kInitExt) &&
-          (g_offered2.load() & uring_abi::kFlags2OverIoUring) &&
+      if (g_want_uring.load() && kernel_offered_io_uring() &&
           n >= passthrough::kInitOutFlags2 + sizeof(uint32_t)) {
         flags |= passthrough::kInitExt;
         uint32_t flags2;
@@ -212,9 +211,10 @@ ssize_t hook_writev(int fd, struct iovec* iov, int count, void*) {
       // INIT is answered synchronously: once writev returns, the kernel has applied the reply
       // and accepts ring registrations.
       ssize_t rc = ::writev(fd, copy, 2);
-      g_uring_accepted = uring && rc >= 0;
+      const bool accepted = uring && rc >= 0;
+      g_uring_accepted = accepted;
       if (InitDoneHandler done = g_init_done.load(); done != nullptr) {
-        done(g_init_done_ctx.load(), uring && rc >= 0, max_payload);
+        done(g_init_done_ctx.load(), accepted, max_payload);
       }
       return rc;
     }

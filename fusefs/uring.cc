@@ -28,6 +28,7 @@ namespace abi = uring_abi;
 namespace {
 
 constexpr uint64_t kStopTag = ~0ull;
+constexpr uint64_t kEntryTag = 0;
 // Room before each payload for the fuse_in_header and the per-op struct, so that a request is
 // one contiguous buffer (as libfuse reads it from /dev/fuse) without copying the payload.
 constexpr size_t kPrefix = 4096;
@@ -58,7 +59,6 @@ struct Entry {
   uint64_t commit_id = 0;
   uint64_t unique = 0;
   bool replied = false;
-  bool live = false;
   int eagain = 0;
 };
 
@@ -71,10 +71,11 @@ struct UringTransport::Queue {
   uint16_t qid = 0;
   unsigned index = 0;  // of this thread among its CPU's
   IoRing ring;
-  std::vector<abi::ReqHeader> headers;
+  // One entry per thread (and ring): no request ever waits behind another one.
+  abi::ReqHeader header{};
   void* region = nullptr;
   size_t region_len = 0;
-  std::vector<Entry> entries;
+  Entry entry;
   std::thread thread;
   // Creation result, published under owner->mu_.
   bool created = false;
@@ -89,8 +90,8 @@ struct UringTransport::Queue {
   void run();
   bool create_ring();
   bool allocate(size_t max_payload);
-  void prep_register(size_t i);
-  void prep_commit(size_t i);
+  void prep_register();
+  void prep_commit();
   void poll_stop();
   void force_fallback();
   void serve(Entry& e);
@@ -154,49 +155,43 @@ void UringTransport::Queue::poll_stop() {
 bool UringTransport::Queue::allocate(size_t max_payload) {
   size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   size_t cap = (max_payload + page - 1) / page * page;
-  size_t n = 1;  // one entry per thread: no request ever waits behind another one
-  region_len = n * (kPrefix + cap);
+  region_len = kPrefix + cap;
   void* p = ::mmap(nullptr, region_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     region = nullptr;
     return false;
   }
   region = p;
-  headers.assign(n, abi::ReqHeader{});
-  entries.assign(n, Entry{});
-  for (size_t i = 0; i < n; i++) {
-    Entry& e = entries[i];
-    e.hdr = &headers[i];
-    e.payload = static_cast<char*>(region) + i * (kPrefix + cap) + kPrefix;
-    e.cap = cap;
-    e.iov[0] = {e.hdr, sizeof(abi::ReqHeader)};
-    e.iov[1] = {e.payload, cap};
-  }
+  entry.hdr = &header;
+  entry.payload = static_cast<char*>(region) + kPrefix;
+  entry.cap = cap;
+  entry.iov[0] = {entry.hdr, sizeof(abi::ReqHeader)};
+  entry.iov[1] = {entry.payload, cap};
   return true;
 }
 
-void UringTransport::Queue::prep_register(size_t i) {
+void UringTransport::Queue::prep_register() {
   io_uring_sqe* sqe = ring.get_sqe();
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = fuse_session_fd(owner->se_);
   sqe->cmd_op = abi::kCmdRegister;
-  sqe->addr = reinterpret_cast<uint64_t>(entries[i].iov);
+  sqe->addr = reinterpret_cast<uint64_t>(entry.iov);
   sqe->len = 2;  // header, payload
-  sqe->user_data = i;
+  sqe->user_data = kEntryTag;
   abi::CmdReq req{};
   req.qid = qid;
   std::memcpy(sqe->cmd, &req, sizeof(req));
 }
 
-void UringTransport::Queue::prep_commit(size_t i) {
+void UringTransport::Queue::prep_commit() {
   io_uring_sqe* sqe = ring.get_sqe();
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = fuse_session_fd(owner->se_);
   sqe->cmd_op = abi::kCmdCommitAndFetch;
-  sqe->user_data = i;
+  sqe->user_data = kEntryTag;
   abi::CmdReq req{};
   req.qid = qid;
-  req.commit_id = entries[i].commit_id;
+  req.commit_id = entry.commit_id;
   std::memcpy(sqe->cmd, &req, sizeof(req));
 }
 
@@ -305,11 +300,8 @@ void UringTransport::Queue::run() {
     force_fallback();
     return;
   }
-  for (size_t i = 0; i < entries.size(); i++) {
-    prep_register(i);
-    entries[i].live = true;
-  }
-  size_t live = entries.size();
+  prep_register();
+  bool live = true;
   bool counted = false;
   unsigned wait_nr = 0;  // the first pass only submits: REGISTER errors complete at once
   for (;;) {
@@ -327,33 +319,31 @@ void UringTransport::Queue::run() {
         stopping = true;
         continue;
       }
-      if (cqe.user_data >= entries.size()) {
+      if (cqe.user_data != kEntryTag) {
         continue;
       }
-      size_t i = cqe.user_data;
-      Entry& e = entries[i];
+      Entry& e = entry;
       if (cqe.res == 0) {
         serve(e);
-        prep_commit(i);
+        prep_commit();
         continue;
       }
       if (cqe.res == -EAGAIN && e.eagain < 5000) {
         // The kernel has not finished processing INIT yet: register again shortly.
         e.eagain++;
         ::usleep(1000);
-        prep_register(i);
+        prep_register();
         retried = true;
         continue;
       }
       if (cqe.res == -ENOENT) {
         // The kernel no longer knew the request we committed (aborted): the entry left the
         // queue; register it again.
-        prep_register(i);
+        prep_register();
         retried = true;
         continue;
       }
-      e.live = false;
-      live--;
+      live = false;
       if (cqe.res != -ENOTCONN && cqe.res != -ECANCELED && cqe.res != -ECONNABORTED) {
         g_register_errors.fetch_add(1, std::memory_order_relaxed);
         set_fallback_reason("queue " + std::to_string(qid) + ": FUSE io_uring command failed: " +
@@ -362,11 +352,11 @@ void UringTransport::Queue::run() {
     }
     // A REGISTER stays pending until a request arrives, so success shows as no error once the
     // SQEs were consumed.
-    if (!counted && !retried && live == entries.size()) {
+    if (!counted && !retried && live) {
       counted = true;
       g_queues_registered.fetch_add(1);
     }
-    if (stopping || live == 0) {
+    if (stopping || !live) {
       // Commits prepared in this pass still carry replies: hand them to the kernel before the
       // ring closes (their next fetch is then cancelled with the ring).
       (void)ring.submit_and_wait(0);

@@ -105,54 +105,39 @@ void append_json_string(std::string& out, std::string_view s) {
       case '\t':
         out.append("\\t");
         break;
-      default:
-        if (c < 0x20) {
-          out.append("\\u00");
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0xF]);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+      default:  // the other control characters (printable ASCII took the run above)
+        out.append("\\u00");
+        out.push_back(kHex[c >> 4]);
+        out.push_back(kHex[c & 0xF]);
     }
     ++i;
   }
   out.push_back('"');
 }
 
-EventLine& EventLine::add(std::string_view key, std::string_view value) {
+EventLine& EventLine::push(const Field& f) {
   if (n_ == kMaxFields) {
     overflow_ = true;
-    return *this;
+  } else {
+    fields_[n_++] = f;
   }
-  fields_[n_++] = Field{key, Field::Kind::String, value};
   return *this;
+}
+
+EventLine& EventLine::add(std::string_view key, std::string_view value) {
+  return push(Field{key, Field::Kind::String, value});
 }
 
 EventLine& EventLine::add(std::string_view key, uint64_t value) {
-  if (n_ == kMaxFields) {
-    overflow_ = true;
-    return *this;
-  }
-  fields_[n_++] = Field{key, Field::Kind::Unsigned, {}, value};
-  return *this;
+  return push(Field{key, Field::Kind::Unsigned, {}, value});
 }
 
 EventLine& EventLine::add(std::string_view key, int64_t value) {
-  if (n_ == kMaxFields) {
-    overflow_ = true;
-    return *this;
-  }
-  fields_[n_++] = Field{key, Field::Kind::Signed, {}, 0, value};
-  return *this;
+  return push(Field{key, Field::Kind::Signed, {}, 0, value});
 }
 
 EventLine& EventLine::add(std::string_view key, bool value) {
-  if (n_ == kMaxFields) {
-    overflow_ = true;
-    return *this;
-  }
-  fields_[n_++] = Field{key, Field::Kind::Bool, {}, value ? 1u : 0u};
-  return *this;
+  return push(Field{key, Field::Kind::Bool, {}, value ? 1u : 0u});
 }
 
 std::string EventLine::text(std::string_view ts, std::string_view session) const {

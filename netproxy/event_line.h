@@ -53,6 +53,7 @@ class EventLine {
     uint64_t u = 0;
     int64_t i = 0;
   };
+  EventLine& push(const Field& f);  // drops the field (and notes it) past kMaxFields
   nlohmann::json to_json() const;
 
   std::string_view kind_;

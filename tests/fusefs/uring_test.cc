@@ -327,16 +327,23 @@ void expect_children_end(std::vector<pid_t>& kids, int seconds) {
   kids.clear();
 }
 
-TEST(UringTransport, LazyUnmountUnderLoadDrainsAndExits) {
-  CORDON_REQUIRE_ROOT();
-  MountedFs m(kNoQuota);
+// Mounts with the ring, starts 4 load processes for `seconds` and checks that the ring serves
+// them (500 ms in).
+std::vector<pid_t> load_on_the_ring(MountedFs& m, int seconds) {
   start_with_ring(m);
   std::vector<pid_t> kids;
   for (int i = 0; i < 4; i++) {
-    kids.push_back(spawn_load(m.mnt(), 3, i));
+    kids.push_back(spawn_load(m.mnt(), seconds, i));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_GT(counter(status(m), "ring_requests"), 100u);
+  return kids;
+}
+
+TEST(UringTransport, LazyUnmountUnderLoadDrainsAndExits) {
+  CORDON_REQUIRE_ROOT();
+  MountedFs m(kNoQuota);
+  std::vector<pid_t> kids = load_on_the_ring(m, 3);
   // Detached while the children keep using it through their directory fds: the daemon serves
   // them to the end, then exits by itself once the last user is gone.
   int st = m.stop();
@@ -347,13 +354,7 @@ TEST(UringTransport, LazyUnmountUnderLoadDrainsAndExits) {
 TEST(UringTransport, ForcedUnmountUnderLoadAbortsWithoutHang) {
   CORDON_REQUIRE_ROOT();
   MountedFs m(kNoQuota);
-  start_with_ring(m);
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 4; i++) {
-    kids.push_back(spawn_load(m.mnt(), 20, i));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_GT(counter(status(m), "ring_requests"), 100u);
+  std::vector<pid_t> kids = load_on_the_ring(m, 20);
   // MNT_FORCE aborts the FUSE connection with requests on the rings (the unmount itself may then
   // fail EBUSY while the children hold it): every caller must get an error, none may hang.
   (void)::umount2(m.mnt().c_str(), MNT_FORCE);
@@ -365,16 +366,10 @@ TEST(UringTransport, ForcedUnmountUnderLoadAbortsWithoutHang) {
 TEST(UringTransport, KillDashNineUnderLoadDoesNotHang) {
   CORDON_REQUIRE_ROOT();
   MountedFs m(kNoQuota);
-  start_with_ring(m);
-  std::vector<pid_t> kids;
-  for (int i = 0; i < 4; i++) {
-    kids.push_back(spawn_load(m.mnt(), 20, i));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_GT(counter(status(m), "ring_requests"), 100u);
+  std::vector<pid_t> kids = load_on_the_ring(m, 20);
   m.crash();
   expect_children_end(kids, 30);
-  // The upper layer is intact and a new daemon serves it (through the ring again).
+  // The killed daemon's connection leaves nothing stuck: a new mount is served through the ring.
   MountedFs again(kNoQuota);
   start_with_ring(again);
   write_file(again.mnt("after"), "ok");
