@@ -15,7 +15,6 @@ fi
 bins=("$(realpath "$1")" "$(realpath "$2")")
 rounds=${3:-3}
 secs=${4:-3}
-here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /dev/shm/cordon-bench-ab-XXXXXX)
 chmod 755 "$work"
 pids=()
@@ -30,29 +29,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$HERE/lib.sh"
 
-mkdir -p "$work/www" "$work/nginx"
-echo "hello from nginx" > "$work/www/index.html"
-np=$(free_port)
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
-  uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$np; root $work/www; }
-}
-CONF
-nginx -c "$work/nginx.conf"
-cat > "$work/policy.json" <<POL
-{"version": 1, "network": {"allow": ["bench.test:$np"], "resolve": {"bench.test": "127.0.0.1"},
- "max_connections": 4096, "max_connections_per_host": 4096, "connections_per_minute": 10000000}}
-POL
+start_nginx_and_policy "$work"
 for i in 0 1; do
   ns=cordon-ab-$$-$i
   nss+=("$ns")
@@ -62,7 +41,7 @@ for i in 0 1; do
   ip -n "$ns" -6 route add default dev lo src ::1
   mkdir -p "/etc/netns/$ns"
   printf 'nameserver 198.51.100.53\noptions timeout:2 attempts:1\n' > "/etc/netns/$ns/resolv.conf"
-  python3 "$here/transparent_netns.py" "$ns" "${bins[$i]}" "$work/policy.json" \
+  python3 "$HERE/transparent_netns.py" "$ns" "${bins[$i]}" "$work/policy.json" \
     "$work/events-$i.jsonl" > "$work/tproxy-$i.pid" 2> "$work/tproxy-$i.err" &
   pids+=($!)
 done

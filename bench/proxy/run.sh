@@ -32,34 +32,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$HERE/lib.sh"
 
 # nginx: a small page for the request rate, a 1 GiB sparse file for bulk throughput.
-mkdir -p "$work/www" "$work/nginx"
-echo "hello from nginx" > "$work/www/index.html"
+start_nginx_and_policy "$work"
 truncate -s 1G "$work/www/big.bin"
-np=$(free_port)
-cat > "$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx; proxy_temp_path $work/nginx; fastcgi_temp_path $work/nginx;
-  uwsgi_temp_path $work/nginx; scgi_temp_path $work/nginx;
-  keepalive_requests 1000000;
-  sendfile on;
-  server { listen 127.0.0.1:$np; root $work/www; }
-}
-CONF
-nginx -c "$work/nginx.conf"
 
 # cordon-netproxy: explicit listener, bench.test pinned to 127.0.0.1.
-cat > "$work/policy.json" <<POL
-{"version": 1, "network": {"allow": ["bench.test:$np"], "resolve": {"bench.test": "127.0.0.1"},
- "max_connections": 4096, "max_connections_per_host": 4096, "connections_per_minute": 10000000}}
-POL
 "$proxy_bin" --policy "$work/policy.json" --listen 127.0.0.1:0 --events "$work/events.jsonl" \
   > "$work/cordon.addr" 2> "$work/cordon.err" &
 pids+=($!)
@@ -113,7 +92,7 @@ if [[ $(id -u) -eq 0 ]]; then
   ip -n "$netns" -6 route add default dev lo src ::1
   mkdir -p "/etc/netns/$netns"
   printf 'nameserver 198.51.100.53\noptions timeout:2 attempts:1\n' > "/etc/netns/$netns/resolv.conf"
-  python3 "$(dirname "$0")/transparent_netns.py" "$netns" "$proxy_bin" "$work/policy.json" \
+  python3 "$HERE/transparent_netns.py" "$netns" "$proxy_bin" "$work/policy.json" \
     "$work/transparent-events.jsonl" > "$work/tproxy.pid" 2> "$work/tproxy.err" &
   pids+=($!)
 fi
