@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
+
 namespace cordon::netproxy {
 
 void Context::emit(std::string_view kind, nlohmann::json fields) const {
@@ -25,6 +27,21 @@ asio::ip::address to_asio(const policy::IpAddress& ip) {
         asio::ip::address_v4::bytes_type{ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]});
   }
   return asio::ip::address_v6(ip.bytes);
+}
+
+std::string ip_text(const policy::IpAddress& ip) {
+  if (ip.v6) {
+    return ip.to_string();
+  }
+  char buf[16];
+  char* p = buf;
+  for (size_t i = 0; i < 4; ++i) {
+    if (i > 0) {
+      *p++ = '.';
+    }
+    p = std::to_chars(p, buf + sizeof buf, static_cast<unsigned>(ip.bytes[i])).ptr;
+  }
+  return std::string(buf, p);
 }
 
 policy::IpAddress from_asio(const asio::ip::address& a) {
@@ -58,16 +75,27 @@ std::string peer_text(const tcp::socket& s) {
   if (ec) {
     return {};
   }
+  return peer_text(ep);
+}
+
+std::string peer_text(const tcp::endpoint& ep) {
   asio::ip::address a = ep.address();
   if (a.is_v6() && a.to_v6().is_v4_mapped()) {
     a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
   }
   std::string port = std::to_string(ep.port());
-  return a.is_v6() ? "[" + a.to_string() + "]:" + port : a.to_string() + ":" + port;
+  if (a.is_v4()) {
+    return ip_text(from_asio(a)) + ":" + port;  // no inet_ntop (sprintf) per connection
+  }
+  return "[" + a.to_string() + "]:" + port;
 }
 
 std::string Context::client_of(const tcp::socket& s) const {
   return events.enabled() ? peer_text(s) : std::string();
+}
+
+std::string Context::client_of(const tcp::endpoint& peer) const {
+  return events.enabled() ? peer_text(peer) : std::string();
 }
 
 }  // namespace cordon::netproxy

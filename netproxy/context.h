@@ -24,7 +24,17 @@ using tcp = asio::ip::tcp;
 using Millis = std::chrono::milliseconds;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
-struct Tunnel;
+// A connection the one idle sweeper watches (IdleWatchGuard, upstream.h): expire() is called once
+// nothing moved on it for `limit` (checked once a tick, so between `limit` and `limit` + a tick).
+// Tunnels, and transparent plaintext HTTP connections: no timer per connection or operation.
+struct IdleWatch {
+  Clock::time_point last = Clock::now();  // the last byte moved (or the connection's start)
+  Millis limit{0};
+  virtual void expire() = 0;  // closes the connection's sockets: its pending operations end
+
+ protected:
+  ~IdleWatch() = default;
+};
 
 struct Context {
   Context(asio::io_context& io, const policy::NetworkPolicy& p, const record::EventLog& ev)
@@ -34,8 +44,8 @@ struct Context {
   const record::EventLog& events;
   Caps caps;
   NameMap names;
-  PipePool pipes;  // for the splice(2) data path (splice.h)
-  std::list<Tunnel*> tunnels;  // running tunnels (upstream.cc), for the one idle-timeout sweeper
+  PipePool pipes;                 // for the splice(2) data path (splice.h)
+  std::list<IdleWatch*> watched;  // for the one idle-timeout sweeper (upstream.cc)
   bool sweeping = false;
   uint32_t clients = 0;  // accepted sockets being served (bounded by kMaxClients)
   static constexpr uint32_t kMaxClients = 8192;
@@ -49,6 +59,7 @@ struct Context {
   void emit(const EventLine& line) const;
   // peer_text(s) for the events' "client"; nothing computed when no event log is open.
   std::string client_of(const tcp::socket& s) const;
+  std::string client_of(const tcp::endpoint& peer) const;
 };
 
 // Counts a served client for the bound on concurrent accepted sockets.
@@ -65,10 +76,15 @@ class ClientGuard {
 
 asio::ip::address to_asio(const policy::IpAddress& ip);
 
+// ip.to_string() (inet_ntop's text), with IPv4 written here rather than by inet_ntop's sprintf:
+// it is on every connection's path (events, the original destination).
+std::string ip_text(const policy::IpAddress& ip);
+
 // The accepted socket's peer as the program saw its own end: "ip:port" or "[v6]:port", IPv4-mapped
 // addresses (dual-stack listeners) written as IPv4. Empty if the peer is gone. Events carry it as
 // "client", which the launcher joins with the preload shim's record of the same local address.
 std::string peer_text(const tcp::socket& s);
+std::string peer_text(const tcp::endpoint& peer);
 policy::IpAddress from_asio(const asio::ip::address& a);
 
 // Logs an exception escaping a connection coroutine: the handler every co_spawn gets.

@@ -17,15 +17,16 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
 struct Upstream;
 // Plaintext HTTP captured transparently, after the connection was decided: every request is
 // parsed, its Host checked against the decided name, forwarded, and logged as net.http.
-asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream client,
-                                             beast::flat_buffer buf, beast::tcp_stream upstream,
+asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
+                                             beast::flat_buffer buf, tcp::socket upstream,
                                              Upstream& up);
 
 // SOCKS5 (no auth, CONNECT); `buf` holds bytes already read.
 asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast::flat_buffer buf);
 
 // A connection redirected by netfilter: original destination, peeked SNI/Host, name map.
-asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client);
+// `peer` is the client's address as accept(2) returned it.
+asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client, tcp::endpoint peer);
 
 // The NFLOG socket (nflog.h): one net.refused per dropped packet, at most `per_second` a second,
 // the rest summarised.

@@ -1,6 +1,7 @@
 // HTTP proxy front end: absolute-form requests (each decided and logged on its own, keep-alive,
 // streamed bodies) and CONNECT tunnels.
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/http.hpp>
@@ -22,15 +23,23 @@ namespace {
 constexpr uint32_t kMaxRequestHead = 16 * 1024;
 constexpr uint32_t kMaxResponseHead = 64 * 1024;
 
-asio::awaitable<void> send_refusal(Context& ctx, beast::tcp_stream& s, unsigned version,
-                                   http::status status, const std::string& line, bool keep_alive) {
+// The helpers below serve both beast::tcp_stream (explicit proxy: a deadline per operation) and a
+// plain tcp::socket (transparent: the idle sweeper's one deadline per connection).
+tcp::socket& sock(beast::tcp_stream& s) { return s.socket(); }
+tcp::socket& sock(tcp::socket& s) { return s; }
+void set_deadline(beast::tcp_stream& s, Millis timeout) { s.expires_after(timeout); }
+void set_deadline(tcp::socket&, Millis) {}  // only watched connections use plain sockets
+
+template <class Stream>
+asio::awaitable<void> send_refusal(Context& ctx, Stream& s, unsigned version, http::status status,
+                                   const std::string& line, bool keep_alive) {
   http::response<http::string_body> res{status, version};
   res.set(http::field::server, "cordon");
   res.set(http::field::content_type, "text/plain; charset=utf-8");
   res.keep_alive(keep_alive);
   res.body() = line + "\n";
   res.prepare_payload();
-  s.expires_after(ctx.handshake_timeout);
+  set_deadline(s, ctx.handshake_timeout);
   co_await http::async_write(s, res, use_nothrow);
 }
 
@@ -42,13 +51,14 @@ http::status status_for(Failure f) {
 // Streams a chunked message (head already parsed into `p`) from `in` to `out` through a bounded
 // buffer, the shape of Beast's relay example: the chunk framing has to be parsed to find the
 // message's end. Counts bytes written; `outbound` says which byte budget they are charged to.
-// Returns an error, or a cap name in *cut when a budget ran out.
-template <bool isRequest>
-asio::awaitable<beast::error_code> relay_chunked(Context& ctx, beast::tcp_stream& in,
+// Returns an error, or a cap name in *cut when a budget ran out. `watched`: see relay_message.
+template <bool isRequest, class Stream>
+asio::awaitable<beast::error_code> relay_chunked(Context& ctx, Stream& in,
                                                  beast::flat_buffer& buf,
                                                  http::parser<isRequest, http::buffer_body>& p,
-                                                 beast::tcp_stream& out, bool outbound,
-                                                 uint64_t* written, std::string* cut) {
+                                                 Stream& out, bool outbound,
+                                                 uint64_t* written, std::string* cut,
+                                                 Clock::time_point* watched) {
   http::serializer<isRequest, http::buffer_body> sr{p.get()};
   std::array<char, 16 * 1024> chunk;
   const auto timeout = ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
@@ -57,8 +67,13 @@ asio::awaitable<beast::error_code> relay_chunked(Context& ctx, beast::tcp_stream
     if (!p.is_done()) {
       p.get().body().data = chunk.data();
       p.get().body().size = chunk.size();
-      in.expires_after(timeout);
+      if (watched == nullptr) {
+        set_deadline(in, timeout);
+      }
       auto [ec, n] = co_await http::async_read(in, buf, p, use_nothrow);
+      if (watched != nullptr) {
+        *watched = Clock::now();
+      }
       if (ec == http::error::need_buffer) {
         ec = {};
       }
@@ -73,8 +88,13 @@ asio::awaitable<beast::error_code> relay_chunked(Context& ctx, beast::tcp_stream
       p.get().body().size = 0;
       p.get().body().more = false;
     }
-    out.expires_after(timeout);
+    if (watched == nullptr) {
+      set_deadline(out, timeout);
+    }
     auto [ec, w] = co_await http::async_write(out, sr, use_nothrow);
+    if (watched != nullptr) {
+      *watched = Clock::now();
+    }
     if (ec == http::error::need_buffer) {
       ec = {};
     }
@@ -108,22 +128,46 @@ asio::awaitable<void> idle_guard(Context& ctx, const Clock::time_point& last) {
 
 // Writes `head` then `body` to `out` in one gather write (two small writes would meet Nagle and
 // the peer's delayed ACK), charged to the byte budget; an error with *cut set when the budget ran
-// out inside them (what fitted was sent: budgets are exact).
-asio::awaitable<beast::error_code> write_charged(Context& ctx, beast::tcp_stream& out,
+// out inside them (what fitted was sent: budgets are exact). `fin_follows`: the caller shuts
+// `out` down right after (the last message on the connection): the bytes are sent with MSG_MORE
+// so that the FIN leaves in the same segment and the peer is woken once, not twice.
+// `watched`: see relay_message.
+template <class Stream>
+asio::awaitable<beast::error_code> write_charged(Context& ctx, Stream& out,
                                                  asio::const_buffer head, asio::const_buffer body,
                                                  bool outbound, uint64_t* written,
-                                                 std::string* cut) {
+                                                 std::string* cut, bool fin_follows,
+                                                 Clock::time_point* watched) {
   const std::array<asio::const_buffer, 2> bytes{head, body};
   const uint64_t total = head.size() + body.size();
   uint64_t ok = outbound ? ctx.caps.take_out(total) : ctx.caps.take_in(total);
   if (ok > 0) {
-    out.expires_after(ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
-                                                          : ctx.handshake_timeout);
-    auto [ec, w] =
-        co_await asio::async_write(out, beast::buffers_prefix(ok, bytes), use_nothrow);
-    *written += w;
-    if (ec) {
-      co_return ec;
+    const auto allowed = beast::buffers_prefix(ok, bytes);
+    beast::buffers_suffix<decltype(allowed)> rest(allowed);
+    if (sock(out).non_blocking()) {
+      // A head (and the body bytes that came with it) usually fits the socket's free send
+      // buffer: written at once, with no write operation, timer or reactor round trip.
+      beast::error_code ec;
+      const size_t w = sock(out).send(allowed, fin_follows ? MSG_MORE : 0, ec);
+      *written += w;
+      rest.consume(w);
+      if (ec && ec != asio::error::would_block) {
+        co_return ec;
+      }
+    }
+    if (beast::buffer_bytes(rest) > 0) {
+      if (watched == nullptr) {
+        set_deadline(out, ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                              : ctx.handshake_timeout);
+      }
+      auto [ec, w] = co_await asio::async_write(out, rest, use_nothrow);
+      *written += w;
+      if (ec) {
+        co_return ec;
+      }
+    }
+    if (watched != nullptr) {
+      *watched = Clock::now();
     }
   }
   if (ok < total) {
@@ -131,6 +175,36 @@ asio::awaitable<beast::error_code> write_charged(Context& ctx, beast::tcp_stream
     co_return beast::error_code(asio::error::connection_aborted);
   }
   co_return beast::error_code{};
+}
+
+// Reads a message head into `p` like http::async_read_header, with `timeout` for the wait. A
+// head already complete in `buf` (the transparent peek read the first one; a keep-alive client's
+// next request often came with the last) is parsed in place, with no read operation or timer.
+// `watched`: see relay_message (then `timeout` is not used).
+template <bool isRequest, class Stream>
+asio::awaitable<beast::error_code> read_head(Stream& in, beast::flat_buffer& buf,
+                                             http::parser<isRequest, http::buffer_body>& p,
+                                             Millis timeout,
+                                             Clock::time_point* watched = nullptr) {
+  if (buf.size() > 0) {
+    beast::error_code ec;
+    const size_t used = p.put(buf.data(), ec);
+    buf.consume(used);
+    if (!ec && p.is_header_done()) {
+      co_return ec;
+    }
+    if (ec && ec != http::error::need_more) {
+      co_return ec;
+    }
+  }
+  if (watched == nullptr) {
+    set_deadline(in, timeout);
+  }
+  auto [ec, n] = co_await http::async_read_header(in, buf, p, use_nothrow);
+  if (watched != nullptr) {
+    *watched = Clock::now();
+  }
+  co_return ec;
 }
 
 // A parsed head as Beast serialises it (the bytes `os << header` gives), straight into one
@@ -155,15 +229,21 @@ std::string head_text(const http::header<isRequest, http::fields>& h) {
 // `buf`): the head as Beast serialises it, then a body of known length (Content-Length, or a
 // response running to EOF) by splice(2) with nothing copied through user space; chunked bodies
 // go through relay_chunked. *to_eof: the body ended with the connection (no keep-alive).
-template <bool isRequest>
-asio::awaitable<beast::error_code> relay_message(Context& ctx, beast::tcp_stream& in,
+// `client_closes`: for a response, the client's request asked to close the connection after it.
+// `watched`: the connection is under the idle sweeper (IdleWatch), which closes it after the
+// idle timeout: no deadline per operation, and *watched is set after each move. nullptr: each
+// operation has its own deadline (beast::tcp_stream's timer).
+template <bool isRequest, class Stream>
+asio::awaitable<beast::error_code> relay_message(Context& ctx, Stream& in,
                                                  beast::flat_buffer& buf,
                                                  http::parser<isRequest, http::buffer_body>& p,
-                                                 beast::tcp_stream& out, bool outbound,
+                                                 Stream& out, bool outbound,
                                                  uint64_t* written, std::string* cut,
-                                                 bool* to_eof = nullptr) {
+                                                 bool* to_eof = nullptr,
+                                                 bool client_closes = false,
+                                                 Clock::time_point* watched = nullptr) {
   if (p.chunked()) {
-    co_return co_await relay_chunked(ctx, in, buf, p, out, outbound, written, cut);
+    co_return co_await relay_chunked(ctx, in, buf, p, out, outbound, written, cut, watched);
   }
   // No body: HEAD, 204, 304, Content-Length 0, a bodiless request.
   const bool bodiless = p.is_done();
@@ -177,12 +257,16 @@ asio::awaitable<beast::error_code> relay_message(Context& ctx, beast::tcp_stream
   }
   // Body bytes that arrived with the head go out with it, in one write.
   const uint64_t buffered = std::min<uint64_t>(buf.size(), length.value_or(buf.size()));
+  // The whole of the last response on the connection goes out now: the callers shut the client
+  // down right after it (serve_http_proxy, serve_http_transparent).
+  const bool last_whole_response = !isRequest && length && buffered == *length &&
+                                   (client_closes || !p.get().keep_alive());
   {
     // The head exactly as it goes out (start line, fields, CRLF), charged like body bytes.
     const std::string text = head_text(p.get().base());
     auto ec = co_await write_charged(ctx, out, asio::buffer(text),
                                      asio::buffer(buf.data().data(), buffered), outbound,
-                                     written, cut);
+                                     written, cut, last_whole_response, watched);
     buf.consume(buffered);
     if (ec) {
       co_return ec;
@@ -195,13 +279,19 @@ asio::awaitable<beast::error_code> relay_message(Context& ctx, beast::tcp_stream
       co_return beast::error_code{};
     }
   }
-  Clock::time_point last = Clock::now();
-  auto r = co_await (pump(ctx, in.socket(), out.socket(), rest, outbound, {written, &last}) ||
-                     idle_guard(ctx, last));
-  if (r.index() == 1) {
-    co_return beast::error_code(beast::error::timeout);
+  PumpEnd end;
+  if (watched != nullptr) {
+    end = co_await pump(ctx, sock(in), sock(out), rest, outbound, {written, watched});
+  } else {
+    Clock::time_point last = Clock::now();
+    auto r = co_await (pump(ctx, sock(in), sock(out), rest, outbound, {written, &last}) ||
+                       idle_guard(ctx, last));
+    if (r.index() == 1) {
+      co_return beast::error_code(beast::error::timeout);
+    }
+    end = std::get<0>(r);
   }
-  switch (std::get<0>(r)) {
+  switch (end) {
     case PumpEnd::Limit:
       co_return beast::error_code{};
     case PumpEnd::Eof:
@@ -246,7 +336,7 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
     finish_upstream(ctx, opened.up);
     co_return;
   }
-  start_named_tunnel(ctx, client.release_socket(), opened.stream->release_socket(),
+  start_named_tunnel(ctx, client.release_socket(), std::move(*opened.socket),
                      std::move(opened.up), take_leftover(buf));
 }
 
@@ -258,7 +348,7 @@ void emit_http(const Context& ctx, const Upstream& up, std::string_view method,
   if (!ctx.events.enabled()) {
     return;
   }
-  const std::string address = up.addr.to_string();
+  const std::string address = ip_text(up.addr);
   EventLine ev("net.http");
   ev.add("method", method)
       .add("url", url)
@@ -285,6 +375,7 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
   std::optional<beast::flat_buffer> up_buf;
   Upstream up;
   std::string up_key;
+  bool client_shut = false;  // the client's EOF was sent after the last response
   auto close_upstream = [&] {
     if (up_stream) {
       beast::error_code ignored;
@@ -299,11 +390,11 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     http::request_parser<http::buffer_body> p;
     p.header_limit(kMaxRequestHead);
     p.body_limit(boost::none);
-    client.expires_after(count == 0
-                             ? ctx.handshake_timeout
-                             : (ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
-                                                                    : ctx.handshake_timeout));
-    auto [ec, n] = co_await http::async_read_header(client, buf, p, use_nothrow);
+    auto ec = co_await read_head(client, buf, p,
+                                 count == 0 ? ctx.handshake_timeout
+                                            : (ctx.policy.idle_timeout.count() > 0
+                                                   ? ctx.policy.idle_timeout
+                                                   : ctx.handshake_timeout));
     if (ec) {
       if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
           ec != asio::error::connection_reset && count == 0) {
@@ -340,7 +431,8 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       dest.port = port;
       dest.mode = "http";
       dest.client = ctx.client_of(client.socket());
-      dest.extra = {{"method", method}, {"url", url}};
+      dest.method = method;
+      dest.url = url;
       auto opened = co_await open_upstream(ctx, std::move(dest));
       if (opened.failure != Failure::None) {
         // Keep the client connection only when no request body is left unread.
@@ -352,7 +444,7 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
         }
         continue;
       }
-      up_stream.emplace(std::move(*opened.stream));
+      up_stream.emplace(std::move(*opened.socket));
       up_buf.emplace();
       up = std::move(opened.up);
       up_key = key;
@@ -389,9 +481,9 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     if (req.method() == http::verb::head) {
       rp.skip(true);
     }
-    up_stream->expires_after(ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
-                                                                 : ctx.handshake_timeout);
-    auto [hec, hn] = co_await http::async_read_header(*up_stream, *up_buf, rp, use_nothrow);
+    auto hec = co_await read_head(*up_stream, *up_buf, rp,
+                                  ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                                      : ctx.handshake_timeout);
     if (hec) {
       co_await send_refusal(ctx, client, version, http::status::bad_gateway,
                             "cordon: " + key + " did not send a response (" + hec.message() + ")",
@@ -401,7 +493,7 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     const unsigned status = rp.get().result_int();
     bool to_eof = false;
     auto sec = co_await relay_message<false>(ctx, *up_stream, *up_buf, rp, client, false,
-                                             &resp_bytes, &cut, &to_eof);
+                                             &resp_bytes, &cut, &to_eof, !client_keep);
     const bool server_keep = rp.get().keep_alive() && !to_eof;
     up.bytes_in += resp_bytes;
     if (sec || !client_keep || !server_keep) {
@@ -409,6 +501,7 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       // (events, closing the upstream) is not part of its wait.
       beast::error_code ignored;
       client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      client_shut = true;
     }
     emit_http(ctx, up, method, url, host, port, status, req_bytes, resp_bytes, "");
     if (sec) {
@@ -426,12 +519,14 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     }
   }
   close_upstream();
-  beast::error_code ignored;
-  client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  if (!client_shut) {
+    beast::error_code ignored;
+    client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
 }
 
-asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream client,
-                                             beast::flat_buffer buf, beast::tcp_stream upstream,
+asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
+                                             beast::flat_buffer buf, tcp::socket upstream,
                                              Upstream& up) {
   beast::flat_buffer up_buf;
   const std::string authority =
@@ -440,13 +535,27 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
       (up.port == 80 ? "" : ":" + std::to_string(up.port));
   const Millis idle =
       ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout : ctx.handshake_timeout;
+  // One idle deadline for the whole connection, kept by the sweeper, instead of a timer armed
+  // and cancelled around every read and write: closing both sockets ends whatever waits.
+  struct Watch final : IdleWatch {
+    Watch(tcp::socket& c, tcp::socket& u) : client(c), upstream(u) {}
+    void expire() override {
+      beast::error_code ignored;
+      client.close(ignored);
+      upstream.close(ignored);
+    }
+    tcp::socket& client;
+    tcp::socket& upstream;
+  } watch(client, upstream);
+  watch.limit = idle;
+  IdleWatchGuard watching(ctx, watch);
+  Clock::time_point* const watched = &watch.last;
+  bool client_shut = false;  // the client's EOF was sent after the last response
   for (int count = 0; count < 100000; ++count) {
     http::request_parser<http::buffer_body> p;
     p.header_limit(kMaxRequestHead);
     p.body_limit(boost::none);
-    client.expires_after(idle);
-    auto [ec, n] = co_await http::async_read_header(client, buf, p, use_nothrow);
-    if (ec) {
+    if (auto ec = co_await read_head(client, buf, p, idle, watched)) {
       break;
     }
     auto& req = p.get();
@@ -480,7 +589,8 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
     const bool client_keep = req.keep_alive();
     uint64_t req_bytes = 0, resp_bytes = 0;
     std::string cut;
-    auto rec = co_await relay_message<true>(ctx, client, buf, p, upstream, true, &req_bytes, &cut);
+    auto rec = co_await relay_message<true>(ctx, client, buf, p, upstream, true, &req_bytes, &cut,
+                                            nullptr, false, watched);
     up.bytes_out += req_bytes;
     if (rec) {
       up.end = cut.empty() ? "reset" : cut;
@@ -492,21 +602,20 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
     if (req.method() == http::verb::head) {
       rp.skip(true);
     }
-    upstream.expires_after(idle);
-    auto [hec, hn] = co_await http::async_read_header(upstream, up_buf, rp, use_nothrow);
-    if (hec) {
+    if (auto hec = co_await read_head(upstream, up_buf, rp, idle, watched)) {
       break;
     }
     const unsigned status = rp.get().result_int();
     bool to_eof = false;
     auto sec = co_await relay_message<false>(ctx, upstream, up_buf, rp, client, false,
-                                             &resp_bytes, &cut, &to_eof);
+                                             &resp_bytes, &cut, &to_eof, !client_keep, watched);
     const bool server_keep = rp.get().keep_alive() && !to_eof;
     up.bytes_in += resp_bytes;
     if (sec || !client_keep || !server_keep) {
       // Last response: the client's EOF before the events (as in serve_http_proxy).
       beast::error_code ignored;
-      client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      client.shutdown(tcp::socket::shutdown_send, ignored);
+      client_shut = true;
     }
     emit_http(ctx, up, method, url, up.name, up.port, status, req_bytes, resp_bytes,
               "transparent");
@@ -518,9 +627,12 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, beast::tcp_stream cli
       break;
     }
   }
-  beast::error_code ignored;
-  client.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  upstream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  if (!client_shut) {
+    beast::error_code ignored;
+    client.shutdown(tcp::socket::shutdown_send, ignored);
+  }
+  // The upstream is closed when this frame ends (a FIN, or a RST if unread bytes remain: the
+  // same as shutdown then close).
 }
 
 }  // namespace cordon::netproxy

@@ -47,14 +47,15 @@ namespace {
 
 enum class Front { Explicit, Transparent, DnsTcp };
 
-asio::awaitable<void> serve_client(Context& ctx, tcp::socket sock, Front front) {
+asio::awaitable<void> serve_client(Context& ctx, tcp::socket sock, tcp::endpoint peer,
+                                   Front front) {
   ClientGuard guard(ctx);
   switch (front) {
     case Front::Explicit:
       co_await serve_explicit(ctx, std::move(sock));
       break;
     case Front::Transparent:
-      co_await serve_transparent(ctx, std::move(sock));
+      co_await serve_transparent(ctx, std::move(sock), peer);
       break;
     case Front::DnsTcp:
       co_await serve_dns_tcp_client(ctx, std::move(sock));
@@ -64,8 +65,16 @@ asio::awaitable<void> serve_client(Context& ctx, tcp::socket sock, Front front) 
 
 asio::awaitable<void> accept_loop(Context& ctx, tcp::acceptor& acceptor, Front front) {
   asio::steady_timer backoff(ctx.io);
+  // Heads and small answers are written apart from the bodies spliced after them: without
+  // NODELAY, Nagle would hold such a write back until the client's delayed ACK. Set on the
+  // listener, Linux passes it on to every accepted socket (one setsockopt, not one per
+  // connection); where that fails, it is set per connection.
+  boost::system::error_code nodelay_ec;
+  acceptor.set_option(tcp::no_delay(true), nodelay_ec);
+  const bool inherits_nodelay = !nodelay_ec;
+  tcp::endpoint peer;  // filled by accept(2) itself: no getpeername per connection
   for (;;) {
-    auto [ec, sock] = co_await acceptor.async_accept(use_nothrow);
+    auto [ec, sock] = co_await acceptor.async_accept(peer, use_nothrow);
     if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) {
       co_return;
     }
@@ -79,11 +88,15 @@ asio::awaitable<void> accept_loop(Context& ctx, tcp::acceptor& acceptor, Front f
     if (ctx.clients >= Context::kMaxClients) {
       continue;  // `sock` closes here: bounded, like every other queue
     }
-    // Heads and small answers are written apart from the bodies spliced after them: without
-    // NODELAY, Nagle would hold such a write back until the client's delayed ACK.
     boost::system::error_code ignored;
-    sock.set_option(tcp::no_delay(true), ignored);
-    asio::co_spawn(ctx.io, serve_client(ctx, std::move(sock), front),
+    if (!inherits_nodelay) {
+      sock.set_option(tcp::no_delay(true), ignored);
+    }
+    // User-mode non-blocking (one ioctl, which Asio's first operation would make anyway): reads
+    // and writes can then be tried at once, without a reactor round trip, where bytes or room
+    // are usually there (first_flight.cc, http_proxy.cc).
+    sock.non_blocking(true, ignored);
+    asio::co_spawn(ctx.io, serve_client(ctx, std::move(sock), peer, front),
                    [](std::exception_ptr e) { log_coroutine_end("connection", e); });
   }
 }

@@ -116,14 +116,14 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
     co_return;
   }
   beast::error_code ec;
-  auto local = opened.stream->socket().local_endpoint(ec);
+  auto local = opened.socket->local_endpoint(ec);
   std::optional<policy::IpAddress> bound;
   if (!ec) {
     bound = from_asio(local.address());
   }
   auto reply = socks5::make_reply(socks5::kSucceeded, bound, ec ? 0 : local.port());
   co_await send(ctx, client, reply);
-  start_named_tunnel(ctx, client.release_socket(), opened.stream->release_socket(),
+  start_named_tunnel(ctx, client.release_socket(), std::move(*opened.socket),
                      std::move(opened.up), take_leftover(buf));
 }
 

@@ -43,66 +43,53 @@ std::optional<OriginalDst> original_dst(int fd) {
   return std::nullopt;
 }
 
-}  // namespace
-
-asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
-  auto orig = original_dst(client.native_handle());
-  if (!orig) {
-    // Not a redirected connection (someone dialled the proxy port directly): nothing to decide on.
-    ctx.emit("net.refused",
-             {{"mode", "transparent"},
-              {"decision", "deny"},
-              {"rule", "network"},
-              {"reason", "no original destination (connection was not redirected)"}});
-    co_return;
-  }
+// After the peek: decide, open the upstream, serve. A coroutine of its own so that its state
+// (destination, upstream, refusal text) takes memory only once the first flight is in: while
+// connections wait in the peek (up to peek_timeout, a server-speaks-first client for all of it),
+// each holds the peek's state alone.
+asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const tcp::endpoint& peer,
+                                       const OriginalDst& orig, const FirstFlight& peeked,
+                                       beast::flat_buffer& buf) {
   tcp::socket& s = client;
-  // Non-blocking for read_until's first, speculative read (the relay sets it anyway).
-  beast::error_code nb_ec;
-  s.non_blocking(true, nb_ec);
-  beast::flat_buffer buf;
-  auto peeked = co_await peek_first_flight(ctx, s, buf);
-  if (!peeked) {
-    co_return;
-  }
-  const std::string orig_text = orig->ip.to_string();
-  auto entries = ctx.names.lookup(orig->ip);
+  const std::string orig_text = ip_text(orig.ip);
+  auto entries = ctx.names.lookup(orig.ip);
 
   Destination dest;
-  dest.port = orig->port;
+  dest.port = orig.port;
   dest.mode = "transparent";
-  dest.client = ctx.client_of(s);
-  dest.sni = peeked->kind == "tls" ? peeked->claimed : std::string();
-  dest.extra = {{"original_dst", orig_text}, {"peek", peeked->kind}};
-  if (peeked->kind == "http" && !peeked->claimed.empty()) {
-    dest.extra["host_header"] = peeked->claimed;
+  dest.client = ctx.client_of(peer);
+  dest.sni = peeked.kind == "tls" ? peeked.claimed : std::string();
+  dest.original_dst = orig_text;
+  dest.peek = peeked.kind;
+  if (peeked.kind == "http") {
+    dest.host_header = peeked.claimed;
   }
 
   if (!entries.empty()) {
     const NameMap::Entry* chosen = nullptr;
-    if (!peeked->claimed.empty() && !peeked->claimed_raw_ip) {
+    if (!peeked.claimed.empty() && !peeked.claimed_raw_ip) {
       for (const auto& e : entries) {
-        if (e.name == peeked->claimed) {
+        if (e.name == peeked.claimed) {
           chosen = &e;
           break;
         }
       }
       if (chosen == nullptr) {
         // The address came from another name's answer: a fronted or misdirected request.
-        std::string msg = "cordon: " + std::string(peeked->kind == "tls" ? "TLS SNI" : "Host") +
-                          " \"" + peeked->claimed + "\" does not match " + entries.front().name +
+        std::string msg = "cordon: " + std::string(peeked.kind == "tls" ? "TLS SNI" : "Host") +
+                          " \"" + peeked.claimed + "\" does not match " + entries.front().name +
                           ", the name " + orig_text + " was resolved from (domain fronting)";
-        ctx.emit("net.refused", {{"name", peeked->claimed},
+        ctx.emit("net.refused", {{"name", peeked.claimed},
                                  {"address", orig_text},
-                                 {"port", orig->port},
+                                 {"port", orig.port},
                                  {"mode", "transparent"},
                                  {"decision", "deny"},
                                  {"rule", "network (name mismatch)"},
                                  {"resolved_name", entries.front().name},
                                  {"client", dest.client},
-                                 {"peek", peeked->kind},
+                                 {"peek", peeked.kind},
                                  {"reason", msg}});
-        co_await refuse_first_flight(s, *peeked, msg);
+        co_await refuse_first_flight(s, peeked, msg);
         co_return;
       }
     } else {
@@ -110,7 +97,7 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
       // address came from; prefer one the policy allows on this port. That decision is the one
       // open_upstream uses: the name is not decided twice.
       for (const auto& e : entries) {
-        auto d = ctx.policy.decide_destination(e.name, orig->port);
+        auto d = ctx.policy.decide_destination(e.name, orig.port);
         if (d.allow || chosen == nullptr) {
           chosen = &e;
           dest.decided = std::move(d);
@@ -133,17 +120,39 @@ asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client) {
 
   auto opened = co_await open_upstream(ctx, std::move(dest));
   if (opened.failure != Failure::None) {
-    co_await refuse_first_flight(s, *peeked, opened.message);
+    co_await refuse_first_flight(s, peeked, opened.message);
     co_return;
   }
-  if (peeked->kind == "http") {
-    co_await serve_http_transparent(ctx, beast::tcp_stream(std::move(s)), std::move(buf),
-                                    std::move(*opened.stream), opened.up);
+  if (peeked.kind == "http") {
+    co_await serve_http_transparent(ctx, std::move(client), std::move(buf),
+                                    std::move(*opened.socket), opened.up);
     finish_upstream(ctx, opened.up);
     co_return;
   }
-  start_tunnel(ctx, std::move(client), opened.stream->release_socket(), std::move(opened.up),
+  start_tunnel(ctx, std::move(client), std::move(*opened.socket), std::move(opened.up),
                take_leftover(buf));
+}
+
+}  // namespace
+
+asio::awaitable<void> serve_transparent(Context& ctx, tcp::socket client, tcp::endpoint peer) {
+  auto orig = original_dst(client.native_handle());
+  if (!orig) {
+    // Not a redirected connection (someone dialled the proxy port directly): nothing to decide on.
+    ctx.emit("net.refused",
+             {{"mode", "transparent"},
+              {"decision", "deny"},
+              {"rule", "network"},
+              {"reason", "no original destination (connection was not redirected)"}});
+    co_return;
+  }
+  // Non-blocking (accept_loop set it) for read_until's first, speculative read.
+  beast::flat_buffer buf;
+  auto peeked = co_await peek_first_flight(ctx, client, buf);
+  if (!peeked) {
+    co_return;
+  }
+  co_await decide_and_serve(ctx, client, peer, *orig, *peeked, buf);
 }
 
 }  // namespace cordon::netproxy

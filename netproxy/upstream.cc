@@ -1,11 +1,13 @@
 // Upstream connections: one decision path for every front end, then the relay.
 #include "netproxy/upstream.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <list>
 #include <memory>
-
 
 #include "netproxy/decide.h"
 #include "netproxy/splice.h"
@@ -13,6 +15,8 @@
 namespace cordon::netproxy {
 
 namespace {
+
+using namespace asio::experimental::awaitable_operators;
 
 constexpr size_t kMaxAddresses = 16;
 
@@ -30,9 +34,16 @@ Opened refuse(Context& ctx, const Destination& dest, Failure f, std::string mess
   if (!dest.client.empty()) {
     ev["client"] = dest.client;
   }
-  for (auto& [k, v] : dest.extra.items()) {
-    ev[k] = v;
-  }
+  auto add_if_set = [&ev](const char* key, const std::string& value) {
+    if (!value.empty()) {
+      ev[key] = value;
+    }
+  };
+  add_if_set("original_dst", dest.original_dst);
+  add_if_set("peek", dest.peek);
+  add_if_set("host_header", dest.host_header);
+  add_if_set("method", dest.method);
+  add_if_set("url", dest.url);
   for (auto& [k, v] : more.items()) {
     ev[k] = v;
   }
@@ -59,6 +70,53 @@ asio::awaitable<std::pair<std::vector<policy::IpAddress>, std::string>> host_res
     }
   }
   co_return std::make_pair(out, std::string());
+}
+
+// Connects `sock` (opened here, non-blocking) to `ep` within `timeout`. To a nearby host (loopback
+// above all) the handshake is usually complete by the time connect(2) returns EINPROGRESS: a
+// zero-timeout poll(2) sees that without a timer, a reactor round trip and a coroutine switch.
+// Otherwise it waits for writability or the deadline (beast::error::timeout). Either way the
+// result is the handshake's, from SO_ERROR.
+asio::awaitable<boost::system::error_code> connect_within(Context& ctx, tcp::socket& sock,
+                                                          const tcp::endpoint& ep, Millis timeout) {
+  boost::system::error_code ec;
+  sock.open(ep.protocol(), ec);
+  if (!ec) {
+    sock.non_blocking(true, ec);
+  }
+  if (ec) {
+    co_return ec;
+  }
+  const int fd = sock.native_handle();
+  if (::connect(fd, ep.data(), static_cast<socklen_t>(ep.size())) == 0) {
+    co_return ec;
+  }
+  if (errno != EINPROGRESS && errno != EINTR) {
+    co_return boost::system::error_code(errno, boost::system::system_category());
+  }
+  pollfd pfd{fd, POLLOUT, 0};
+  const int ready = ::poll(&pfd, 1, 0);
+  if (ready == 1 && pfd.revents == POLLOUT) {
+    co_return ec;  // writable and neither POLLERR nor POLLHUP: connected
+  }
+  if (ready <= 0) {
+    asio::steady_timer timer(ctx.io);
+    timer.expires_after(timeout);
+    auto r = co_await (sock.async_wait(tcp::socket::wait_write, use_nothrow) ||
+                       timer.async_wait(use_nothrow));
+    if (r.index() == 1) {
+      co_return beast::error::timeout;
+    }
+    if (auto [wec] = std::get<0>(r); wec) {
+      co_return wec;
+    }
+  }
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+    err = errno;
+  }
+  co_return boost::system::error_code(err, boost::system::system_category());
 }
 
 }  // namespace
@@ -130,21 +188,21 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
     co_return refuse(ctx, dest, Failure::Cap, cap->message, cap->cap, {}, {{"cap", cap->cap}});
   }
 
-  beast::tcp_stream stream(ctx.io);
+  tcp::socket sock(ctx.io);
   boost::system::error_code last;
   for (const auto& ip : addrs) {
-    stream.expires_after(p.connect_timeout);
-    auto [ec] = co_await stream.async_connect(tcp::endpoint(to_asio(ip), dest.port), use_nothrow);
+    auto ec = co_await connect_within(ctx, sock, tcp::endpoint(to_asio(ip), dest.port),
+                                      p.connect_timeout);
     if (!ec) {
-      stream.expires_never();
       out.up.addr = ip;
       last = {};
       break;
     }
     last = ec;
-    stream.close();
+    boost::system::error_code ignored;
+    sock.close(ignored);
   }
-  if (last || !stream.socket().is_open()) {
+  if (last || !sock.is_open()) {
     bool refused = last == asio::error::connection_refused;
     std::string why = last == beast::error::timeout
                           ? "timed out after " + std::to_string(p.connect_timeout.count()) + " ms"
@@ -154,7 +212,8 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
                          addrs.front().to_string() + "): " + why,
                      d.rule, addrs.front().to_string());
   }
-  stream.socket().set_option(tcp::no_delay(true));
+  boost::system::error_code nodelay_ec;
+  sock.set_option(tcp::no_delay(true), nodelay_ec);
   out.up.mode = dest.mode;
   out.up.name = name_ip ? std::string() : name;
   out.up.sni = dest.sni;
@@ -162,7 +221,7 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
   out.up.port = dest.port;
   out.up.rule = d.rule;
   out.up.start = Clock::now();
-  out.stream.emplace(std::move(stream));
+  out.socket.emplace(std::move(sock));
   co_return out;
 }
 
@@ -176,7 +235,7 @@ void finish_upstream(Context& ctx, Upstream& up) {
     return;  // nothing to log: skip building the per-connection event
   }
   const int64_t ms = std::chrono::duration_cast<Millis>(Clock::now() - up.start).count();
-  const std::string address = up.addr.to_string();
+  const std::string address = ip_text(up.addr);
   EventLine ev("net.connect");
   ev.add("name", up.name)
       .add("address", address)
@@ -197,21 +256,65 @@ void finish_upstream(Context& ctx, Upstream& up) {
   ctx.emit(ev);
 }
 
+namespace {
+
+// One timer for every watched connection's idle timeout (not one watchdog per connection or
+// operation): ticks while connections are watched, so one is closed between its limit and its
+// limit + one tick after its last byte.
+asio::awaitable<void> idle_sweeper(Context& ctx) {
+  const Millis shortest = ctx.policy.idle_timeout.count() > 0
+                              ? std::min(ctx.policy.idle_timeout, ctx.handshake_timeout)
+                              : ctx.handshake_timeout;
+  const auto tick = std::min<Millis>(Millis(1000), std::max<Millis>(Millis(50), shortest / 4));
+  asio::steady_timer timer(ctx.io);
+  while (!ctx.watched.empty()) {
+    timer.expires_after(tick);
+    auto [ec] = co_await timer.async_wait(use_nothrow);
+    if (ec) {
+      break;
+    }
+    const auto now = Clock::now();
+    for (auto it = ctx.watched.begin(); it != ctx.watched.end();) {
+      IdleWatch* w = *it++;  // expire() does not unlink; advance first all the same
+      if (now - w->last >= w->limit) {
+        w->expire();
+      }
+    }
+  }
+  ctx.sweeping = false;
+}
+
+}  // namespace
+
+IdleWatchGuard::IdleWatchGuard(Context& ctx, IdleWatch& w)
+    : ctx_(ctx), pos_(ctx.watched.insert(ctx.watched.end(), &w)) {
+  if (!ctx.sweeping) {
+    ctx.sweeping = true;
+    asio::co_spawn(ctx.io, idle_sweeper(ctx),
+                   [](std::exception_ptr e) { log_coroutine_end("idle sweeper", e); });
+  }
+}
+
 // A decided connection after its front end is done: the two sockets and the connection's record,
 // shared by the two direction coroutines; the last one to finish destroys it, which logs
 // net.connect. Nothing else of the handshake stays alive while the tunnel idles.
-struct Tunnel {
+struct Tunnel final : IdleWatch {
   Tunnel(Context& c, tcp::socket cl, tcp::socket u, Upstream record, std::string early)
       : ctx(c), client(std::move(cl)), upstream(std::move(u)), up(std::move(record)),
         leftover(std::move(early)) {
-    pos = ctx.tunnels.insert(ctx.tunnels.end(), this);
+    limit = ctx.policy.idle_timeout;
+    if (limit.count() > 0) {
+      watch.emplace(ctx, *this);
+    }
   }
   ~Tunnel() {
-    ctx.tunnels.erase(pos);
+    watch.reset();
     finish_upstream(ctx, up);
   }
   Tunnel(const Tunnel&) = delete;
   Tunnel& operator=(const Tunnel&) = delete;
+
+  void expire() override { tear_down("idle_timeout"); }
 
   // Ends both directions at once (reset, cap, idle): the other pump's pending wait completes.
   void tear_down(const std::string& why) {
@@ -235,9 +338,8 @@ struct Tunnel {
   tcp::socket upstream;
   Upstream up;
   std::string leftover;  // sent upstream first, then released
-  Clock::time_point last = Clock::now();
   bool torn_down = false;
-  std::list<Tunnel*>::iterator pos;
+  std::optional<IdleWatchGuard> watch;  // under the idle sweeper when idle_timeout is set
 };
 
 namespace {
@@ -287,30 +389,6 @@ asio::awaitable<void> direction(std::shared_ptr<Tunnel> t, bool outbound) {
   }
 }
 
-// One timer for every tunnel's idle timeout (not one watchdog per tunnel): ticks while tunnels
-// exist, so a tunnel is closed between idle_timeout and idle_timeout + one tick after its last
-// byte.
-asio::awaitable<void> idle_sweeper(Context& ctx) {
-  const auto idle = ctx.policy.idle_timeout;
-  const auto tick = std::min<Millis>(Millis(1000), std::max<Millis>(Millis(50), idle / 4));
-  asio::steady_timer timer(ctx.io);
-  while (!ctx.tunnels.empty()) {
-    timer.expires_after(tick);
-    auto [ec] = co_await timer.async_wait(use_nothrow);
-    if (ec) {
-      break;
-    }
-    const auto now = Clock::now();
-    for (auto it = ctx.tunnels.begin(); it != ctx.tunnels.end();) {
-      Tunnel* t = *it++;  // tear_down does not unlink; advance first all the same
-      if (now - t->last >= idle) {
-        t->tear_down("idle_timeout");
-      }
-    }
-  }
-  ctx.sweeping = false;
-}
-
 }  // namespace
 
 void start_tunnel(Context& ctx, tcp::socket client, tcp::socket upstream, Upstream up,
@@ -320,11 +398,6 @@ void start_tunnel(Context& ctx, tcp::socket client, tcp::socket upstream, Upstre
   auto done = [](std::exception_ptr e) { log_coroutine_end("tunnel", e); };
   asio::co_spawn(ctx.io, direction(t, true), done);
   asio::co_spawn(ctx.io, direction(std::move(t), false), done);
-  if (ctx.policy.idle_timeout.count() > 0 && !ctx.sweeping) {
-    ctx.sweeping = true;
-    asio::co_spawn(ctx.io, idle_sweeper(ctx),
-                   [](std::exception_ptr e) { log_coroutine_end("idle sweeper", e); });
-  }
 }
 
 }  // namespace cordon::netproxy

@@ -41,13 +41,15 @@ struct Destination {
   bool fixed_pinned = false;
   // Set when the front end already decided the name (so it is decided once): used as is.
   std::optional<policy::NetDecision> decided;
-  nlohmann::json extra = nlohmann::json::object();  // added to refusal events (method, url, ...)
+  // Added to refusal events only, each when not empty: no JSON object is built per connection.
+  std::string original_dst, peek, host_header;  // transparent
+  std::string method, url;                      // absolute-form HTTP
 };
 
 struct Opened {
   Failure failure = Failure::None;
-  std::string message;  // the one-line refusal the client reads
-  std::optional<beast::tcp_stream> stream;
+  std::string message;                // the one-line refusal the client reads
+  std::optional<tcp::socket> socket;  // connected, non-blocking, TCP_NODELAY
   Upstream up;
 };
 
@@ -55,6 +57,19 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest);
 
 // Emits net.connect for `up` once (decision allow, bytes each way, duration).
 void finish_upstream(Context& ctx, Upstream& up);
+
+// Puts `w` under the idle sweeper (started if none runs) until the returned guard ends.
+class IdleWatchGuard {
+ public:
+  IdleWatchGuard(Context& ctx, IdleWatch& w);
+  ~IdleWatchGuard() { ctx_.watched.erase(pos_); }
+  IdleWatchGuard(const IdleWatchGuard&) = delete;
+  IdleWatchGuard& operator=(const IdleWatchGuard&) = delete;
+
+ private:
+  Context& ctx_;
+  std::list<IdleWatch*>::iterator pos_;
+};
 
 // Hands a decided connection to a tunnel of its own and returns at once, so the front end's
 // coroutines (and their handshake state) end. The tunnel relays with splice(2) (splice.h) until

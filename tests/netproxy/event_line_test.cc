@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <random>
 
@@ -126,6 +128,41 @@ TEST(EventLine, WritesOneLineWithTheCommonFields) {
   EXPECT_EQ(k["kind"], "net.http");
   EXPECT_LT(b.size(), 64u * 1024);
   EXPECT_EQ(k["url"].get<std::string>().substr(0, 4), std::string(4, '\x01'));
+}
+
+// The timestamp without snprintf is the one record::now_rfc3339() writes, also when seconds
+// change and come back (the per-second part is cached).
+TEST(EventLine, TimestampMatchesTheSnprintfFormat) {
+  auto reference = [](const timespec& ts) {
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+    return std::string(buf);
+  };
+  std::vector<timespec> times = {
+      {0, 0},                     // 1970-01-01T00:00:00.000000Z
+      {1795297267, 123456789},    // 2026-11-21T21:41:07
+      {1795297267, 999999999},    // same second, other microseconds
+      {1795297268, 1000},         // the next second
+      {1795297267, 5000},         // and back
+      {951782400, 42000},         // 2000-02-29
+      {1798761599, 999999000},    // 2026-12-31T23:59:59
+      {1798761600, 0},            // 2027-01-01
+      {253402300799, 999999999},  // 9999-12-31T23:59:59.999999Z
+  };
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    times.push_back(
+        {static_cast<time_t>(rng() % 253402300800u), static_cast<long>(rng() % 1000000000u)});
+  }
+  for (const auto& ts : times) {
+    std::array<char, 27> buf;
+    EXPECT_EQ(std::string(rfc3339(ts, buf)), reference(ts)) << ts.tv_sec << " " << ts.tv_nsec;
+  }
+  std::array<char, 27> buf;
+  EXPECT_TRUE(rfc3339({253402300800, 0}, buf).empty()) << "year 10000 has five digits";
 }
 
 }  // namespace

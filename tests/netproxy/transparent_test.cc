@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <sstream>
 
 #include "netproxy/capture.h"
 #include "netproxy/nflog.h"
@@ -532,6 +533,121 @@ TEST_F(NetproxyTransparent, ServerSpeaksFirstAfterPeekDeadline) {
   auto conns = wait_events(box_->events(), "net.connect", 1);
   ASSERT_EQ(conns.size(), 1u);
   EXPECT_EQ(conns[0]["name"], "banner.test");
+}
+
+// The plaintext HTTP path's byte accounting and half-close: a client that sends its request and
+// then half-closes still reads the whole response and the proxy's EOF after it, and the events
+// count exactly the bytes that crossed each way.
+TEST_F(NetproxyTransparent, HalfClosedHttpClientGetsTheWholeResponseAndBytesAreCounted) {
+  std::string code =
+      "import socket,sys\n"
+      "req=b'GET /hello.txt HTTP/1.1\\r\\nHost: api.test\\r\\nConnection: close\\r\\n\\r\\n'\n"
+      "s=socket.create_connection(('api.test',int(sys.argv[1])),timeout=20)\n"
+      "s.sendall(req)\n"
+      "s.shutdown(socket.SHUT_WR)\n"
+      "b=b''\n"
+      "while True:\n"
+      "  d=s.recv(1000)\n"
+      "  if not d: break\n"
+      "  b+=d\n"
+      "print(len(req), len(b)); print(b.decode().split('\\r\\n')[0]);"
+      " print(b.decode().split('\\r\\n\\r\\n')[1], end='')\n";
+  auto r = box_->exec({"python3", "-c", code, std::to_string(up_->port("http"))});
+  ASSERT_EQ(r.exit_code(), 0) << r.err << dump_events(box_->events());
+  std::istringstream out(r.out);
+  size_t sent = 0, got = 0;
+  out >> sent >> got;
+  EXPECT_THAT(r.out, HasSubstr("\nHTTP/1.1 200 OK\nhello through cordon\n"));
+  auto http = wait_events(box_->events(), "net.http", 1);
+  ASSERT_EQ(http.size(), 1u) << dump_events(box_->events());
+  EXPECT_EQ(http[0]["status"], 200);
+  EXPECT_EQ(http[0]["request_bytes"].get<size_t>(), sent);
+  EXPECT_EQ(http[0]["response_bytes"].get<size_t>(), got);
+  auto conns = wait_events(box_->events(), "net.connect", 1);
+  ASSERT_EQ(conns.size(), 1u) << dump_events(box_->events());
+  EXPECT_EQ(conns[0]["bytes_out"].get<size_t>(), sent);
+  EXPECT_EQ(conns[0]["bytes_in"].get<size_t>(), got);
+  EXPECT_EQ(conns[0]["end"], "closed");
+}
+
+// Two requests in one flight (pipelined): the second head is already buffered when the first
+// response is done; both are answered in order, each decided and logged.
+TEST_F(NetproxyTransparent, PipelinedRequestsAreEachAnsweredAndLogged) {
+  std::string code =
+      "import socket,sys\n"
+      "s=socket.create_connection(('api.test',int(sys.argv[1])),timeout=20)\n"
+      "s.sendall(b'GET /hello.txt HTTP/1.1\\r\\nHost: api.test\\r\\n\\r\\n'\n"
+      "          b'GET /repo.git/HEAD HTTP/1.1\\r\\nHost: api.test\\r\\n'\n"
+      "          b'Connection: close\\r\\n\\r\\n')\n"
+      "b=b''\n"
+      "while True:\n"
+      "  d=s.recv(1000)\n"
+      "  if not d: break\n"
+      "  b+=d\n"
+      "print(b.count(b'HTTP/1.1 200 OK'), b'hello through cordon' in b,"
+      " b.endswith(b'ref: refs/heads/master\\n'))\n";
+  auto r = box_->exec({"python3", "-c", code, std::to_string(up_->port("http"))});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "2 True True\n");
+  auto http = wait_events(box_->events(), "net.http", 2);
+  ASSERT_EQ(http.size(), 2u) << dump_events(box_->events());
+  EXPECT_EQ(http[0]["url"], url("http", "api.test", "/hello.txt"));
+  EXPECT_EQ(http[1]["url"], url("http", "api.test", "/repo.git/HEAD"));
+}
+
+// network.idle_timeout on the plaintext HTTP path: a client that goes silent after a response,
+// and an upstream that never answers, each get the connection closed (the client reads EOF)
+// instead of holding it forever.
+TEST_F(NetproxyTransparent, IdleTimeoutClosesSilentHttpConnections) {
+  // An upstream that completes the handshake (kernel backlog) and never says anything.
+  int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(silent, 8), 0);
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string silent_port = std::to_string(ntohs(a.sin_port));
+  const std::string http = std::to_string(up_->port("http"));
+  TempDir dir;
+  CaptureSandbox box(dir, R"({"version": 1, "network": {
+      "allow": ["api.test:)" + http + R"(", "mute.test:)" + silent_port + R"("],
+      "resolve": {"api.test": "127.0.0.1", "mute.test": "127.0.0.1"},
+      "idle_timeout": "1s"}})");
+  ASSERT_TRUE(box.ok());
+  // Prints "closed" when the proxy ends the connection within 20 s (the timeout is 1 s).
+  std::string code =
+      "import socket,sys,time\n"
+      "host,port,first=sys.argv[1],int(sys.argv[2]),sys.argv[3]=='1'\n"
+      "s=socket.create_connection((host,port),timeout=20)\n"
+      "s.sendall(('GET /hello.txt HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n' % host).encode())\n"
+      "b=b''\n"
+      "if first:\n"
+      "  while not b.endswith(b'cordon\\n'): b+=s.recv(1000)\n"
+      "t=time.monotonic()\n"
+      "try:\n"
+      "  while s.recv(1000): pass\n"
+      "  print('closed')\n"
+      "except socket.timeout:\n"
+      "  print('still open after', time.monotonic()-t)\n"
+      "except ConnectionResetError:\n"
+      "  print('closed')\n";
+  auto idle_client = box.exec({"python3", "-c", code, "api.test", http, "1"});
+  ASSERT_EQ(idle_client.exit_code(), 0) << idle_client.err;
+  EXPECT_EQ(idle_client.out, "closed\n");
+  auto mute_upstream = box.exec({"python3", "-c", code, "mute.test", silent_port, "0"});
+  ASSERT_EQ(mute_upstream.exit_code(), 0) << mute_upstream.err;
+  EXPECT_EQ(mute_upstream.out, "closed\n");
+  auto conns = wait_events(box.events(), "net.connect", 2);
+  ASSERT_EQ(conns.size(), 2u) << dump_events(box.events());
+  EXPECT_EQ(conns[0]["name"], "api.test");
+  EXPECT_GT(conns[0]["bytes_in"].get<int>(), 0);
+  EXPECT_EQ(conns[1]["name"], "mute.test");
+  EXPECT_EQ(conns[1]["bytes_in"], 0);
+  EXPECT_GT(conns[1]["bytes_out"].get<int>(), 0);
+  close(silent);
 }
 
 TEST_F(NetproxyTransparent, OtherTrafficDroppedLoopbackKept) {
