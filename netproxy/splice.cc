@@ -2,6 +2,8 @@
 #include "netproxy/splice.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,6 +41,15 @@ namespace {
 constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
 constexpr size_t kChunk = PipePool::kPipeSize;
 constexpr size_t kCopyChunk = 16 * 1024;
+// TCP_NOTSENT_LOWAT for `to`: it takes bytes (and reports writable) only while fewer than this
+// wait unsent in it, instead of filling its autotuned send buffer (MiBs) before the pump sleeps.
+// Bytes then wait in `from`'s receive queue, and the three parties of a bulk transfer alternate
+// in smaller, steadier batches. 1 GiB through the transparent path (bench/proxy/bulk_ab.sh, 10
+// interleaved rounds, 22:27 UTC, load 2.2-2.9): 1667 -> 1917 MiB/s median, faster in 9 of 10
+// rounds, same CPU per GiB (0.38 s); with the measured processes at SCHED_FIFO (chrt -f 10) the
+// change was within noise (-4..+7 %): the gain is in how the scheduler interleaves the three.
+// It changes no byte count, only when the pump is woken.
+constexpr int kNotSentLowat = 128 * 1024;
 
 // A pipe lent for one chunk. Back to the pool only when empty: a pipe abandoned with bytes in it
 // (connection torn down mid-chunk) is closed, so no stale bytes can reach another connection.
@@ -113,6 +124,9 @@ asio::awaitable<PumpEnd> pump(Context& ctx, tcp::socket& from, tcp::socket& to,
   boost::system::error_code ec;
   from.non_blocking(true, ec);
   to.non_blocking(true, ec);
+  // Best effort (a socket that refuses it still relays, only with bigger batches).
+  (void)::setsockopt(to.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &kNotSentLowat,
+                     sizeof kNotSentLowat);
   uint64_t left = limit.value_or(kUnlimited);
   while (left > 0) {
     const uint64_t allowance = budget_left(ctx, outbound);

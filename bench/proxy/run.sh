@@ -2,9 +2,12 @@
 # bench/proxy/run.sh BUILD_DIR [SECONDS]: request rate (wrk, keep-alive), bulk throughput and idle
 # connection memory against nginx on loopback — direct, through cordon-netproxy (explicit HTTP
 # proxy, absolute-form and CONNECT), through tinyproxy and through squid (when installed) —
-# printing ratios to direct. As root it also measures the transparent path: a network namespace
-# with the capture ruleset (bench/proxy/transparent_netns.py), clients inside it reaching nginx by
-# name through the proxy's DNS and REDIRECT.
+# printing ratios to direct, next to a bare splice relay (relay_ceiling.c: no policy, no events)
+# as the yardstick of what any user-space relay costs here. As root it also measures the
+# transparent path: a network namespace with the capture ruleset (transparent_netns.py), clients
+# inside it reaching nginx by name through the proxy's DNS and REDIRECT.
+# Timed runs share the machine: take the benchmark lock, e.g.
+#   flock /tmp/cordon-bench.lock bench/proxy/run.sh BUILD_DIR 3
 # Everything listens on 127.0.0.1 and lives in a scratch directory on /dev/shm.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -82,6 +85,12 @@ SQ
   pids+=($!)
   squid_pid=$!
 fi
+# The bare splice relay (relay_ceiling.c): accept, dial nginx, splice both ways, nothing else. What
+# any user-space relay costs on this machine, as a yardstick for cordon's rows.
+cc -O2 -Wall -Wextra -Werror -o "$work/relay_ceiling" "$HERE/relay_ceiling.c"
+"$work/relay_ceiling" 0 127.0.0.1 "$np" > "$work/relay.addr" &
+pids+=($!)
+
 # Transparent: a second cordon-netproxy serving a namespace of our own (root only).
 tproxy_pid=""
 if [[ $(id -u) -eq 0 ]]; then
@@ -98,6 +107,7 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 sleep 1
 cordon_addr=$(head -1 "$work/cordon.addr")
+relay_addr=$(head -1 "$work/relay.addr")
 if [[ -n $netns ]]; then
   tproxy_pid=$(head -1 "$work/tproxy.pid")
   [[ -n $tproxy_pid ]] || { echo "$0: transparent proxy did not start: $(cat "$work/tproxy.err")" >&2; exit 1; }
@@ -140,6 +150,7 @@ mib() { awk -v b="$1" 'BEGIN {printf "%.0f", b / 1048576}'; }
 direct_bulk=$(bulk "http://127.0.0.1:$np/big.bin")
 cordon_bulk=$(bulk -x "http://$cordon_addr" "http://bench.test:$np/big.bin")
 cordon_tunnel=$(bulk -p -x "http://$cordon_addr" "http://bench.test:$np/big.bin")
+relay_bulk=$(bulk "http://$relay_addr/big.bin")
 tiny_bulk=$(bulk -x "http://127.0.0.1:$tp" "http://127.0.0.1:$np/big.bin")
 tiny_tunnel=$(bulk -p -x "http://127.0.0.1:$tp" "http://127.0.0.1:$np/big.bin")
 t_bulk=""
@@ -201,6 +212,7 @@ fi
 newconn_us() { python3 "$HERE/newconn.py" "$@"; }
 nc_direct=$(newconn_us 127.0.0.1 "$np" /index.html "127.0.0.1:$np")
 nc_explicit=$(newconn_us "${cordon_addr%:*}" "${cordon_addr##*:}" "http://bench.test:$np/index.html" "bench.test:$np")
+nc_relay=$(newconn_us "${relay_addr%:*}" "${relay_addr##*:}" /index.html "127.0.0.1:$np")
 nc_transparent=""
 [[ -n $tproxy_pid ]] && nc_transparent=$(in_ns python3 "$HERE/newconn.py" bench.test "$np" /index.html "bench.test:$np")
 
@@ -216,6 +228,7 @@ printf '%-34s %12s %8s\n' "direct nginx" "$(mib "$direct_bulk")" "1.00x"
 printf '%-34s %12s %8s\n' "cordon-netproxy (absolute-form)" "$(mib "$cordon_bulk")" "$(ratio "$cordon_bulk" "$direct_bulk")"
 printf '%-34s %12s %8s\n' "cordon-netproxy (CONNECT)" "$(mib "$cordon_tunnel")" "$(ratio "$cordon_tunnel" "$direct_bulk")"
 [[ -n $tproxy_pid ]] && printf '%-34s %12s %8s\n' "cordon-netproxy (transparent)" "$(mib "$t_bulk")" "$(ratio "$t_bulk" "$direct_bulk")"
+printf '%-34s %12s %8s\n' "bare splice relay (no policy)" "$(mib "$relay_bulk")" "$(ratio "$relay_bulk" "$direct_bulk")"
 printf '%-34s %12s %8s\n' "tinyproxy (absolute-form)" "$(mib "$tiny_bulk")" "$(ratio "$tiny_bulk" "$direct_bulk")"
 printf '%-34s %12s %8s\n' "tinyproxy (CONNECT)" "$(mib "$tiny_tunnel")" "$(ratio "$tiny_tunnel" "$direct_bulk")"
 if [[ -n $squid_pid ]]; then
@@ -226,6 +239,7 @@ printf '\n%-34s %12s %8s\n' "new connection (median, 300)" "us" "added"
 printf '%-34s %12s %8s\n' "direct nginx" "$nc_direct" "-"
 printf '%-34s %12s %8s\n' "cordon-netproxy (absolute-form)" "$nc_explicit" "$((nc_explicit - nc_direct))"
 [[ -n $nc_transparent ]] && printf '%-34s %12s %8s\n' "cordon-netproxy (transparent)" "$nc_transparent" "$((nc_transparent - nc_direct))"
+printf '%-34s %12s %8s\n' "bare splice relay (no policy)" "$nc_relay" "$((nc_relay - nc_direct))"
 printf '\n%-34s %12s\n' "memory" "KiB"
 printf '%-34s %12s\n' "cordon-netproxy base RSS" "$cordon_base"
 printf '%-34s %12s\n' "cordon-netproxy per idle tunnel" "$cordon_idle"
