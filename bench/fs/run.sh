@@ -19,7 +19,8 @@
 # inherits the after-delete state of another. The image on tmpfs keeps the "disk" a memory copy,
 # never the root ext4 (no journal: its creates crawl after mass deletes).
 #
-# Workloads: untar ~20k small files, create+delete 10k files, cold find/stat storm and cold git
+# Workloads: untar ~20k small files, create+delete 10k files, 50k lstats of missing names (the
+# cost of one FUSE request round trip, bench/fs/lookup_floor.c), cold find/stat storm and cold git
 # status on a ~10k-file repository (the lower layer, its index fresh), sequential 1 GiB write
 # (fsync'd), cold read of it.
 # "Cold" = for every mode alike: view unmounted, sync, drop_caches (page cache, dentries and
@@ -71,6 +72,7 @@ for d in range(200):
             fh.write("file %d/%d\n" % (d, f) * 8)
 PY
 tar cf "$S/small.tar" -C "$S/gen" .
+cc -O2 -Wall -Wextra -o "$S/lookup_floor" "$(dirname "$0")/lookup_floor.c"
 rm -rf "$S/gen"
 mkdir -p "$S/repo"
 tar xf "$S/small.tar" -C "$S/repo" ./d0{0,1,2,3,4}{0,1,2,3,4,5,6,7,8,9}  # 50 dirs x 100 = 5k
@@ -171,8 +173,14 @@ for i in range(10000):
 os.rmdir(d)
 PY
   t1=$(now); T[$mode,create_delete]=$(echo "$t1 - $t0" | bc)
+  # 3. 50k lstats of names that do not exist, the second pass over the same names: natively a
+  # cached negative dentry, through FUSE one LOOKUP round trip each (lookup_floor.c says why).
+  mkdir "$MNT/lf"
+  local _first again
+  read -r _first again < <("$S/lookup_floor" "$MNT/lf" 50000)
+  T[$mode,lookup_50k]=$(echo "scale=6; $again * 50000 / 1000000" | bc)
   unmount_view
-  # 3. cold find/stat storm and cold git status, the 10k-file repository as the lower layer.
+  # 4. cold find/stat storm and cold git status, the 10k-file repository as the lower layer.
   rm -rf "$FS/lower"; cp -a "$S/repo" "$FS/lower"
   # The copy has new inode numbers and ctimes: refresh the index once, natively, so git status
   # through the view compares stat data (the stat storm of a working repository) instead of
@@ -185,7 +193,7 @@ PY
   t0=$(now); git -C "$MNT" status --porcelain > /dev/null; t1=$(now)
   T[$mode,git_status]=$(echo "$t1 - $t0" | bc)
   unmount_view
-  # 4. sequential 1 GiB write (fsync'd), then a cold read of it.
+  # 5. sequential 1 GiB write (fsync'd), then a cold read of it.
   fresh_lower; mount_view "$mode" "$FS/lower"
   t0=$(now); dd if=/dev/zero of="$MNT/big" bs=1M count=1024 conv=fsync status=none; t1=$(now)
   T[$mode,seq_write]=$(echo "$t1 - $t0" | bc)
@@ -212,7 +220,7 @@ say_transport() {
 }
 read -r -a MODES <<< "${MODES:-native overlay fuse-overlayfs cordon-fs cordon-fs-dev}"
 [ "${MODES[0]}" = native ] || { echo "MODES must start with native (the 1x baseline)" >&2; exit 1; }
-WORKLOADS=(untar create_delete find git_status seq_write seq_read)
+WORKLOADS=(untar create_delete lookup_50k find git_status seq_write seq_read)
 echo "$(date -u +%FT%TZ) kernel $(uname -r), $(nproc) CPUs, RUNS=${RUNS:-1}, cordon-fs: $CORDON_FS"
 if [ -z "$URING_WAS" ]; then
   echo "note: $URING_PARAM missing (kernel without FUSE over io_uring): cordon-fs uses /dev/fuse in both modes"
