@@ -24,32 +24,14 @@ work=$(mktemp -d /dev/shm/cordon-bench-bulk-XXXXXX)
 chmod 755 "$work"
 pids=()
 nss=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for ns in "${nss[@]}"; do
-    ip netns del "$ns" 2>/dev/null || true
-    rm -rf "/etc/netns/$ns"
-  done
-  [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 source "$HERE/lib.sh"
+trap cleanup_bench EXIT
 
 start_nginx_and_policy "$work"
 truncate -s 1G "$work/www/big.bin"
 for i in 0 1; do
-  ns=cordon-bulk-$$-$i
-  nss+=("$ns")
-  ip netns add "$ns"
-  ip -n "$ns" link set lo up
-  ip -n "$ns" route add default dev lo src 127.0.0.1
-  ip -n "$ns" -6 route add default dev lo src ::1
-  mkdir -p "/etc/netns/$ns"
-  printf 'nameserver 198.51.100.53\noptions timeout:2 attempts:1\n' > "/etc/netns/$ns/resolv.conf"
-  python3 "$HERE/transparent_netns.py" "$ns" "${bins[$i]}" "$work/policy.json" \
-    "$work/events-$i.jsonl" > "$work/tproxy-$i.pid" 2> "$work/tproxy-$i.err" &
-  pids+=($!)
+  start_transparent_ns "cordon-bulk-$$-$i" "${bins[$i]}" "$work/policy.json" \
+    "$work/events-$i.jsonl" "$work/tproxy-$i.pid" "$work/tproxy-$i.err"
 done
 cc -O2 -Wall -Wextra -Werror -o "$work/relay_ceiling" "$HERE/relay_ceiling.c"
 # shellcheck disable=SC2086  # RELAY_OPTS: extra relay_ceiling options, word-split on purpose

@@ -1,5 +1,7 @@
-# Sourced by bench/proxy/run.sh and ab.sh: a free loopback port, nginx on loopback, and the
-# benchmark policy (bench.test pinned to 127.0.0.1, caps out of the way).
+# Sourced by bench/proxy/run.sh, ab.sh and bulk_ab.sh: a free loopback port, nginx on loopback, the
+# benchmark policy (bench.test pinned to 127.0.0.1, caps out of the way), the transparent path's
+# network namespace, and the cleanup. The callers keep their scratch directory in $work and what
+# to tear down in the arrays pids and nss.
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -29,4 +31,33 @@ CONF
 {"version": 1, "network": {"allow": ["bench.test:$np"], "resolve": {"bench.test": "127.0.0.1"},
  "max_connections": 4096, "max_connections_per_host": 4096, "connections_per_minute": 10000000}}
 POL
+}
+
+# Network namespace NS set up as cordon's launcher does for the transparent path (lo up, default
+# routes via lo, a resolv.conf naming an address that must never answer), served by cordon-netproxy
+# BIN with POLICY through transparent_netns.py (the proxy's pid on PIDFILE's first line, stderr in
+# ERRFILE, events to EVENTS). NS joins nss and the helper's pid joins pids, for cleanup_bench.
+start_transparent_ns() {
+  local ns=$1 bin=$2 policy=$3 events=$4 pidfile=$5 errfile=$6
+  nss+=("$ns")
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" route add default dev lo src 127.0.0.1
+  ip -n "$ns" -6 route add default dev lo src ::1
+  mkdir -p "/etc/netns/$ns"
+  printf 'nameserver 198.51.100.53\noptions timeout:2 attempts:1\n' > "/etc/netns/$ns/resolv.conf"
+  python3 "$HERE/transparent_netns.py" "$ns" "$bin" "$policy" "$events" > "$pidfile" 2> "$errfile" &
+  pids+=($!)
+}
+
+# Kills what the script started (pids), deletes its namespaces (nss) and nginx, removes $work.
+cleanup_bench() {
+  local p ns
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for ns in "${nss[@]}"; do
+    ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
+  done
+  [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  rm -rf "$work"
 }

@@ -23,19 +23,10 @@ done
 work=$(mktemp -d /dev/shm/cordon-bench-proxy-XXXXXX)
 chmod 755 "$work"  # nginx workers run unprivileged
 pids=()
+nss=()
 netns=""
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  if [[ -n $netns ]]; then
-    ip netns del "$netns" 2>/dev/null || true
-    rm -rf "/etc/netns/$netns"
-  fi
-  [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 source "$HERE/lib.sh"
+trap cleanup_bench EXIT
 
 # nginx: a small page for the request rate, a 1 GiB sparse file for bulk throughput.
 start_nginx_and_policy "$work"
@@ -95,15 +86,8 @@ pids+=($!)
 tproxy_pid=""
 if [[ $(id -u) -eq 0 ]]; then
   netns=cordon-bench-$$
-  ip netns add "$netns"
-  ip -n "$netns" link set lo up
-  ip -n "$netns" route add default dev lo src 127.0.0.1
-  ip -n "$netns" -6 route add default dev lo src ::1
-  mkdir -p "/etc/netns/$netns"
-  printf 'nameserver 198.51.100.53\noptions timeout:2 attempts:1\n' > "/etc/netns/$netns/resolv.conf"
-  python3 "$HERE/transparent_netns.py" "$netns" "$proxy_bin" "$work/policy.json" \
-    "$work/transparent-events.jsonl" > "$work/tproxy.pid" 2> "$work/tproxy.err" &
-  pids+=($!)
+  start_transparent_ns "$netns" "$proxy_bin" "$work/policy.json" \
+    "$work/transparent-events.jsonl" "$work/tproxy.pid" "$work/tproxy.err"
 fi
 sleep 1
 cordon_addr=$(head -1 "$work/cordon.addr")
