@@ -3,21 +3,41 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <string>
 #include <vector>
 
 namespace cordon::testing {
 
-// The contents of /proc/PID/<file> ("" if gone).
+// The contents of /proc/PID/<file> ("" if gone). read(2), not an ifstream: a process that exits
+// between the open and the read makes the read fail with ESRCH, which libstdc++'s filebuf turns
+// into an exception whatever the stream's exception mask.
 inline std::string proc_file(pid_t pid, const char* file) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/" + file, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  std::string out;
+  const std::string path = "/proc/" + std::to_string(pid) + "/" + file;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return out;
+  }
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      break;  // end, or the process is gone (ESRCH): what was read so far
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 // Pids of every host process whose command line (argv joined and ended by NULs) satisfies `match`.
