@@ -23,18 +23,9 @@ source "$HERE/lib.sh"
 trap cleanup_bench EXIT
 
 start_nginx_and_policy "$work"
-for i in 0 1; do
-  start_transparent_ns "cordon-ab-$$-$i" "${bins[$i]}" "$work/policy.json" "$work/events-$i.jsonl" \
-    "$work/tproxy-$i.pid" "$work/tproxy-$i.err"
-done
+start_ab_proxies "cordon-ab-$$"
 sleep 1
-ppid=()
-for i in 0 1; do
-  p=$(head -1 "$work/tproxy-$i.pid")
-  [[ -n $p ]] || { echo "$0: proxy $i did not start: $(cat "$work/tproxy-$i.err")" >&2; exit 1; }
-  pids+=("$p")
-  ppid+=("$p")
-done
+collect_ab_proxies
 # CPU time the proxy ran (ns, /proc/PID/schedstat): per connection and per request it is what the
 # proxy costs, much less disturbed by other load on the machine than the latencies and rates.
 cpu_ns() { cut -d' ' -f1 "/proc/${ppid[$1]}/schedstat"; }

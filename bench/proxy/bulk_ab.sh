@@ -29,10 +29,7 @@ trap cleanup_bench EXIT
 
 start_nginx_and_policy "$work"
 truncate -s 1G "$work/www/big.bin"
-for i in 0 1; do
-  start_transparent_ns "cordon-bulk-$$-$i" "${bins[$i]}" "$work/policy.json" \
-    "$work/events-$i.jsonl" "$work/tproxy-$i.pid" "$work/tproxy-$i.err"
-done
+start_ab_proxies "cordon-bulk-$$"
 cc -O2 -Wall -Wextra -Werror -o "$work/relay_ceiling" "$HERE/relay_ceiling.c"
 # shellcheck disable=SC2086  # RELAY_OPTS: extra relay_ceiling options, word-split on purpose
 "$work/relay_ceiling" ${RELAY_OPTS:-} -n "/run/netns/${nss[0]}" 0 127.0.0.1 "$np" > "$work/relay.addr" &
@@ -40,13 +37,7 @@ pids+=($!)
 relay_pid=$!
 sleep 1
 relay_addr=$(head -1 "$work/relay.addr")
-ppid=()
-for i in 0 1; do
-  p=$(head -1 "$work/tproxy-$i.pid")
-  [[ -n $p ]] || { echo "$0: proxy $i did not start: $(cat "$work/tproxy-$i.err")" >&2; exit 1; }
-  pids+=("$p")
-  ppid+=("$p")
-done
+collect_ab_proxies
 cpu_ns() { cut -d' ' -f1 "/proc/$1/schedstat"; }
 # Times it went to sleep (voluntary context switches): each one costs a wakeup, often across CPUs.
 sleeps() { awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$1/status"; }

@@ -61,3 +61,25 @@ cleanup_bench() {
   [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
   rm -rf "$work"
 }
+
+# The A/B scripts' pair: binary A serves namespace PREFIX-0, binary B PREFIX-1 (start_transparent_ns
+# with $work/{events,tproxy}-I.* files); bins holds the two binaries.
+start_ab_proxies() {
+  local i
+  for i in 0 1; do
+    start_transparent_ns "$1-$i" "${bins[$i]}" "$work/policy.json" "$work/events-$i.jsonl" \
+      "$work/tproxy-$i.pid" "$work/tproxy-$i.err"
+  done
+}
+
+# Once they had time to start: their pids into ppid (and pids, for cleanup), or exit saying why.
+collect_ab_proxies() {
+  local i p
+  ppid=()
+  for i in 0 1; do
+    p=$(head -1 "$work/tproxy-$i.pid")
+    [[ -n $p ]] || { echo "$0: proxy $i did not start: $(cat "$work/tproxy-$i.err")" >&2; exit 1; }
+    pids+=("$p")
+    ppid+=("$p")
+  done
+}
