@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
-#include <ctime>
 
 namespace cordon::netproxy {
 
@@ -46,13 +44,6 @@ size_t utf8_len(std::string_view s, size_t i) {
     return 4;
   }
   return 0;
-}
-
-void put_digits(char* p, unsigned v, int n) {
-  for (int k = n - 1; k >= 0; --k) {
-    p[k] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  }
 }
 
 void append_key(std::string& out, std::string_view key) {
@@ -124,37 +115,6 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
-std::string_view rfc3339(const timespec& ts, std::array<char, 27>& buf) {
-  // The date and time of day change once a second: formatted then, and kept per thread.
-  struct Second {
-    time_t sec = -1;
-    char text[20];  // "YYYY-MM-DDTHH:MM:SS."
-  };
-  thread_local Second cached;
-  if (ts.tv_sec != cached.sec) {
-    struct tm tm;
-    if (gmtime_r(&ts.tv_sec, &tm) == nullptr || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999) {
-      return {};  // not four digits of year: the caller formats it the slow way
-    }
-    put_digits(cached.text, static_cast<unsigned>(tm.tm_year + 1900), 4);
-    cached.text[4] = '-';
-    put_digits(cached.text + 5, static_cast<unsigned>(tm.tm_mon + 1), 2);
-    cached.text[7] = '-';
-    put_digits(cached.text + 8, static_cast<unsigned>(tm.tm_mday), 2);
-    cached.text[10] = 'T';
-    put_digits(cached.text + 11, static_cast<unsigned>(tm.tm_hour), 2);
-    cached.text[13] = ':';
-    put_digits(cached.text + 14, static_cast<unsigned>(tm.tm_min), 2);
-    cached.text[16] = ':';
-    put_digits(cached.text + 17, static_cast<unsigned>(tm.tm_sec), 2);
-    cached.text[19] = '.';
-    cached.sec = ts.tv_sec;
-  }
-  std::memcpy(buf.data(), cached.text, sizeof cached.text);
-  put_digits(buf.data() + 20, static_cast<unsigned>(ts.tv_nsec / 1000), 6);
-  buf[26] = 'Z';
-  return {buf.data(), buf.size()};
-}
 
 EventLine& EventLine::push(const Field& f) {
   if (n_ == kMaxFields) {
@@ -277,7 +237,7 @@ Status EventLine::write(const record::EventLog& log) const {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   std::array<char, 27> ts_buf;
-  std::string_view ts = rfc3339(now, ts_buf);
+  std::string_view ts = record::format_rfc3339(now, ts_buf);
   std::string ts_slow;
   if (ts.empty()) {
     ts_slow = record::now_rfc3339();

@@ -64,10 +64,6 @@ class EventLine {
   bool overflow_ = false;
 };
 
-// `ts` as record::now_rfc3339() writes the time ("2026-11-22T21:41:07.123456Z", UTC, microseconds)
-// without snprintf, which showed in per-connection profiles: the part up to the second is
-// formatted once a second. Returns a view of `buf`; empty for a year that is not four digits.
-std::string_view rfc3339(const timespec& ts, std::array<char, 27>& buf);
 
 // Appends `s` as a JSON string (quotes included) as nlohmann::json::dump(-1, ' ', false,
 // error_handler_t::replace) writes it: \" \\ \b \f \n \r \t, other control characters as \u00xx,

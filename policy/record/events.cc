@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 namespace cordon::record {
@@ -28,11 +29,55 @@ void clamp_strings(nlohmann::json& j) {
     }
   }
 }
+
+void put_digits(char* p, unsigned v, int n) {
+  for (int k = n - 1; k >= 0; --k) {
+    p[k] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  }
+}
+
 }  // namespace
+
+std::string_view format_rfc3339(const timespec& ts, std::array<char, 27>& buf) {
+  // The date and time of day change once a second: formatted then, and kept per thread.
+  struct Second {
+    time_t sec = -1;
+    char text[20];  // "YYYY-MM-DDTHH:MM:SS."
+  };
+  thread_local Second cached;
+  if (ts.tv_sec != cached.sec) {
+    struct tm tm;
+    if (gmtime_r(&ts.tv_sec, &tm) == nullptr || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999) {
+      return {};  // not four digits of year: the caller formats it the slow way
+    }
+    put_digits(cached.text, static_cast<unsigned>(tm.tm_year + 1900), 4);
+    cached.text[4] = '-';
+    put_digits(cached.text + 5, static_cast<unsigned>(tm.tm_mon + 1), 2);
+    cached.text[7] = '-';
+    put_digits(cached.text + 8, static_cast<unsigned>(tm.tm_mday), 2);
+    cached.text[10] = 'T';
+    put_digits(cached.text + 11, static_cast<unsigned>(tm.tm_hour), 2);
+    cached.text[13] = ':';
+    put_digits(cached.text + 14, static_cast<unsigned>(tm.tm_min), 2);
+    cached.text[16] = ':';
+    put_digits(cached.text + 17, static_cast<unsigned>(tm.tm_sec), 2);
+    cached.text[19] = '.';
+    cached.sec = ts.tv_sec;
+  }
+  std::memcpy(buf.data(), cached.text, sizeof cached.text);
+  put_digits(buf.data() + 20, static_cast<unsigned>(ts.tv_nsec / 1000), 6);
+  buf[26] = 'Z';
+  return {buf.data(), buf.size()};
+}
 
 std::string now_rfc3339() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
+  std::array<char, 27> fast;
+  if (std::string_view s = format_rfc3339(ts, fast); !s.empty()) {
+    return std::string(s);
+  }
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
   char buf[64];
