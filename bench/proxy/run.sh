@@ -3,7 +3,9 @@
 # connection memory against nginx on loopback — direct, through cordon-netproxy (explicit HTTP
 # proxy, absolute-form and CONNECT), through tinyproxy and through squid (when installed) —
 # printing ratios to direct, next to a bare splice relay (relay_ceiling.c: no policy, no events)
-# as the yardstick of what any user-space relay costs here. As root it also measures the
+# as the yardstick of what any user-space relay costs here, and (root, BPF) an in-kernel sockmap
+# relay (sockmap_relay.c) as the yardstick of one that never copies to user space. As root it also
+# measures the
 # transparent path: a network namespace with the capture ruleset (transparent_netns.py), clients
 # inside it reaching nginx by name through the proxy's DNS and REDIRECT.
 # Timed runs share the machine: take the benchmark lock, e.g.
@@ -81,6 +83,14 @@ fi
 cc -O2 -Wall -Wextra -Werror -o "$work/relay_ceiling" "$HERE/relay_ceiling.c"
 "$work/relay_ceiling" 0 127.0.0.1 "$np" > "$work/relay.addr" &
 pids+=($!)
+# The in-kernel relay (sockmap_relay.c: a BPF sockmap redirects each skb to the peer socket), root
+# only; skipped, saying why, when not root or when the kernel refuses the BPF program or map.
+sockmap_addr="" sockmap_skip="not root"
+if [[ $(id -u) -eq 0 ]]; then
+  cc -O2 -Wall -Wextra -Werror -o "$work/sockmap_relay" "$HERE/sockmap_relay.c"
+  "$work/sockmap_relay" 0 127.0.0.1 "$np" > "$work/sockmap.addr" 2> "$work/sockmap.err" &
+  pids+=($!)
+fi
 
 # Transparent: a second cordon-netproxy serving a namespace of our own (root only).
 tproxy_pid=""
@@ -92,6 +102,10 @@ fi
 sleep 1
 cordon_addr=$(head -1 "$work/cordon.addr")
 relay_addr=$(head -1 "$work/relay.addr")
+if [[ $(id -u) -eq 0 ]]; then
+  sockmap_addr=$(head -1 "$work/sockmap.addr")
+  [[ -n $sockmap_addr ]] || sockmap_skip="BPF unavailable: $(head -1 "$work/sockmap.err")"
+fi
 if [[ -n $netns ]]; then
   tproxy_pid=$(head -1 "$work/tproxy.pid")
   [[ -n $tproxy_pid ]] || { echo "$0: transparent proxy did not start: $(cat "$work/tproxy.err")" >&2; exit 1; }
@@ -135,6 +149,8 @@ direct_bulk=$(bulk "http://127.0.0.1:$np/big.bin")
 cordon_bulk=$(bulk -x "http://$cordon_addr" "http://bench.test:$np/big.bin")
 cordon_tunnel=$(bulk -p -x "http://$cordon_addr" "http://bench.test:$np/big.bin")
 relay_bulk=$(bulk "http://$relay_addr/big.bin")
+sockmap_bulk=""
+[[ -n $sockmap_addr ]] && sockmap_bulk=$(bulk "http://$sockmap_addr/big.bin")
 tiny_bulk=$(bulk -x "http://127.0.0.1:$tp" "http://127.0.0.1:$np/big.bin")
 tiny_tunnel=$(bulk -p -x "http://127.0.0.1:$tp" "http://127.0.0.1:$np/big.bin")
 t_bulk=""
@@ -197,6 +213,8 @@ newconn_us() { python3 "$HERE/newconn.py" "$@"; }
 nc_direct=$(newconn_us 127.0.0.1 "$np" /index.html "127.0.0.1:$np")
 nc_explicit=$(newconn_us "${cordon_addr%:*}" "${cordon_addr##*:}" "http://bench.test:$np/index.html" "bench.test:$np")
 nc_relay=$(newconn_us "${relay_addr%:*}" "${relay_addr##*:}" /index.html "127.0.0.1:$np")
+nc_sockmap=""
+[[ -n $sockmap_addr ]] && nc_sockmap=$(newconn_us "${sockmap_addr%:*}" "${sockmap_addr##*:}" /index.html "127.0.0.1:$np")
 nc_transparent=""
 [[ -n $tproxy_pid ]] && nc_transparent=$(in_ns python3 "$HERE/newconn.py" bench.test "$np" /index.html "bench.test:$np")
 
@@ -213,6 +231,11 @@ printf '%-34s %12s %8s\n' "cordon-netproxy (absolute-form)" "$(mib "$cordon_bulk
 printf '%-34s %12s %8s\n' "cordon-netproxy (CONNECT)" "$(mib "$cordon_tunnel")" "$(ratio "$cordon_tunnel" "$direct_bulk")"
 [[ -n $tproxy_pid ]] && printf '%-34s %12s %8s\n' "cordon-netproxy (transparent)" "$(mib "$t_bulk")" "$(ratio "$t_bulk" "$direct_bulk")"
 printf '%-34s %12s %8s\n' "bare splice relay (no policy)" "$(mib "$relay_bulk")" "$(ratio "$relay_bulk" "$direct_bulk")"
+if [[ -n $sockmap_bulk ]]; then
+  printf '%-34s %12s %8s\n' "in-kernel sockmap relay" "$(mib "$sockmap_bulk")" "$(ratio "$sockmap_bulk" "$direct_bulk")"
+else
+  printf '%-34s %21s\n' "in-kernel sockmap relay" "skipped ($sockmap_skip)"
+fi
 printf '%-34s %12s %8s\n' "tinyproxy (absolute-form)" "$(mib "$tiny_bulk")" "$(ratio "$tiny_bulk" "$direct_bulk")"
 printf '%-34s %12s %8s\n' "tinyproxy (CONNECT)" "$(mib "$tiny_tunnel")" "$(ratio "$tiny_tunnel" "$direct_bulk")"
 if [[ -n $squid_pid ]]; then
@@ -224,6 +247,7 @@ printf '%-34s %12s %8s\n' "direct nginx" "$nc_direct" "-"
 printf '%-34s %12s %8s\n' "cordon-netproxy (absolute-form)" "$nc_explicit" "$((nc_explicit - nc_direct))"
 [[ -n $nc_transparent ]] && printf '%-34s %12s %8s\n' "cordon-netproxy (transparent)" "$nc_transparent" "$((nc_transparent - nc_direct))"
 printf '%-34s %12s %8s\n' "bare splice relay (no policy)" "$nc_relay" "$((nc_relay - nc_direct))"
+[[ -n $nc_sockmap ]] && printf '%-34s %12s %8s\n' "in-kernel sockmap relay" "$nc_sockmap" "$((nc_sockmap - nc_direct))"
 printf '\n%-34s %12s\n' "memory" "KiB"
 printf '%-34s %12s\n' "cordon-netproxy base RSS" "$cordon_base"
 printf '%-34s %12s\n' "cordon-netproxy per idle tunnel" "$cordon_idle"
