@@ -481,9 +481,12 @@ struct CowFs::Impl {
   // ---- helpers for creating names ---------------------------------------------------------
 
   // Checks that `name` in `dir` may be created: plain, not reserved, write allowed, absent.
+  // `excl_decides`: the caller creates with O_EXCL semantics (EEXIST from the host call itself),
+  // so in a directory that merges no lower side (upper-only or opaque: no whiteouts, no lower
+  // names) absence is left to that call and not checked first.
   static int prepare_create(CowFs* self, fuse_req_t req, fuse_ino_t parent, const char* cname,
                             const char* op, InodeView* dir, std::string* path, Found* existing,
-                            bool new_inode = true) {
+                            bool new_inode = true, bool excl_decides = false) {
     std::string name(cname);
     if (!is_plain_name(name)) {
       return name.size() > 255 ? -ENAMETOOLONG : -EINVAL;
@@ -503,35 +506,71 @@ struct CowFs::Impl {
     if (int rc = self->access_.check_write(*path, op, who); rc != 0) {
       return rc;
     }
-    int rc = resolve(*dir, name, existing);
-    if (rc == 0) {
-      return -EEXIST;
+    bool merges_lower = dir->lower >= 0 && !dir->opaque;
+    bool checked = !(excl_decides && dir->upper >= 0 && !merges_lower);
+    if (checked) {
+      int rc = resolve(*dir, name, existing);
+      if (rc == 0) {
+        return -EEXIST;
+      }
+      if (rc != -ENOENT) {
+        return rc;
+      }
+      if (int rc2 = ensure_upper(self, dir->node, true, who); rc2 != 0) {
+        return rc2;
+      }
+      *dir = self->table_.view(parent);
     }
-    if (rc != -ENOENT) {
-      return rc;
-    }
-    if (int rc2 = ensure_upper(self, dir->node, true, who); rc2 != 0) {
-      return rc2;
-    }
-    *dir = self->table_.view(parent);
     if (new_inode && !self->quota_.reserve_inode()) {
+      // An existing name is EEXIST (or opened), never a quota refusal: check it now.
+      if (!checked && resolve(*dir, name, existing) == 0) {
+        return -EEXIST;
+      }
       quota_refused(self, dir->node, "inodes", who);
       return -EDQUOT;
     }
     return 0;
   }
 
-  // After creating `name` in the upper dir: the caller owns it, and the whiteout goes. `fd`: the
-  // new object's open fd when there is one (chowned directly, no lookup by name).
-  static void finish_create(int upper_dir, const std::string& name, const Caller& who,
-                            bool had_whiteout, int fd = -1) {
-    if (daemon_is_root()) {
-      if (fd >= 0) {
-        ::fchown(fd, who.uid, who.gid);
-      } else {
-        ::fchownat(upper_dir, name.c_str(), who.uid, who.gid, AT_SYMLINK_NOFOLLOW);
+  // An object a root daemon just created (as root: `st` is its stat) gets the owner and group
+  // the caller would have got natively: the caller's uid, and the caller's gid or, in a setgid
+  // directory, the directory's. The host kernel applied that directory rule already (the upper
+  // directory carries the view's mode, and a new directory inherits its setgid bit there too),
+  // so the group the object has is the directory's exactly when it is not the daemon's own, or
+  // when it is and the directory is setgid: only that case asks the directory. Nothing to change
+  // (a root caller, the common case): no syscall. A chown clears S_ISUID (and may clear S_ISGID)
+  // of a regular file, which a native create keeps: put back. Acts on `fd` when >= 0, else on
+  // `name` in upper_dir (never following it). `st` is updated. 0 or -errno (of the stat; a failed
+  // chown leaves the object as it is, as it always has).
+  static int give_to_caller(int upper_dir, const char* name, int fd, const Caller& who,
+                            struct stat* st) {
+    static const gid_t daemon_gid = ::getegid();
+    gid_t gid = who.gid;
+    if (st->st_gid != who.gid) {
+      struct stat dst;
+      if (st->st_gid != daemon_gid ||
+          (stat_fd(upper_dir, &dst) == 0 && (dst.st_mode & S_ISGID) != 0)) {
+        gid = st->st_gid;
       }
     }
+    if (st->st_uid == who.uid && st->st_gid == gid) {
+      return 0;
+    }
+    mode_t setid = S_ISREG(st->st_mode) ? st->st_mode & (S_ISUID | S_ISGID) : 0;
+    if (fd >= 0) {
+      if (::fchown(fd, who.uid, gid) == 0 && setid != 0) {
+        ::fchmod(fd, st->st_mode & 07777);
+      }
+      return ::fstat(fd, st) == 0 ? 0 : -errno;
+    }
+    if (::fchownat(upper_dir, name, who.uid, gid, AT_SYMLINK_NOFOLLOW) == 0 && setid != 0) {
+      ::fchmodat(upper_dir, name, st->st_mode & 07777, 0);  // regular file: not a symlink
+    }
+    return ::fstatat(upper_dir, name, st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+  }
+
+  // After creating `name` in the upper dir (and giving it to the caller): the whiteout goes.
+  static void finish_create(int upper_dir, const std::string& name, bool had_whiteout) {
     if (had_whiteout) {
       ::unlinkat(upper_dir, whiteout_name(name).c_str(), 0);
     }
@@ -858,7 +897,13 @@ struct CowFs::Impl {
       self->quota_.release_inode();
       return rc;
     }
-    finish_create(dir.upper, name, who, had_whiteout);
+    if (daemon_is_root()) {
+      struct stat st;
+      if (::fstatat(dir.upper, cname, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        give_to_caller(dir.upper, cname, -1, who, &st);
+      }
+    }
+    finish_create(dir.upper, name, had_whiteout);
     return lookup_entry(self, dir, name, e);
   }
 
@@ -1311,9 +1356,24 @@ struct CowFs::Impl {
     InodeView dir;
     std::string path;
     Found existing;
-    int rc = prepare_create(self, req, parent, cname, "create", &dir, &path, &existing);
+    // The name's absence in an upper-only directory is the host create's to say (O_EXCL).
+    int rc = prepare_create(self, req, parent, cname, "create", &dir, &path, &existing, true,
+                            /*excl_decides=*/true);
+    // The fd of the create itself becomes the handle: a file created read-only (git's 0444
+    // objects) may still be written through the descriptor that created it, never reopened.
+    int fd = -1;
+    if (rc == 0) {
+      int acc = fi->flags & O_ACCMODE;
+      int cflags = (fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_APPEND | O_TRUNC | O_ACCMODE)) |
+                   (acc == O_WRONLY ? O_RDWR : acc) | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+      fd = ::openat(dir.upper, cname, cflags, mode & 07777);
+      if (fd < 0) {
+        rc = -errno;
+        self->quota_.release_inode();
+      }
+    }
     if (rc == -EEXIST && !(fi->flags & O_EXCL)) {
-      // Raced with another creator: open what is there.
+      // There already (or raced with another creator): open what is there.
       if (int rc2 = lookup_entry(self, dir, cname, e); rc2 != 0) {
         return rc2;
       }
@@ -1327,20 +1387,8 @@ struct CowFs::Impl {
     if (rc != 0) {
       return rc;
     }
-    // The fd of the create itself becomes the handle: a file created read-only (git's 0444
-    // objects) may still be written through the descriptor that created it, never reopened.
-    int acc = fi->flags & O_ACCMODE;
-    int cflags = (fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_APPEND | O_TRUNC | O_ACCMODE)) |
-                 (acc == O_WRONLY ? O_RDWR : acc) | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-    int fd = ::openat(dir.upper, cname, cflags, mode & 07777);
-    if (fd < 0) {
-      int err = errno;
-      self->quota_.release_inode();
-      return -err;
-    }
     auto fh = std::make_unique<FileHandle>();
     fh->fd.reset(fd);
-    finish_create(dir.upper, cname, who, existing.whiteout, fd);
     // The new file's attributes from its own fd: no second lookup by name (the fd is the file
     // the name was made for; O_EXCL made it). It has no lower side: a whiteout may have hidden
     // one, but the upper file wins and non-directories never merge.
@@ -1351,6 +1399,14 @@ struct CowFs::Impl {
       self->quota_.release_inode();
       return -err;
     }
+    if (daemon_is_root()) {
+      if (int rc2 = give_to_caller(dir.upper, cname, fd, who, &st); rc2 != 0) {
+        ::unlinkat(dir.upper, cname, 0);
+        self->quota_.release_inode();
+        return rc2;
+      }
+    }
+    finish_create(dir.upper, cname, existing.whiteout);
     InodeTable::Sides sides;
     sides.has_upper = true;
     sides.upper_key = key_of(st);
@@ -1794,23 +1850,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     std::shared_lock lk(self->layer_mu_);
     rc = firewall([&] { return Impl::do_lookup(req, parent, name, &e); });
     if (rc == -ENOENT) {
-      // A negative entry (ino 0) the kernel may cache: names appear in the view only through the
-      // kernel's own create/mkdir/link/rename, which replace negative dentries, or through a
-      // rollback, which invalidates every name recorded here. Recorded under the shared layer
-      // lock so that a rollback (exclusive) sees it. Past the cap: not cached.
+      // A negative entry (ino 0) the kernel caches like a positive one. No bookkeeping: names
+      // appear in the view only through the kernel's own create/mkdir/link/rename, which replace
+      // negative dentries, or through a rollback, which invalidates every name the restored view
+      // can hold under every directory the kernel knows (rollback_to says why that is complete).
       std::memset(&e, 0, sizeof(e));
+      e.entry_timeout = self->config_.cache_timeout;
       rc = 0;
-      try {
-        std::lock_guard nl(self->neg_mu_);
-        if (self->negatives_.size() < kMaxNegatives) {
-          self->negatives_.emplace(parent, name);
-          e.entry_timeout = self->config_.cache_timeout;
-        } else if (self->negatives_.count({parent, name}) != 0) {
-          e.entry_timeout = self->config_.cache_timeout;
-        }
-      } catch (const std::bad_alloc&) {
-        // Not recorded: answered uncached.
-      }
     }
   }
   reply_entry_or_err(req, rc, e);
@@ -2461,27 +2507,52 @@ CowFs::IoStats CowFs::io_stats() const {
 }
 
 // Lives here rather than in cowfs_layers.cc because it re-resolves names with Impl::resolve.
+//
+// Which dentries a rollback must invalidate, and why this list is complete. The kernel caches a
+// dentry (positive or negative) only under a parent directory dentry it holds, and every inode it
+// holds has a lookup count with us: every such parent is a directory in the table. Under each
+// one, a cached dentry goes wrong only if its name exists in the view before or after the
+// rollback (a name absent from both stays correctly negative). So it is enough to invalidate,
+// under every known directory, every name of its upper side before the rollback, and of its
+// upper and lower sides after it (a whiteout counts as the name it hides). A superset: names the
+// kernel never looked up cost one notification that finds nothing. Positive entries are in that
+// set (or are the table's own parent/name pairs, added too, for inodes whose directory has no
+// upper side yet), so hard links' other names are covered as well.
 Status CowFs::rollback_to(const std::string& snapshot_dir) {
-  struct Inval {
-    uint64_t parent;
-    std::string name;
-  };
-  std::vector<Inval> entries;
+  std::set<std::pair<uint64_t, std::string>> names;
   std::vector<uint64_t> inodes;
-  std::set<std::pair<uint64_t, std::string>> negatives;
+  // Adds the view names a layer directory holds (whiteouts mapped to what they hide, internal
+  // records skipped). A directory that cannot be listed adds nothing: it has no names to serve.
+  auto add_names_of = [&names](uint64_t dir_id, int layer_fd) {
+    if (layer_fd < 0) {
+      return;
+    }
+    int err = 0;
+    for (auto& n : list_dir(layer_fd, &err)) {
+      if (!is_reserved_name(n)) {
+        names.emplace(dir_id, std::move(n));
+      } else if (std::string_view t = whiteout_target(n); !t.empty()) {
+        names.emplace(dir_id, std::string(t));
+      }
+    }
+  };
   {
     std::unique_lock lk(layer_mu_);
-    {
-      // Taken under the exclusive lock: a lookup recording a new negative holds the shared one.
-      std::lock_guard nl(neg_mu_);
-      negatives.swap(negatives_);
-    }
     UniqueFd snap;
     if (!snapshot_dir.empty()) {
       snap.reset(::open(snapshot_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!snap) {
         return sys_error("open(\"" + snapshot_dir + "\") to roll back",
                          "name an existing snapshot");
+      }
+    }
+    // The names of the view before the rollback (the upper sides: lower ones are listed after).
+    for (auto& e : table_.entries()) {
+      if (e.node->type == S_IFDIR) {
+        InodeView v = table_.view(e.node);
+        if (!v.stale) {
+          add_names_of(e.node->id, v.upper);
+        }
       }
     }
     if (int rc = clear_dir(upper_root_.get()); rc != 0) {
@@ -2513,7 +2584,7 @@ Status CowFs::rollback_to(const std::string& snapshot_dir) {
       if (e.node == table_.root()) {
         continue;
       }
-      entries.push_back({e.parent_id, e.name});
+      names.emplace(e.parent_id, e.name);
       InodeView pv = table_.view(e.parent_id);
       Impl::Found f;
       if (pv.node == nullptr || pv.stale || Impl::resolve(pv, e.name, &f) != 0 ||
@@ -2526,14 +2597,20 @@ Status CowFs::rollback_to(const std::string& snapshot_dir) {
       e.node->size_known = false;
       e.node->cache_primed = false;
     }
+    // The names of the restored view under every directory the kernel knows.
+    for (auto& [depth, e] : ordered) {
+      if (e.node->type == S_IFDIR) {
+        InodeView v = table_.view(e.node);
+        if (!v.stale) {
+          add_names_of(e.node->id, v.upper);
+          add_names_of(e.node->id, v.lower);
+        }
+      }
+    }
   }
   // Outside every lock: the kernel may call back into us while it invalidates.
   if (session_ != nullptr) {
-    for (auto& e : entries) {
-      fuse_lowlevel_notify_inval_entry(session_, e.parent, e.name.c_str(), e.name.size());
-    }
-    // Names that did not exist before may exist in the restored tree (or the other way round).
-    for (auto& [parent, name] : negatives) {
+    for (auto& [parent, name] : names) {
       fuse_lowlevel_notify_inval_entry(session_, parent, name.c_str(), name.size());
     }
     for (uint64_t ino : inodes) {

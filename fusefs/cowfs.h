@@ -8,7 +8,6 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <shared_mutex>
 #include <string>
 #include <utility>
@@ -77,11 +76,6 @@ class CowFs {
   InodeTable table_;
   std::shared_mutex layer_mu_;
   fuse_session* session_ = nullptr;
-  // Names the kernel holds as negative dentries (lookup said ENOENT with a timeout), so that a
-  // rollback can invalidate them. Bounded: past the cap, ENOENT is not cached. A leaf lock.
-  static constexpr size_t kMaxNegatives = 1 << 16;
-  std::mutex neg_mu_;
-  std::set<std::pair<uint64_t, std::string>> negatives_;
   std::atomic<uint64_t> reads_{0}, writes_{0}, pt_opens_{0};
   std::atomic<bool> pt_failure_logged_{false};
 };

@@ -5,7 +5,7 @@
 // Inode::mu (copy-up, size accounting, writes of one file, priming its page cache; parents before
 // children, never two siblings) -> a FileHandle's mu (its upper reopen) -> InodeTable::mu_ (a
 // leaf: nothing is acquired while holding it, no syscall blocks under it except close() of O_PATH
-// fds). CowFs::neg_mu_ is a leaf too.
+// fds).
 #pragma once
 
 #include <sys/stat.h>

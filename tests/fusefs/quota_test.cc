@@ -126,6 +126,35 @@ TEST(CowFsQuota, InodesExact) {
   EXPECT_EQ(::mkdir(m.mnt("d2").c_str(), 0755), 0);
 }
 
+// A create of a name that exists is not a new inode: with the inode quota used up, O_CREAT opens
+// the file and O_CREAT|O_EXCL says EEXIST, never EDQUOT. The kernel sends CREATE for an existing
+// name only when it holds the name as missing, so the names are made in the upper layer behind
+// the daemon's back after the kernel cached them as missing (the daemon's own EEXIST path, as in
+// a race with another creator).
+TEST(CowFsQuota, CreateOfAnExistingNameAtFullInodeQuotaIsNotRefused) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"inodes": 3}}})");
+  ASSERT_EQ(m.start(), "");
+  ASSERT_EQ(::mkdir(m.mnt("d").c_str(), 0755), 0);
+  write_file(m.mnt("d/a"), "a");
+  write_file(m.mnt("d/b"), "b");
+  EXPECT_NE(::open(m.mnt("d/c").c_str(), O_CREAT | O_WRONLY, 0644), 0);
+  EXPECT_EQ(errno, EDQUOT);  // full: 3 inodes
+  struct stat st;
+  for (const char* name : {"x", "y"}) {
+    ASSERT_NE(::lstat(m.mnt(std::string("d/") + name).c_str(), &st), 0);  // cached as missing
+    write_file(m.upper(std::string("d/") + name), std::string("made behind ") + name);
+  }
+  int fd = ::open(m.mnt("d/x").c_str(), O_CREAT | O_RDONLY, 0644);
+  ASSERT_GE(fd, 0) << "open(O_CREAT) of an existing name: " << std::strerror(errno);
+  char buf[64] = {};
+  EXPECT_EQ(::read(fd, buf, sizeof(buf) - 1), 13);
+  EXPECT_STREQ(buf, "made behind x");
+  ::close(fd);
+  EXPECT_LT(::open(m.mnt("d/y").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644), 0);
+  EXPECT_EQ(errno, EEXIST);
+}
+
 // O_TMPFILE: an unnamed file is charged while open, given back when closed unlinked, and a
 // linked one stays charged like any file.
 TEST(CowFsQuota, TmpfileChargedWhileOpenAndWhenLinked) {
