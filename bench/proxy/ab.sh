@@ -15,12 +15,8 @@ fi
 bins=("$(realpath "$1")" "$(realpath "$2")")
 rounds=${3:-3}
 secs=${4:-3}
-work=$(mktemp -d /dev/shm/cordon-bench-ab-XXXXXX)
-chmod 755 "$work"
-pids=()
-nss=()
 source "$HERE/lib.sh"
-trap cleanup_bench EXIT
+bench_init ab
 
 start_nginx_and_policy "$work"
 start_ab_proxies "cordon-ab-$$"

@@ -20,12 +20,8 @@ if [[ $# -lt 2 || ! -x $1 || ! -x $2 || $(id -u) -ne 0 ]]; then
 fi
 bins=("$(realpath "$1")" "$(realpath "$2")")
 rounds=${3:-3}
-work=$(mktemp -d /dev/shm/cordon-bench-bulk-XXXXXX)
-chmod 755 "$work"
-pids=()
-nss=()
 source "$HERE/lib.sh"
-trap cleanup_bench EXIT
+bench_init bulk
 
 start_nginx_and_policy "$work"
 truncate -s 1G "$work/www/big.bin"

@@ -1,7 +1,17 @@
-# Sourced by bench/proxy/run.sh, ab.sh and bulk_ab.sh: a free loopback port, nginx on loopback, the
-# benchmark policy (bench.test pinned to 127.0.0.1, caps out of the way), the transparent path's
-# network namespace, and the cleanup. The callers keep their scratch directory in $work and what
-# to tear down in the arrays pids and nss.
+# Sourced by bench/proxy/run.sh, ab.sh, bulk_ab.sh and sockmap_ab.sh: the scratch directory and
+# cleanup, a free loopback port, nginx on loopback, the benchmark policy (bench.test pinned to
+# 127.0.0.1, caps out of the way) and the transparent path's network namespace. The callers keep
+# their scratch directory in $work and what to tear down in the arrays pids and nss.
+
+# bench_init NAME: a scratch directory on tmpfs in $work (readable by nginx's unprivileged
+# workers), empty pids and nss, and cleanup_bench on exit.
+bench_init() {
+  work=$(mktemp -d "/dev/shm/cordon-bench-$1-XXXXXX")
+  chmod 755 "$work"
+  pids=()
+  nss=()
+  trap cleanup_bench EXIT
+}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

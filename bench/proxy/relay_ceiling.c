@@ -16,6 +16,7 @@
 // side is full). -w sets
 // TCP_NOTSENT_LOWAT on both sockets (default 131072, as cordon's pump; 0 leaves it unset).
 #define _GNU_SOURCE
+#include "relay_common.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +48,6 @@ struct conn {
   struct dir d[2];  // 0: client -> upstream, 1: upstream -> client
 };
 
-static volatile sig_atomic_t stop;
 static struct conn conns[kMaxConns];
 static size_t pipe_bytes = 1 << 20;
 static size_t chunk = 1 << 20;
@@ -55,17 +55,6 @@ static int eager;  // -e: read into a pipe that still holds bytes (else only int
 // -w BYTES: TCP_NOTSENT_LOWAT on both sockets (0: not set). 128 KiB, as cordon's pump: +12 % on
 // the 1 GiB bulk row here (bulk_ab.sh, RELAY_OPTS "" vs "-w 131072": 1797/1784 -> 2010/2017 MiB/s).
 static int notsent_lowat = 128 * 1024;
-static struct sockaddr_in upstream;
-
-static void on_signal(int sig) {
-  (void)sig;
-  stop = 1;
-}
-
-static void die(const char* what) {
-  fprintf(stderr, "relay_ceiling: %s: %s\n", what, strerror(errno));
-  exit(1);
-}
 
 static void close_conn(struct conn* c) {
   for (int i = 0; i < 2; i++) {
@@ -174,6 +163,7 @@ static void accept_one(int lfd) {
 }
 
 int main(int argc, char** argv) {
+  relay_name = "relay_ceiling";
   const char* netns = NULL;
   int opt;
   while ((opt = getopt(argc, argv, "n:p:c:ew:")) != -1) {
@@ -205,43 +195,11 @@ int main(int argc, char** argv) {
             argv[0]);
     return 2;
   }
-  upstream.sin_family = AF_INET;
-  upstream.sin_port = htons((uint16_t)atoi(argv[optind + 2]));
-  if (inet_pton(AF_INET, argv[optind + 1], &upstream.sin_addr) != 1) {
-    fprintf(stderr, "relay_ceiling: bad upstream address %s\n", argv[optind + 1]);
+  if (parse_upstream(argv[optind + 1], argv[optind + 2]) != 0) {
     return 2;
   }
 
-  // The listener lives in NETNS_FILE (if given); upstream sockets are made back in ours.
-  int home = -1;
-  if (netns != NULL) {
-    home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    int ns = open(netns, O_RDONLY | O_CLOEXEC);
-    if (home < 0 || ns < 0 || setns(ns, CLONE_NEWNET) != 0) {
-      die(netns);
-    }
-    close(ns);
-  }
-  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int one = 1;
-  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[optind]))};
-  la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof la;
-  if (lfd < 0 || bind(lfd, (struct sockaddr*)&la, sizeof la) != 0 || listen(lfd, 4096) != 0 ||
-      getsockname(lfd, (struct sockaddr*)&la, &len) != 0) {
-    die("listen on 127.0.0.1");
-  }
-  if (home >= 0 && (setns(home, CLONE_NEWNET) != 0 || close(home) != 0)) {
-    die("setns back");
-  }
-
-  struct sigaction sa = {.sa_handler = on_signal};  // no SA_RESTART: poll returns EINTR
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  printf("127.0.0.1:%d\n", ntohs(la.sin_port));
-  fflush(stdout);
+  int lfd = listen_and_announce(netns, argv[optind]);
 
   static struct pollfd pfd[1 + 2 * kMaxConns];
   static int owner[1 + 2 * kMaxConns];

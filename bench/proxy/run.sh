@@ -22,13 +22,9 @@ secs=${2:-5}
 for tool in nginx wrk tinyproxy curl python3; do
   command -v "$tool" >/dev/null || { echo "$0: $tool is not installed" >&2; exit 2; }
 done
-work=$(mktemp -d /dev/shm/cordon-bench-proxy-XXXXXX)
-chmod 755 "$work"  # nginx workers run unprivileged
-pids=()
-nss=()
 netns=""
 source "$HERE/lib.sh"
-trap cleanup_bench EXIT
+bench_init proxy
 
 # nginx: a small page for the request rate, a 1 GiB sparse file for bulk throughput.
 start_nginx_and_policy "$work"

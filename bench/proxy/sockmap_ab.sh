@@ -24,12 +24,8 @@ if [[ $(id -u) -ne 0 || ! $rounds =~ ^[0-9]+$ || ( -n $proxy_bin && ! -x $proxy_
   echo "usage (root): $0 [ROUNDS] [PROXY_BIN]" >&2
   exit 2
 fi
-work=$(mktemp -d /dev/shm/cordon-bench-sockmap-XXXXXX)
-chmod 755 "$work"
-pids=()
-nss=()
 source "$HERE/lib.sh"
-trap cleanup_bench EXIT
+bench_init sockmap
 
 start_nginx_and_policy "$work"
 truncate -s 1G "$work/www/big.bin"

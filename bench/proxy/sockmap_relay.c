@@ -44,6 +44,7 @@
 // FIN before the program has seen the data queued with it. The check repeats every millisecond,
 // for at most 10 s.
 #define _GNU_SOURCE
+#include "relay_common.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -102,9 +103,7 @@ struct conn {
   struct side s[2];  // client, upstream
 };
 
-static volatile sig_atomic_t stop;
 static struct conn conns[kMaxConns];
-static struct sockaddr_in upstream;
 static int notsent_lowat, sndbuf, rcvbuf, nodelay = 1, delay_ms;
 static int sock_map, peer_map;
 
@@ -112,16 +111,6 @@ static long long now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
-static void on_signal(int sig) {
-  (void)sig;
-  stop = 1;
-}
-
-static void die(const char* what) {
-  fprintf(stderr, "sockmap_relay: %s: %s\n", what, strerror(errno));
-  exit(1);
 }
 
 static long sys_bpf(int cmd, union bpf_attr* attr) {
@@ -338,6 +327,7 @@ static int pass_fin(struct conn* c, int i) {
 }
 
 int main(int argc, char** argv) {
+  relay_name = "sockmap_relay";
   const char* netns = NULL;
   int opt;
   while ((opt = getopt(argc, argv, "n:w:s:r:Nd:")) != -1) {
@@ -359,40 +349,12 @@ int main(int argc, char** argv) {
             argv[0]);
     return 2;
   }
-  upstream.sin_family = AF_INET;
-  upstream.sin_port = htons((uint16_t)atoi(argv[optind + 2]));
-  if (inet_pton(AF_INET, argv[optind + 1], &upstream.sin_addr) != 1) {
-    fprintf(stderr, "sockmap_relay: bad upstream address %s\n", argv[optind + 1]);
+  if (parse_upstream(argv[optind + 1], argv[optind + 2]) != 0) {
     return 2;
   }
   setup_bpf();
 
-  // The listener lives in NETNS_FILE (if given); upstream sockets are made back in ours.
-  int home = -1;
-  if (netns != NULL) {
-    home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    int ns = open(netns, O_RDONLY | O_CLOEXEC);
-    if (home < 0 || ns < 0 || setns(ns, CLONE_NEWNET) != 0) die(netns);
-    close(ns);
-  }
-  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int one = 1;
-  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[optind]))};
-  la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof la;
-  if (lfd < 0 || bind(lfd, (struct sockaddr*)&la, sizeof la) != 0 || listen(lfd, 4096) != 0 ||
-      getsockname(lfd, (struct sockaddr*)&la, &len) != 0) {
-    die("listen on 127.0.0.1");
-  }
-  if (home >= 0 && (setns(home, CLONE_NEWNET) != 0 || close(home) != 0)) die("setns back");
-
-  struct sigaction sa = {.sa_handler = on_signal};  // no SA_RESTART: poll returns EINTR
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  printf("127.0.0.1:%d\n", ntohs(la.sin_port));
-  fflush(stdout);
+  int lfd = listen_and_announce(netns, argv[optind]);
 
   static struct pollfd pfd[1 + 2 * kMaxConns];
   static int owner[1 + 2 * kMaxConns];
