@@ -125,6 +125,7 @@ IdPlan choose_ids(const HostFacts& host, const struct stat& ws) {
   } else {
     ids.uid = 65534;
     ids.gid = 65534;
+    ids.nobody = true;
   }
   return ids;
 }

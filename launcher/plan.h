@@ -24,6 +24,9 @@ struct IdPlan {
   // an unprivileged host id and the child must also setresuid/setresgid/setgroups into them,
   // because its kernel credentials are still host root's until it does.
   bool rootless = true;
+  // As root with neither $SUDO_UID nor a workspace owner other than root: the ids are 65534
+  // (nobody), who cannot write where root's modes keep others out. Said at start and at exit.
+  bool nobody = false;
 };
 
 enum class MountKind {

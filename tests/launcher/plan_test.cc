@@ -60,6 +60,7 @@ TEST(Plan, AsRootNeverMapsUidZero) {
   EXPECT_FALSE(plan->ids.rootless);
   if (::geteuid() == 0) {
     EXPECT_EQ(plan->ids.uid, 65534u);  // root-owned workspace: nobody
+    EXPECT_TRUE(plan->ids.nobody);
   }
   h.sudo_uid = 1500;
   h.sudo_gid = 1501;
@@ -67,6 +68,7 @@ TEST(Plan, AsRootNeverMapsUidZero) {
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->ids.uid, 1500u);
   EXPECT_EQ(plan->ids.gid, 1501u);
+  EXPECT_FALSE(plan->ids.nobody);
   h.sudo_uid = 0;  // sudo from root: ignored
   h.sudo_gid = 0;
   plan = build_plan(rw_policy(ws.path()), {"true"}, h);

@@ -148,6 +148,16 @@ TEST(SandboxFs, AsRootTheSandboxIsNeverUidZero) {
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_EQ(r.out.substr(0, r.out.find('\n')), "65534");
   EXPECT_EQ(r.out.find(" 0 "), std::string::npos) << "host uid 0 is mapped: " << r.out;
+  // Without -q cordon says why, at start and in the summary, since the program cannot write
+  // where root's modes keep others out (here: the workspace itself).
+  auto said = f.run({"--mode", "rw"}, {"/bin/sh", "-c", "touch made-here"});
+  EXPECT_NE(said.exit_code(), 0) << "nobody wrote into a root-owned 0755 workspace";
+  const std::string why = "cordon: the program runs as uid 65534 (nobody): as root, cordon never";
+  size_t first = said.err.find(why);
+  ASSERT_NE(first, std::string::npos) << said.err;
+  EXPECT_NE(said.err.find(why, first + 1), std::string::npos) << "not in the summary: " << said.err;
+  EXPECT_NE(said.err.find("run cordon as the workspace's owner or through sudo"), std::string::npos)
+      << said.err;
 
   // With sudo's variables, the invoking user's id is used.
   SandboxFixture g;
@@ -155,6 +165,8 @@ TEST(SandboxFs, AsRootTheSandboxIsNeverUidZero) {
   g.env().push_back("SUDO_GID=4343");
   auto s = g.sh("id -u; id -g");
   EXPECT_EQ(s.out, "4343\n4343\n") << s.err;
+  auto quiet_about_ids = g.run({"--mode", "rw"}, {"/bin/true"});
+  EXPECT_EQ(quiet_about_ids.err.find("(nobody)"), std::string::npos) << quiet_about_ids.err;
 }
 
 TEST(SandboxFs, DenyPatternsMaskWorkspaceFiles) {
