@@ -3,8 +3,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <charconv>
-
 namespace cordon::netproxy {
 
 void Context::emit(std::string_view kind, nlohmann::json fields) const {
@@ -27,21 +25,6 @@ asio::ip::address to_asio(const policy::IpAddress& ip) {
         asio::ip::address_v4::bytes_type{ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]});
   }
   return asio::ip::address_v6(ip.bytes);
-}
-
-std::string ip_text(const policy::IpAddress& ip) {
-  if (ip.v6) {
-    return ip.to_string();
-  }
-  char buf[16];
-  char* p = buf;
-  for (size_t i = 0; i < 4; ++i) {
-    if (i > 0) {
-      *p++ = '.';
-    }
-    p = std::to_chars(p, buf + sizeof buf, static_cast<unsigned>(ip.bytes[i])).ptr;
-  }
-  return std::string(buf, p);
 }
 
 policy::IpAddress from_asio(const asio::ip::address& a) {
@@ -85,7 +68,7 @@ std::string peer_text(const tcp::endpoint& ep) {
   }
   std::string port = std::to_string(ep.port());
   if (a.is_v4()) {
-    return ip_text(from_asio(a)) + ":" + port;  // no inet_ntop (sprintf) per connection
+    return from_asio(a).to_string() + ":" + port;  // IpAddress's own v4 text: no inet_ntop
   }
   return "[" + a.to_string() + "]:" + port;
 }

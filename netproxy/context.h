@@ -76,10 +76,6 @@ class ClientGuard {
 
 asio::ip::address to_asio(const policy::IpAddress& ip);
 
-// ip.to_string() (inet_ntop's text), with IPv4 written here rather than by inet_ntop's sprintf:
-// it is on every connection's path (events, the original destination).
-std::string ip_text(const policy::IpAddress& ip);
-
 // The accepted socket's peer as the program saw its own end: "ip:port" or "[v6]:port", IPv4-mapped
 // addresses (dual-stack listeners) written as IPv4. Empty if the peer is gone. Events carry it as
 // "client", which the launcher joins with the preload shim's record of the same local address.

@@ -115,7 +115,6 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
-
 EventLine& EventLine::push(const Field& f) {
   if (n_ == kMaxFields) {
     overflow_ = true;

@@ -64,7 +64,6 @@ class EventLine {
   bool overflow_ = false;
 };
 
-
 // Appends `s` as a JSON string (quotes included) as nlohmann::json::dump(-1, ' ', false,
 // error_handler_t::replace) writes it: \" \\ \b \f \n \r \t, other control characters as \u00xx,
 // everything else as is; each byte of an invalid UTF-8 sequence becomes U+FFFD.

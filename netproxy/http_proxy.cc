@@ -27,8 +27,16 @@ constexpr uint32_t kMaxResponseHead = 64 * 1024;
 // plain tcp::socket (transparent: the idle sweeper's one deadline per connection).
 tcp::socket& sock(beast::tcp_stream& s) { return s.socket(); }
 tcp::socket& sock(tcp::socket& s) { return s; }
+// A deadline per operation on a tcp_stream. Plain sockets are only used for connections under
+// the idle sweeper (`watched` below), which keeps one deadline for the whole connection.
 void set_deadline(beast::tcp_stream& s, Millis timeout) { s.expires_after(timeout); }
-void set_deadline(tcp::socket&, Millis) {}  // only watched connections use plain sockets
+void set_deadline(tcp::socket&, Millis) {}
+// Records a move on a watched connection (nullptr: not watched).
+void touch(Clock::time_point* watched) {
+  if (watched != nullptr) {
+    *watched = Clock::now();
+  }
+}
 
 template <class Stream>
 asio::awaitable<void> send_refusal(Context& ctx, Stream& s, unsigned version, http::status status,
@@ -67,13 +75,9 @@ asio::awaitable<beast::error_code> relay_chunked(Context& ctx, Stream& in,
     if (!p.is_done()) {
       p.get().body().data = chunk.data();
       p.get().body().size = chunk.size();
-      if (watched == nullptr) {
-        set_deadline(in, timeout);
-      }
+      set_deadline(in, timeout);
       auto [ec, n] = co_await http::async_read(in, buf, p, use_nothrow);
-      if (watched != nullptr) {
-        *watched = Clock::now();
-      }
+      touch(watched);
       if (ec == http::error::need_buffer) {
         ec = {};
       }
@@ -88,13 +92,9 @@ asio::awaitable<beast::error_code> relay_chunked(Context& ctx, Stream& in,
       p.get().body().size = 0;
       p.get().body().more = false;
     }
-    if (watched == nullptr) {
-      set_deadline(out, timeout);
-    }
+    set_deadline(out, timeout);
     auto [ec, w] = co_await http::async_write(out, sr, use_nothrow);
-    if (watched != nullptr) {
-      *watched = Clock::now();
-    }
+    touch(watched);
     if (ec == http::error::need_buffer) {
       ec = {};
     }
@@ -156,19 +156,15 @@ asio::awaitable<beast::error_code> write_charged(Context& ctx, Stream& out,
       }
     }
     if (beast::buffer_bytes(rest) > 0) {
-      if (watched == nullptr) {
-        set_deadline(out, ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
-                                                              : ctx.handshake_timeout);
-      }
+      set_deadline(out, ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                            : ctx.handshake_timeout);
       auto [ec, w] = co_await asio::async_write(out, rest, use_nothrow);
       *written += w;
       if (ec) {
         co_return ec;
       }
     }
-    if (watched != nullptr) {
-      *watched = Clock::now();
-    }
+    touch(watched);
   }
   if (ok < total) {
     *cut = outbound ? "network.max_bytes_out" : "network.max_bytes_in";
@@ -197,13 +193,9 @@ asio::awaitable<beast::error_code> read_head(Stream& in, beast::flat_buffer& buf
       co_return ec;
     }
   }
-  if (watched == nullptr) {
-    set_deadline(in, timeout);
-  }
+  set_deadline(in, timeout);
   auto [ec, n] = co_await http::async_read_header(in, buf, p, use_nothrow);
-  if (watched != nullptr) {
-    *watched = Clock::now();
-  }
+  touch(watched);
   co_return ec;
 }
 
@@ -348,7 +340,7 @@ void emit_http(const Context& ctx, const Upstream& up, std::string_view method,
   if (!ctx.events.enabled()) {
     return;
   }
-  const std::string address = ip_text(up.addr);
+  const std::string address = up.addr.to_string();
   EventLine ev("net.http");
   ev.add("method", method)
       .add("url", url)

@@ -51,7 +51,7 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
                                        const OriginalDst& orig, const FirstFlight& peeked,
                                        beast::flat_buffer& buf) {
   tcp::socket& s = client;
-  const std::string orig_text = ip_text(orig.ip);
+  const std::string orig_text = orig.ip.to_string();
   auto entries = ctx.names.lookup(orig.ip);
 
   Destination dest;

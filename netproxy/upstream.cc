@@ -235,7 +235,7 @@ void finish_upstream(Context& ctx, Upstream& up) {
     return;  // nothing to log: skip building the per-connection event
   }
   const int64_t ms = std::chrono::duration_cast<Millis>(Clock::now() - up.start).count();
-  const std::string address = ip_text(up.addr);
+  const std::string address = up.addr.to_string();
   EventLine ev("net.connect");
   ev.add("name", up.name)
       .add("address", address)

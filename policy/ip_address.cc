@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <string>
 
@@ -134,7 +135,19 @@ IpAddress IpAddress::from_v6_bytes(const uint8_t (&b)[16]) {
 
 std::string IpAddress::to_string() const {
   char buf[INET6_ADDRSTRLEN] = {};
-  ::inet_ntop(v6 ? AF_INET6 : AF_INET, bytes.data(), buf, sizeof buf);
+  if (!v6) {
+    // Dotted quad written here rather than by inet_ntop (its sprintf): the proxy spells an
+    // address on every connection's path (events, the original destination).
+    char* p = buf;
+    for (size_t i = 0; i < 4; ++i) {
+      if (i > 0) {
+        *p++ = '.';
+      }
+      p = std::to_chars(p, buf + sizeof buf, static_cast<unsigned>(bytes[i])).ptr;
+    }
+    return std::string(buf, p);
+  }
+  ::inet_ntop(AF_INET6, bytes.data(), buf, sizeof buf);
   return buf;
 }
 

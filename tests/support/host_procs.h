@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "policy/base/unique_fd.h"
+
 namespace cordon::testing {
 
 // The contents of /proc/PID/<file> ("" if gone). read(2), not an ifstream: a process that exits
@@ -21,13 +23,13 @@ namespace cordon::testing {
 inline std::string proc_file(pid_t pid, const char* file) {
   std::string out;
   const std::string path = "/proc/" + std::to_string(pid) + "/" + file;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
     return out;
   }
   char buf[4096];
   for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) {
       continue;
     }
@@ -36,7 +38,6 @@ inline std::string proc_file(pid_t pid, const char* file) {
     }
     out.append(buf, static_cast<size_t>(n));
   }
-  ::close(fd);
   return out;
 }
 
