@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench/fs/floor.sh — how close to native any FUSE filesystem can get on the metadata workloads
-# cordon-fs misses (untar 20k files, create+delete 10k), measured in one run:
+# cordon-fs misses (untar 20k files, create+delete 10k, cold git status on 10k files), measured in
+# one run:
 #
 #   native      tar/python on a fresh ext4 (1x)
 #   fuse floor  cordon-bench-ramfs (ram_fs.cc): a FUSE filesystem that speaks to the kernel as
@@ -10,6 +11,9 @@
 #               do (ram_fs.cc --host): each file and directory created, chmod/chown/utimens'ed,
 #               unlinked on the same ext4, each file's own fd its passthrough backing
 #   cordon-fs   the real thing, upper layer on the same fresh ext4
+# and for git status, whose tree is the lower layer: native, floor+lower (ram_fs.cc --lower: a
+# read-only view doing one host fstatat per LOOKUP, as any view of a host tree must) and cordon-fs,
+# each cold (sync, drop_caches, fresh mount) and interleaved.
 #
 # Each also "pinned" (the workload under `taskset -c 0`): the scheduler otherwise moves the
 # program to the idle vCPU at most request replies, which pinning shows the cost of. Pinning is
@@ -57,6 +61,8 @@ for d in range(200):
             fh.write("file %d/%d\n" % (d, f) * 8)
 PY
 tar cf "$S/small.tar" -C "$S/gen" .
+mkdir -p "$S/repo"  # the git status tree: 100 directories of the tarball, 10k files
+tar xf "$S/small.tar" -C "$S/repo" ./d0{0,1,2,3,4}{0,1,2,3,4,5,6,7,8,9} ./d1{0,1,2,3,4}{0,1,2,3,4,5,6,7,8,9}
 rm -rf "$S/gen"
 
 fresh_fs() {
@@ -67,6 +73,12 @@ mount_view() {
   case $1 in
     native) mkdir -p "$FS/native"; mount --bind "$FS/native" "$MNT" ;;
     floor) "$RAMFS" "$MNT" --backing "$FS/backing" 2>> "$S/ramfs.log" & DAEMON=$! ;;
+    floor+lower) "$RAMFS" "$MNT" --backing "$S/backing" --lower "$FS/repo" 2>> "$S/ramfs.log" & DAEMON=$! ;;
+    native-repo) mount --bind "$FS/repo" "$MNT" ;;
+    cordon-fs-repo)
+      rm -rf "$FS/upper"; mkdir -p "$FS/upper"
+      "$CORDON_FS" --lower "$FS/repo" --upper "$FS/upper" --mountpoint "$MNT" --policy "$S/policy.json" \
+        2>> "$S/cordon-fs.log" & DAEMON=$! ;;
     floor+host) mkdir -p "$FS/host"
       "$RAMFS" "$MNT" --backing "$FS/backing" --host "$FS/host" 2>> "$S/ramfs.log" & DAEMON=$! ;;
     cordon-fs)
@@ -129,4 +141,33 @@ for mode in "${MODES[@]}"; do
     done
     echo
   done
+done
+
+# Cold git status: one ext4 holding the repository, every mode cold and interleaved.
+fresh_fs
+cp -a "$S/repo" "$FS/repo"
+git -C "$FS/repo" init -q -b main
+git -C "$FS/repo" add -A
+git -C "$FS/repo" -c user.name=b -c user.email=b@b commit -qm init
+git -C "$FS/repo" status --porcelain > /dev/null  # index fresh: status only stats
+GS_MODES=(native-repo floor+lower cordon-fs-repo)
+declare -A GS
+echo
+printf '%-15s %4s %12s\n' mode run git_status_s
+for run in $(seq 1 "$RUNS"); do
+  for mode in "${GS_MODES[@]}"; do
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    mount_view "$mode"
+    t0=$(now); out=$(git -C "$MNT" status --porcelain); t1=$(now)
+    [ -z "$out" ] || { echo "$mode: git status found changes: $out" | head -5 >&2; exit 1; }
+    unmount_view
+    v=$(echo "$t1 - $t0" | bc)
+    printf '%-15s %4s %12.3f\n' "$mode" "$run" "$v"
+    if [ -z "${GS[$mode]:-}" ] || (( $(echo "$v < ${GS[$mode]}" | bc) )); then GS[$mode]=$v; fi
+  done
+done
+echo
+echo "git status, cold, best of $RUNS:"
+for mode in "${GS_MODES[@]}"; do
+  printf '%-15s %7.3f s (%4.1fx)\n' "$mode" "${GS[$mode]}" "$(echo "${GS[$mode]} / ${GS[native-repo]}" | bc -l)"
 done

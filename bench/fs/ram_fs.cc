@@ -15,12 +15,20 @@
 // (registered at open, dropped at the last release, as cordon-fs does); lookups and getattrs are
 // still answered from memory. The distance from it to cordon-fs is cordon-fs's own overhead.
 //
+// With `--lower DIR` it is instead a read-only view of DIR with the least host work such a view
+// needs: a LOOKUP is one fstatat in the parent's O_PATH fd (a directory keeps one, as in
+// cordon-fs), a READDIRPLUS lists the host directory and fstatats each new name, an open is an
+// openat whose fd becomes the passthrough backing; the inode numbers shown are the host's (git's
+// index stays valid). Everything once looked up is answered from memory after; writes: EROFS.
+//
 // Supports what the floor workloads use (mkdir, create, open, write through passthrough,
 // setattr, getxattr, lookup, getattr, unlink, rmdir, readdir); without --host data is not kept
 // (reads return what the shared backing holds). Not a filesystem to use: a measuring instrument.
 //
-//   cordon-bench-ramfs MOUNTPOINT --backing FILE [--host DIR] [--no-io-uring]   (root: passthrough)
+//   cordon-bench-ramfs MOUNTPOINT --backing FILE [--host DIR | --lower DIR] [--no-io-uring]
+//   (root: passthrough needs it)
 #define FUSE_USE_VERSION 35
+#include <dirent.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
@@ -57,6 +65,12 @@ struct Node {
   int fd = -1;
   int backing_id = -1;
   int opens = 0;
+  // --lower: where the object is on the host (a directory's O_PATH fd; a file's parent and name),
+  // and whether a directory was listed already.
+  cordon::UniqueFd dir_fd;
+  fuse_ino_t parent = 0;
+  std::string name;
+  bool listed = false;
 };
 
 struct RamFs {
@@ -67,6 +81,38 @@ struct RamFs {
   cordon::UniqueFd backing_fd;
   int backing_id = -1;  // registered once, at the first open that can use it
   cordon::UniqueFd host;  // --host DIR, or invalid
+  bool lower = false;     // --lower DIR: the root's dir_fd is DIR
+
+  // --lower: the child `name` of dir as the host has it (made on first sight), or null. The host
+  // calls run with `lk` (on mu) released, so that lookups on both CPUs overlap as in cordon-fs.
+  Node* lower_child(std::unique_lock<std::mutex>& lk, Node* dir, const std::string& name) {
+    if (auto it = dir->children.find(name); it != dir->children.end()) {
+      return find(it->second);
+    }
+    int dfd = dir->dir_fd.get();  // nodes live until unmount
+    lk.unlock();
+    struct stat st;
+    bool found = ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    cordon::UniqueFd sub;
+    if (found && S_ISDIR(st.st_mode)) {
+      sub.reset(::openat(dfd, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+    lk.lock();
+    if (!found) {
+      return nullptr;
+    }
+    if (auto it = dir->children.find(name); it != dir->children.end()) {
+      return find(it->second);  // another thread made it meanwhile
+    }
+    fuse_ctx nobody{};
+    Node* n = make(st.st_mode, &nobody);
+    n->st = st;  // the host's inode number included
+    n->parent = dir->ino;
+    n->name = name;
+    n->dir_fd = std::move(sub);
+    dir->children.emplace(name, n->ino);
+    return n;
+  }
 
   std::string host_name(const Node& n) const {
     return n.ino == FUSE_ROOT_ID ? "." : std::to_string(n.ino);
@@ -164,14 +210,19 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   RamFs* fs = fs_of(req);
   fuse_entry_param e{};
   {
-    std::lock_guard lk(fs->mu);
+    std::unique_lock lk(fs->mu);
     Node* dir = fs->find(parent);
     if (dir == nullptr) {
       return (void)fuse_reply_err(req, ENOENT);
     }
-    auto it = dir->children.find(name);
-    if (it != dir->children.end()) {
-      e = entry_of(*fs->find(it->second));
+    Node* child = nullptr;
+    if (fs->lower) {
+      child = fs->lower_child(lk, dir, name);
+    } else if (auto it = dir->children.find(name); it != dir->children.end()) {
+      child = fs->find(it->second);
+    }
+    if (child != nullptr) {
+      e = entry_of(*child);
     } else {
       e.entry_timeout = kTimeout;  // cached negative, as cordon-fs answers
     }
@@ -201,6 +252,9 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     Node* n = fs->find(ino);
     if (n == nullptr) {
       return (void)fuse_reply_err(req, ENOENT);
+    }
+    if (fs->lower) {
+      return (void)fuse_reply_err(req, EROFS);
     }
     if (to_set & FUSE_SET_ATTR_MODE) {
       n->st.st_mode = (n->st.st_mode & S_IFMT) | (attr->st_mode & 07777);
@@ -252,6 +306,9 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
 int add_child(RamFs* fs, fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               Node** out) {
   Node* dir = fs->find(parent);
+  if (fs->lower) {
+    return EROFS;
+  }
   if (dir == nullptr || !S_ISDIR(dir->st.st_mode)) {
     return ENOENT;
   }
@@ -320,7 +377,20 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     fi->noflush = 1;
     fs->passthrough(fi);
-    if (fs->host) {
+    if (fs->lower) {
+      if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+        return (void)fuse_reply_err(req, EROFS);
+      }
+      int fd = n->fd >= 0 ? -1
+                          : ::openat(fs->find(n->parent)->dir_fd.get(), n->name.c_str(),
+                                     O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (n->fd < 0 && fd < 0) {
+        return (void)fuse_reply_err(req, errno);
+      }
+      if (int err = fs->host_open(n, fd, fi); err != 0) {
+        return (void)fuse_reply_err(req, err);
+      }
+    } else if (fs->host) {
       if (int err = fs->host_open(n, -1, fi); err != 0) {
         return (void)fuse_reply_err(req, err);
       }
@@ -351,7 +421,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   {
     std::lock_guard lk(fs->mu);
     Node* n = fs->find(ino);
-    if (fs->host && n != nullptr && n->opens > 0 && --n->opens == 0) {
+    if ((fs->host || fs->lower) && n != nullptr && n->opens > 0 && --n->opens == 0) {
       if (n->backing_id >= 0) {
         passthrough::close_backing(fuse_session_fd(fs->se), n->backing_id);
         n->backing_id = -1;
@@ -379,6 +449,9 @@ void op_listxattr(fuse_req_t req, fuse_ino_t, size_t size) {
 void remove_child(fuse_req_t req, fuse_ino_t parent, const char* name, bool dir_wanted) {
   RamFs* fs = fs_of(req);
   std::lock_guard lk(fs->mu);
+  if (fs->lower) {
+    return (void)fuse_reply_err(req, EROFS);
+  }
   Node* dir = fs->find(parent);
   auto it = dir == nullptr ? std::map<std::string, fuse_ino_t>::iterator{}
                            : dir->children.find(name);
@@ -421,10 +494,24 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
   std::vector<char> buf(size);
   size_t used = 0;
   {
-    std::lock_guard lk(fs->mu);
+    std::unique_lock lk(fs->mu);
     Node* dir = fs->find(ino);
     if (dir == nullptr) {
       return (void)fuse_reply_err(req, ENOENT);
+    }
+    if (fs->lower && !dir->listed) {
+      int fd = ::openat(dir->dir_fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+      if (d == nullptr) {
+        return (void)fuse_reply_err(req, errno);
+      }
+      while (dirent* de = ::readdir(d)) {
+        if (std::strcmp(de->d_name, ".") != 0 && std::strcmp(de->d_name, "..") != 0) {
+          fs->lower_child(lk, dir, de->d_name);
+        }
+      }
+      ::closedir(d);
+      dir->listed = true;
     }
     off_t i = 0;
     for (const auto& [name, child] : dir->children) {
@@ -462,19 +549,22 @@ void on_init_done(void* ctx, bool io_uring, size_t max_payload) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: cordon-bench-ramfs MOUNTPOINT --backing FILE [--host DIR] [--no-io-uring]\n");
+               "usage: cordon-bench-ramfs MOUNTPOINT --backing FILE [--host DIR | --lower DIR] "
+               "[--no-io-uring]\n");
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string mountpoint, backing, host;
+  std::string mountpoint, backing, host, lower;
   bool no_uring = false;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
     if (a == "--backing" && i + 1 < argc) {
       backing = argv[++i];
+    } else if (a == "--lower" && i + 1 < argc) {
+      lower = argv[++i];
     } else if (a == "--host" && i + 1 < argc) {
       host = argv[++i];
     } else if (a == "--no-io-uring") {
@@ -485,7 +575,7 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (mountpoint.empty() || backing.empty()) {
+  if (mountpoint.empty() || backing.empty() || (!host.empty() && !lower.empty())) {
     return usage();
   }
   RamFs fs;
@@ -508,6 +598,15 @@ int main(int argc, char** argv) {
     fs.nodes.emplace(FUSE_ROOT_ID, std::move(fs.nodes[r->ino]));
     fs.nodes.erase(r->ino);
     r->ino = r->st.st_ino = FUSE_ROOT_ID;
+    if (!lower.empty()) {
+      r->dir_fd.reset(::open(lower.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!r->dir_fd || ::fstat(r->dir_fd.get(), &r->st) != 0) {
+        std::fprintf(stderr, "cordon-bench-ramfs: --lower %s: %s\n", lower.c_str(),
+                     std::strerror(errno));
+        return 1;
+      }
+      fs.lower = true;
+    }
   }
   fuse_lowlevel_ops ops{};
   ops.init = op_init;
