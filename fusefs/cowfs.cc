@@ -1798,41 +1798,7 @@ static void drop_file_handle(CowFs* self, FileHandle* fh) {
   delete fh;
 }
 
-static void op_init(void* userdata, fuse_conn_info* conn) {
-  (void)userdata;
-  auto want = [&](unsigned cap) {
-    if (conn->capable & cap) {
-      conn->want |= cap;
-    }
-  };
-  want(FUSE_CAP_SPLICE_READ);
-  want(FUSE_CAP_SPLICE_WRITE);
-  want(FUSE_CAP_SPLICE_MOVE);
-  want(FUSE_CAP_READDIRPLUS);
-  // Always READDIRPLUS, not "auto": with auto the kernel asks for attributes only in a
-  // directory's first readdir batch (~170 entries of 32 KiB) and then sends one LOOKUP per
-  // further entry that find, git or ls -l stats (2824 LOOKUPs for a 3000-file directory).
-  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
-  want(FUSE_CAP_PARALLEL_DIROPS);
-  want(FUSE_CAP_CACHE_SYMLINKS);
-  // The daemon is the only writer of the view: the kernel must not drop cached pages just because
-  // an mtime it saw changed (that mtime changed through us).
-  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
-  // Writeback caching would let write(2) succeed into the page cache and fail later at flush: the
-  // byte quota has to refuse at write(2), so writes go through.
-  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-  // We clear suid/sgid on write and truncate ourselves (kill_suid_sgid; chown by the daemon
-  // clears them in the host kernel): spares a GETATTR before every chown.
-  want(FUSE_CAP_HANDLE_KILLPRIV);
-  // No FUSE lock ops: the kernel keeps POSIX and flock locks locally, which is right for a view
-  // that only this machine's sandbox uses.
-  conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
-  conn->max_write = 1u << 20;
-  conn->max_readahead = 1u << 20;
-  conn->max_background = 64;
-  conn->congestion_threshold = 48;
-  conn->time_gran = 1;
-}
+static void op_init(void*, fuse_conn_info* conn) { ask_view_capabilities(conn); }
 
 static void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e) {
   if (rc != 0) {

@@ -13,6 +13,10 @@
 
 namespace cordon::fusefs {
 
+// What a view of ours asks of the kernel in libfuse's init callback (capabilities, sizes): one
+// place, so cordon-fs and the floor it is measured against (bench/fs/ram_fs.cc) ask alike.
+void ask_view_capabilities(fuse_conn_info* conn);
+
 // Kernel protocol flags (linux/fuse.h) added to the INIT reply when the kernel offered them.
 struct InitAdditions {
   bool parallel_dirops = true;  // lookups and readdirs of one directory in parallel

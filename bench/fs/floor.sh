@@ -22,6 +22,7 @@
 #   bench/fs/floor.sh [BUILD_DIR] [RUNS]   (root; BUILD_DIR defaults to build/; RUNS 3: the modes
 #                                           interleaved RUNS times, best kept, every run printed)
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 BUILD=${1:-build}
 RUNS=${2:-3}
@@ -48,22 +49,10 @@ cleanup() {
 }
 trap cleanup EXIT
 [ -n "$URING_WAS" ] && echo Y > "$URING_PARAM"
-mkdir -p "$MNT" "$FS" "$S/gen"
+mkdir -p "$MNT" "$FS"
 echo '{"filesystem": {"deny": [], "protect": [], "quota": {"bytes": 0, "inodes": 0}}}' > "$S/policy.json"
-python3 - "$S/gen" <<'PY'
-import os, sys
-root = sys.argv[1]
-for d in range(200):
-    p = os.path.join(root, "d%03d" % d)
-    os.mkdir(p)
-    for f in range(100):
-        with open(os.path.join(p, "f%03d.txt" % f), "w") as fh:
-            fh.write("file %d/%d\n" % (d, f) * 8)
-PY
-tar cf "$S/small.tar" -C "$S/gen" .
-mkdir -p "$S/repo"  # the git status tree: 100 directories of the tarball, 10k files
-tar xf "$S/small.tar" -C "$S/repo" ./d0{0,1,2,3,4}{0,1,2,3,4,5,6,7,8,9} ./d1{0,1,2,3,4}{0,1,2,3,4,5,6,7,8,9}
-rm -rf "$S/gen"
+make_small_tar "$S"
+make_repo_tree "$S/small.tar" "$S/repo"
 
 fresh_fs() {
   for _ in $(seq 1 100); do mountpoint -q "$FS" || break; umount "$FS" 2>/dev/null || sleep 0.1; done
@@ -146,10 +135,7 @@ done
 # Cold git status: one ext4 holding the repository, every mode cold and interleaved.
 fresh_fs
 cp -a "$S/repo" "$FS/repo"
-git -C "$FS/repo" init -q -b main
-git -C "$FS/repo" add -A
-git -C "$FS/repo" -c user.name=b -c user.email=b@b commit -qm init
-git -C "$FS/repo" status --porcelain > /dev/null  # index fresh: status only stats
+git_commit_all "$FS/repo"
 GS_MODES=(native-repo floor+lower cordon-fs-repo)
 declare -A GS
 echo

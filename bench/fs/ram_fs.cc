@@ -187,24 +187,7 @@ fuse_entry_param entry_of(const Node& n) {
   return e;
 }
 
-void op_init(void*, fuse_conn_info* conn) {  // the same wants as cordon-fs (cowfs.cc op_init)
-  auto want = [&](unsigned cap) {
-    if (conn->capable & cap) {
-      conn->want |= cap;
-    }
-  };
-  want(FUSE_CAP_READDIRPLUS);
-  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
-  want(FUSE_CAP_PARALLEL_DIROPS);
-  conn->want &= ~(FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_WRITEBACK_CACHE);
-  want(FUSE_CAP_HANDLE_KILLPRIV);
-  conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
-  conn->max_write = 1u << 20;
-  conn->max_readahead = 1u << 20;
-  conn->max_background = 64;
-  conn->congestion_threshold = 48;
-  conn->time_gran = 1;
-}
+void op_init(void*, fuse_conn_info* conn) { ask_view_capabilities(conn); }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   RamFs* fs = fs_of(req);

@@ -26,6 +26,7 @@
 # "Cold" = for every mode alike: view unmounted, sync, drop_caches (page cache, dentries and
 # inodes of the ext4 below and of the view), view mounted again, then timed.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 BUILD=${1:-build}
 BACKING=${BACKING:-ext4}
@@ -60,26 +61,10 @@ echo '{"filesystem": {"deny": [], "protect": [], "quota": {"bytes": 0, "inodes":
 # Inputs (on tmpfs): a tarball of 20k small files, and a git repository of 10k files that becomes
 # the lower layer of the find and git status workloads.
 echo "preparing inputs in $S ..." >&2
-mkdir -p "$S/gen"
-python3 - "$S/gen" <<'PY'
-import os, sys
-root = sys.argv[1]
-for d in range(200):
-    p = os.path.join(root, "d%03d" % d)
-    os.mkdir(p)
-    for f in range(100):
-        with open(os.path.join(p, "f%03d.txt" % f), "w") as fh:
-            fh.write("file %d/%d\n" % (d, f) * 8)
-PY
-tar cf "$S/small.tar" -C "$S/gen" .
+make_small_tar "$S"
 cc -O2 -Wall -Wextra -o "$S/lookup_floor" "$(dirname "$0")/lookup_floor.c"
-rm -rf "$S/gen"
-mkdir -p "$S/repo"
-tar xf "$S/small.tar" -C "$S/repo" ./d0{0,1,2,3,4}{0,1,2,3,4,5,6,7,8,9}  # 50 dirs x 100 = 5k
-tar xf "$S/small.tar" -C "$S/repo" ./d1{0,1,2,3,4}{0,1,2,3,4,5,6,7,8,9}  # another 5k
-git -C "$S/repo" init -q -b main
-git -C "$S/repo" add -A
-git -C "$S/repo" -c user.name=b -c user.email=b@b commit -qm init
+make_repo_tree "$S/small.tar" "$S/repo"
+git_commit_all "$S/repo"
 
 unmount_fs() {
   for _ in $(seq 1 100); do
