@@ -19,39 +19,21 @@
 #include "fusefs/workflow.h"
 #include "policy/base/unique_fd.h"
 #include "tests/fusefs/mount_fixture.h"
+#include "tests/fusefs/write_model.h"
 
 namespace cordon::fusefs::testing {
 namespace {
 
+using cordon::testing::write_model::allowed;
+using cordon::testing::write_model::append_record;
+using cordon::testing::write_model::FileState;
+using cordon::testing::write_model::OpKind;
+using cordon::testing::write_model::other_name;
+using cordon::testing::write_model::pattern;
+using cordon::testing::write_model::Pending;
+
 constexpr const char* kOpenPolicy =
     R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": 0, "inodes": 0}}})";
-
-// One file of the workload: its logical id, the name it has now and its bytes.
-struct FileState {
-  std::string name;
-  std::string data;
-  bool operator==(const FileState&) const = default;
-};
-
-enum class OpKind { Replace, Overwrite, Append, Rename };
-
-// The op the writer had started but not seen complete when the daemon died.
-struct Pending {
-  size_t id;
-  OpKind kind;
-  FileState after;
-};
-
-std::string pattern(size_t id, int version, size_t size) {
-  std::string tag = "<" + std::to_string(id) + ":" + std::to_string(version) + ">";
-  std::string out;
-  out.reserve(size);
-  while (out.size() < size) {
-    out += tag;
-  }
-  out.resize(size);
-  return out;
-}
 
 std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> out;
@@ -59,10 +41,6 @@ std::vector<std::string> names_in(const std::string& dir) {
     out.push_back(e.path().filename().string());
   }
   return out;
-}
-
-std::string other_name(const std::string& name) {
-  return (name[0] == 'f' ? "g" : "f") + name.substr(1);
 }
 
 bool write_all(int fd, const std::string& data, off_t off) {
@@ -109,42 +87,6 @@ bool run_op(int root, const FileState& before, OpKind kind, const FileState& aft
       return ::renameat(root, before.name.c_str(), root, after.name.c_str()) == 0;
   }
   return false;
-}
-
-// What a file may look like after a kill: its last completed state, or for the op in flight,
-// anything that op can leave when cut short. A write(2) the daemon was in the middle of may be
-// cut short by the kill (the host kernel stops a write on a fatal signal), so an in-place
-// overwrite may leave new bytes followed by old ones and an append a prefix of its record —
-// never anything else, and never a half-built copy-up or a half-done rename or replace.
-bool allowed(const FileState& seen, const FileState& before, const std::optional<Pending>& p) {
-  if (seen == before) {
-    return true;
-  }
-  if (!p) {
-    return false;
-  }
-  const FileState& after = p->after;
-  if (seen == after) {
-    return true;
-  }
-  switch (p->kind) {
-    case OpKind::Overwrite: {
-      if (seen.name != before.name || seen.data.size() != before.data.size()) {
-        return false;
-      }
-      size_t k = 0;
-      while (k < seen.data.size() && seen.data[k] == after.data[k]) {
-        k++;
-      }
-      return seen.data.compare(k, std::string::npos, before.data, k, std::string::npos) == 0;
-    }
-    case OpKind::Append:
-      return seen.name == before.name && seen.data.size() >= before.data.size() &&
-             seen.data.size() <= after.data.size() &&
-             after.data.compare(0, seen.data.size(), seen.data) == 0;
-    default:
-      return false;  // replace and rename are all or nothing
-  }
 }
 
 // The file `id` as the view shows it: exactly one of its two names must exist.
@@ -218,7 +160,7 @@ TEST(CowFsCrash, KillDuringHeavyWritesLeavesOnlyModelStatesAndWorkflowWorks) {
         } else if (kind == OpKind::Overwrite) {
           after.data = pattern(id, v, before.data.size());
         } else if (kind == OpKind::Append) {
-          after.data += "+" + std::to_string(v) + std::string(wrng() % 20000, 'a' + id % 26) + "\n";
+          after.data += append_record(id, v, wrng() % 20000);
         } else {
           after.name = other_name(before.name);
         }
