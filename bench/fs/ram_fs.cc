@@ -79,7 +79,7 @@ struct RamFs {
   fuse_ino_t next_ino = FUSE_ROOT_ID + 1;
   fuse_session* se = nullptr;
   cordon::UniqueFd backing_fd;
-  int backing_id = -1;  // registered once, at the first open that can use it
+  int backing_id = -1;    // registered once, at the first open that can use it
   cordon::UniqueFd host;  // --host DIR, or invalid
   bool lower = false;     // --lower DIR: the root's dir_fd is DIR
 
@@ -268,9 +268,11 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
         rc = n->fd >= 0 ? ::fchown(n->fd, n->st.st_uid, n->st.st_gid)
                         : ::fchownat(hd, name.c_str(), n->st.st_uid, n->st.st_gid, 0);
       } else if (to_set & FUSE_SET_ATTR_SIZE) {
-        rc = n->fd >= 0 ? ::ftruncate(n->fd, n->st.st_size)
-                        : ::truncate((std::string("/proc/self/fd/") + std::to_string(hd) + "/" + name).c_str(),
-                                     n->st.st_size);
+        rc = n->fd >= 0
+                 ? ::ftruncate(n->fd, n->st.st_size)
+                 : ::truncate(
+                       (std::string("/proc/self/fd/") + std::to_string(hd) + "/" + name).c_str(),
+                       n->st.st_size);
       } else if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME)) {
         struct timespec ts[2] = {n->st.st_atim, n->st.st_mtim};
         rc = n->fd >= 0 ? ::futimens(n->fd, ts) : ::utimensat(hd, name.c_str(), ts, 0);
@@ -299,7 +301,8 @@ int add_child(RamFs* fs, fuse_req_t req, fuse_ino_t parent, const char* name, mo
     return EEXIST;
   }
   Node* n = fs->make(mode, fuse_req_ctx(req));
-  if (fs->host && S_ISDIR(mode) && ::mkdirat(fs->host.get(), fs->host_name(*n).c_str(), mode & 07777) != 0) {
+  if (fs->host && S_ISDIR(mode) &&
+      ::mkdirat(fs->host.get(), fs->host_name(*n).c_str(), mode & 07777) != 0) {
     return errno;
   }
   dir->children.emplace(name, n->ino);
@@ -436,8 +439,8 @@ void remove_child(fuse_req_t req, fuse_ino_t parent, const char* name, bool dir_
     return (void)fuse_reply_err(req, EROFS);
   }
   Node* dir = fs->find(parent);
-  auto it = dir == nullptr ? std::map<std::string, fuse_ino_t>::iterator{}
-                           : dir->children.find(name);
+  auto it =
+      dir == nullptr ? std::map<std::string, fuse_ino_t>::iterator{} : dir->children.find(name);
   if (dir == nullptr || it == dir->children.end()) {
     return (void)fuse_reply_err(req, ENOENT);
   }
@@ -502,7 +505,8 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse
         continue;
       }
       fuse_entry_param e = entry_of(*fs->find(child));
-      size_t need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, i);
+      size_t need =
+          fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &e, i);
       if (need > size - used) {
         break;
       }
@@ -570,7 +574,8 @@ int main(int argc, char** argv) {
   if (!host.empty()) {
     fs.host.reset(::open(host.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fs.host) {
-      std::fprintf(stderr, "cordon-bench-ramfs: --host %s: %s\n", host.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "cordon-bench-ramfs: --host %s: %s\n", host.c_str(),
+                   std::strerror(errno));
       return 1;
     }
   }

@@ -52,7 +52,8 @@ inline std::string other_name(const std::string& name) {
 // cut short by the kill (the host kernel stops a write on a fatal signal), so an in-place
 // overwrite may leave new bytes followed by old ones and an append a prefix of its record —
 // never anything else, and never a half-built copy-up or a half-done rename or replace.
-inline bool allowed(const FileState& seen, const FileState& before, const std::optional<Pending>& p) {
+inline bool allowed(const FileState& seen, const FileState& before,
+                    const std::optional<Pending>& p) {
   if (seen == before) {
     return true;
   }

@@ -1,8 +1,8 @@
 // kill -9 of `cordon` itself, or of the program, at random points of a heavy write workload in
-// cow mode (through cordon-fs): every round, `cordon commit last` must work on what the kill
-// left, and every file the commit put into the real workspace must be its state before the
-// kill or what the op in flight could leave (tests/fusefs/write_model.h). The daemon's own kill
-// is tests/fusefs/crash_test.cc.
+// cow mode (through cordon-fs): every round, `cordon diff last --stat` and `cordon commit last`
+// must work on what the kill left, and every file the commit put into the real workspace must be
+// its state before the kill or what the op in flight could leave (tests/fusefs/write_model.h). The
+// daemon's own kill is tests/fusefs/crash_test.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -128,10 +128,19 @@ TEST(CowCrash, KillOfCordonOrOfTheProgramLeavesOnlyModelStatesAndCommitWorks) {
   for (int round = 0; round < kRounds; round++) {
     bool kill_cordon = round % 2 == 0;
     int delay_ms = 30 + static_cast<int>(rng() % 300);
-    std::vector<std::string> argv = {
-        cordon_bin(), "run", "-q", "--workspace", f.ws(), "--", "python3", "-c", kWriter,
-        std::to_string(rng()), std::to_string(kFiles), std::to_string(1 + round * 100000),
-        std::to_string(kill_cordon ? -1 : delay_ms)};
+    std::vector<std::string> argv = {cordon_bin(),
+                                     "run",
+                                     "-q",
+                                     "--workspace",
+                                     f.ws(),
+                                     "--",
+                                     "python3",
+                                     "-c",
+                                     kWriter,
+                                     std::to_string(rng()),
+                                     std::to_string(kFiles),
+                                     std::to_string(1 + round * 100000),
+                                     std::to_string(kill_cordon ? -1 : delay_ms)};
     Background bg(argv, f.env(), f.ws());
     ASSERT_NE(bg.read_until("ready\n").find("ready"), std::string::npos) << "round " << round;
     if (kill_cordon) {
@@ -142,12 +151,24 @@ TEST(CowCrash, KillOfCordonOrOfTheProgramLeavesOnlyModelStatesAndCommitWorks) {
     std::vector<FileState> work = model;
     std::optional<Pending> pending = replay(bg.text(), work);
     size_t done = 0;
-    for (size_t p = bg.text().find("done"); p != std::string::npos; p = bg.text().find("done", p + 1)) {
+    for (size_t p = bg.text().find("done"); p != std::string::npos;
+         p = bg.text().find("done", p + 1)) {
       done++;
     }
     EXPECT_GT(done, 0u) << "round " << round << ": no op completed before the kill";
     // The session's cordon-fs may take a moment to go once cordon is gone: commit refuses a
     // running session, so ask until it is not (bounded).
+    RunResult d;
+    for (int i = 0; i < 100; i++) {
+      d = run_program({cordon_bin(), "diff", "last", "--stat"},
+                      RunSpec{.env = f.env(), .cwd = f.ws()});
+      if (d.exit_code() == 0 || i == 99) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(d.exit_code(), 0) << "round " << round << ": " << d.err;
+    EXPECT_NE(d.out.find(" in session "), std::string::npos) << "round " << round << ": " << d.out;
     RunResult c;
     for (int i = 0; i < 100; i++) {
       c = run_program({cordon_bin(), "commit", "last"}, RunSpec{.env = f.env(), .cwd = f.ws()});
