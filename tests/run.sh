@@ -63,7 +63,7 @@ if [ -n "$FUSE_MODE" ] && ! su "$TEST_USER" -s /bin/sh -c 'test -r /dev/fuse && 
   trap 'chmod "$FUSE_MODE" /dev/fuse; cleanup' EXIT
   chmod 0666 /dev/fuse
   su "$TEST_USER" -s /bin/bash -c \
-    "cd '$PWD' && CORDON_TEST_TMP='$SCRATCH' ctest --test-dir '$BUILD' --output-on-failure --no-tests=error -j2 -R '^(Cow|CowCrash|WorkflowCli|Landlock|SandboxFs)\\.'"
+    "cd '$PWD' && CORDON_TEST_TMP='$SCRATCH' ctest --test-dir '$BUILD' --output-on-failure --no-tests=error -j2 -R '^(Cow|CowCrash|CowTools|WorkflowCli|Landlock|SandboxFs)\\.'"
   chmod "$FUSE_MODE" /dev/fuse
   trap cleanup EXIT
 fi
