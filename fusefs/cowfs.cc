@@ -75,6 +75,7 @@ struct DirEntry {
   std::string name;
   uint64_t ino;
   unsigned char type;
+  DevIno key;  // the layer object the name was listed from
 };
 
 struct DirHandle {
@@ -1621,8 +1622,8 @@ struct CowFs::Impl {
 
   static void build_dir(CowFs* self, DirHandle* dh, const InodeView& v, int* err) {
     dh->entries.clear();
-    dh->entries.push_back({".", v.node->id, DT_DIR});
-    dh->entries.push_back({"..", 1, DT_DIR});
+    dh->entries.push_back({".", v.node->id, DT_DIR, {}});
+    dh->entries.push_back({"..", 1, DT_DIR, {}});
     std::set<std::string> seen;
     std::string dir_path = self->table_.path_of(v.node);
     auto visible = [&](const std::string& n) {
@@ -1663,7 +1664,8 @@ struct CowFs::Impl {
         if (!visible(n)) {
           continue;
         }
-        dh->entries.push_back({n, self->table_.number_for({dst.st_dev, de->d_ino}), de->d_type});
+        DevIno key{dst.st_dev, de->d_ino};
+        dh->entries.push_back({n, self->table_.number_for(key), de->d_type, key});
       }
       ::closedir(dp);
     };
@@ -2181,14 +2183,20 @@ static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
           fuse_entry_param e;
           std::memset(&e, 0, sizeof(e));
           bool looked_up = false;
-          if (de.name != "." && de.name != ".." &&
+          // A name the kernel holds already (looked up before: `git status` stats every file,
+          // then lists every directory) keeps its dentry and attributes: listed without them,
+          // no host stat and no lookup count.
+          uint64_t held = de.name == "." || de.name == ".."
+                              ? 0
+                              : self->table_.held_child(v.node, de.name, de.key);
+          if (held == 0 && de.name != "." && de.name != ".." &&
               self->access_.policy().decide_read(child_of(dir_path, de.name)).allow &&
               Impl::lookup_entry(self, v, de.name, &e) == 0) {
             looked_up = true;
           } else {
-            // Listed without attributes (dot entries, read-denied names shown as EACCES):
-            // ino 0 tells the kernel not to make a dentry from it.
-            e.attr.st_ino = de.ino;
+            // Listed without attributes (names the kernel holds, dot entries, read-denied names
+            // shown as EACCES): nodeid 0 tells the kernel not to make or refresh a dentry from it.
+            e.attr.st_ino = held != 0 ? held : de.ino;
             e.attr.st_mode = static_cast<mode_t>(de.type) << 12;
           }
           n = fuse_add_direntry_plus(req, buf.data() + used, rem, de.name.c_str(), &e,

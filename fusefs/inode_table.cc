@@ -348,6 +348,16 @@ Inode* InodeTable::by_key(DevIno key) {
   return it == by_key_.end() ? nullptr : it->second;
 }
 
+uint64_t InodeTable::held_child(Inode* parent, const std::string& name, DevIno key) {
+  std::lock_guard lk(mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) {
+    return 0;
+  }
+  const Inode* n = it->second;
+  return n->nlookup > 0 && !n->stale && n->parent == parent && n->name == name ? n->id : 0;
+}
+
 std::pair<Inode*, std::string> InodeTable::parent_and_name(Inode* node) {
   std::lock_guard lk(mu_);
   return {node->parent, node->name};

@@ -182,6 +182,10 @@ class InodeTable {
   void moved(Inode* node, Inode* new_parent, const std::string& new_name);
   // The Inode currently registered for an identity, or null.
   Inode* by_key(DevIno key);
+  // The nodeid of the object `key` when the kernel holds it (nlookup > 0) as `name` in `parent`,
+  // else 0: a READDIRPLUS entry for it may then go without attributes (nodeid 0), since the
+  // kernel has them already.
+  uint64_t held_child(Inode* parent, const std::string& name, DevIno key);
   // The stable number for an identity (made up on first sight), for readdir's d_ino.
   uint64_t number_for(DevIno key);
 

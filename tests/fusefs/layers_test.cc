@@ -361,6 +361,77 @@ TEST(CowFsLayers, LargeDirectoryListsEveryEntryWithMatchingAttributes) {
   ::closedir(d);
 }
 
+// READDIRPLUS lists names the kernel already holds without attributes (nodeid 0: no host stat,
+// no lookup count), as after `git status` statted every file: what the listing and a stat after
+// it show must still be the current truth, for files looked up, copied up, changed, renamed,
+// hard-linked and created in the session, and for names never looked up.
+TEST(CowFsLayers, ListingNamesTheKernelHoldsShowsTheirCurrentAttributes) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  ::mkdir(m.lower("d").c_str(), 0755);
+  for (int i = 0; i < 60; i++) {
+    write_file(m.lower("d/f" + std::to_string(i)), std::string(static_cast<size_t>(i), 'x'));
+  }
+  ASSERT_EQ(m.start(), "");
+  std::map<std::string, struct stat> before;
+  for (int i = 0; i < 40; i++) {  // f40..f59 are never looked up before the listing
+    std::string n = "f" + std::to_string(i);
+    ASSERT_EQ(::lstat(m.mnt("d/" + n).c_str(), &before[n]), 0) << n;
+  }
+  write_file(m.mnt("d/f1"), "copied up and rewritten");                     // copy-up
+  ASSERT_EQ(::chmod(m.mnt("d/f2").c_str(), 0600), 0);                       // copy-up, mode
+  ASSERT_EQ(::truncate(m.mnt("d/f3").c_str(), 1), 0);                       // copy-up, size
+  ASSERT_EQ(::rename(m.mnt("d/f4").c_str(), m.mnt("d/renamed").c_str()), 0);
+  ASSERT_EQ(::link(m.mnt("d/f5").c_str(), m.mnt("d/hardlink").c_str()), 0);
+  write_file(m.mnt("d/new"), "made in the session");
+  ASSERT_EQ(::unlink(m.mnt("d/f6").c_str()), 0);
+  std::map<std::string, std::pair<ino_t, unsigned char>> listed;
+  for (int pass = 0; pass < 2; pass++) {  // the second listing comes from the kernel's cache
+    listed.clear();
+    DIR* dir = ::opendir(m.mnt("d").c_str());
+    ASSERT_NE(dir, nullptr);
+    while (dirent* de = ::readdir(dir)) {
+      std::string n = de->d_name;
+      if (n != "." && n != "..") {
+        listed[n] = {de->d_ino, de->d_type};
+      }
+    }
+    ::closedir(dir);
+    ASSERT_EQ(listed.size(), 61u) << "pass " << pass;  // 60 - f4 - f6 + renamed + hardlink + new
+    EXPECT_EQ(listed.count("f4") + listed.count("f6"), 0u);
+    for (const auto& [n, id] : listed) {
+      struct stat st;
+      ASSERT_EQ(::lstat(m.mnt("d/" + n).c_str(), &st), 0) << n;
+      EXPECT_EQ(st.st_ino, id.first) << n << " pass " << pass;
+      EXPECT_EQ(id.second, DT_REG) << n;
+    }
+  }
+  struct stat st;
+  ASSERT_EQ(::lstat(m.mnt("d/f1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 23);
+  EXPECT_EQ(st.st_ino, before["f1"].st_ino);  // a copy-up keeps the number
+  EXPECT_EQ(read_file(m.mnt("d/f1")), "copied up and rewritten");
+  ASSERT_EQ(::lstat(m.mnt("d/f2").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::lstat(m.mnt("d/f3").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1);
+  ASSERT_EQ(::lstat(m.mnt("d/renamed").c_str(), &st), 0);
+  EXPECT_EQ(st.st_ino, before["f4"].st_ino);
+  EXPECT_EQ(st.st_size, 4);
+  struct stat a, b;
+  ASSERT_EQ(::lstat(m.mnt("d/f5").c_str(), &a), 0);
+  ASSERT_EQ(::lstat(m.mnt("d/hardlink").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  EXPECT_EQ(a.st_nlink, 2u);
+  EXPECT_EQ(listed["f5"].first, listed["hardlink"].first);
+  ASSERT_EQ(::lstat(m.mnt("d/f50").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 50);
+  EXPECT_EQ(read_file(m.mnt("d/new")), "made in the session");
+  // And the real workspace is as it was.
+  EXPECT_EQ(read_file(m.lower("d/f1")), std::string(1, 'x'));
+  EXPECT_EQ(::access(m.lower("d/f4").c_str(), F_OK), 0);
+}
+
 TEST(CowFsLayers, KillDuringCopyUpNeverLeavesTornFiles) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
   MountedFs m(kOpenPolicy);
