@@ -620,6 +620,7 @@ int main(int argc, char** argv) {
                          "default_permissions,fsname=cordon-bench-ramfs,subtype=ramfs"};
   fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(fargv));
   fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &fs);
+  fuse_opt_free_args(&args);  // the session keeps what it needs
   if (se == nullptr || fuse_set_signal_handlers(se) != 0 ||
       fuse_session_mount(se, mountpoint.c_str()) != 0) {
     std::fprintf(stderr, "cordon-bench-ramfs: mounting %s failed\n", mountpoint.c_str());
