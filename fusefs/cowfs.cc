@@ -2186,10 +2186,9 @@ static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
           // A name the kernel holds already (looked up before: `git status` stats every file,
           // then lists every directory) keeps its dentry and attributes: listed without them,
           // no host stat and no lookup count.
-          uint64_t held = de.name == "." || de.name == ".."
-                              ? 0
-                              : self->table_.held_child(v.node, de.name, de.key);
-          if (held == 0 && de.name != "." && de.name != ".." &&
+          bool dot = de.name == "." || de.name == "..";
+          uint64_t held = dot ? 0 : self->table_.held_child(v.node, de.name, de.key);
+          if (held == 0 && !dot &&
               self->access_.policy().decide_read(child_of(dir_path, de.name)).allow &&
               Impl::lookup_entry(self, v, de.name, &e) == 0) {
             looked_up = true;

@@ -95,15 +95,7 @@ for run in $(seq 1 "$RUNS"); do
       t0=$(now); "${P[@]}" tar xf "$S/small.tar" -C "$MNT"; t1=$(now)
       untar=$(echo "$t1 - $t0" | bc)
       t0=$(now)
-      "${P[@]}" python3 - "$MNT" <<'PY'
-import os, sys
-d = os.path.join(sys.argv[1], "cd"); os.mkdir(d)
-for i in range(10000):
-    open(os.path.join(d, "x%05d" % i), "w").close()
-for i in range(10000):
-    os.unlink(os.path.join(d, "x%05d" % i))
-os.rmdir(d)
-PY
+      create_delete_10k "$MNT" "${P[@]}"
       t1=$(now); cd_s=$(echo "$t1 - $t0" | bc)
       # untar wrote 20k files: checked, so no mode is timed on a workload it did not do
       n=$(find "$MNT" -type f | wc -l)

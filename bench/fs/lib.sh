@@ -32,3 +32,19 @@ git_commit_all() {
   git -C "$1" -c user.name=b -c user.email=b@b commit -qm init
   git -C "$1" status --porcelain > /dev/null
 }
+
+# create_delete_10k DIR [WRAPPER...]: the create+delete workload, 10k empty files made and removed
+# in DIR/cd, run under WRAPPER (e.g. taskset -c 0) when given.
+create_delete_10k() {
+  local dir=$1
+  shift
+  "$@" python3 - "$dir" <<'PY'
+import os, sys
+d = os.path.join(sys.argv[1], "cd"); os.mkdir(d)
+for i in range(10000):
+    open(os.path.join(d, "x%05d" % i), "w").close()
+for i in range(10000):
+    os.unlink(os.path.join(d, "x%05d" % i))
+os.rmdir(d)
+PY
+}

@@ -148,15 +148,7 @@ run_mode() {
   T[$mode,untar]=$(echo "$t1 - $t0" | bc)
   # 2. create + delete 10k files.
   t0=$(now)
-  python3 - "$MNT" <<'PY'
-import os, sys
-d = os.path.join(sys.argv[1], "cd"); os.mkdir(d)
-for i in range(10000):
-    open(os.path.join(d, "x%05d" % i), "w").close()
-for i in range(10000):
-    os.unlink(os.path.join(d, "x%05d" % i))
-os.rmdir(d)
-PY
+  create_delete_10k "$MNT"
   t1=$(now); T[$mode,create_delete]=$(echo "$t1 - $t0" | bc)
   # 3. 50k lstats of names that do not exist, the second pass over the same names: natively a
   # cached negative dentry, through FUSE one LOOKUP round trip each (lookup_floor.c says why).
