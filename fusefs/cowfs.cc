@@ -391,12 +391,12 @@ struct CowFs::Impl {
       if (int r = copy_symlink(lfd, "", lst, upper_dir, tmp); r != 0) {
         return r;
       }
-    } else if (S_ISFIFO(lst.st_mode)) {
-      if (::mkfifoat(upper_dir, tmp.c_str(), lst.st_mode & 07777) != 0) {
-        return -errno;
+    } else if (S_ISFIFO(lst.st_mode) || S_ISSOCK(lst.st_mode)) {
+      if (int r = copy_node(lst, upper_dir, tmp); r != 0) {
+        return r;
       }
     } else {
-      return -EPERM;  // sockets and devices of the workspace are not copied
+      return -EPERM;  // device nodes of the workspace are not copied
     }
     if (rc == 0 && !S_ISDIR(lst.st_mode) && !S_ISREG(lst.st_mode)) {
       rc = write_origin(upper_dir, name, lst);
@@ -852,8 +852,9 @@ struct CowFs::Impl {
     InodeView dir;
     std::string path;
     Found existing;
-    if (link_target == nullptr && !S_ISDIR(mode) && !S_ISFIFO(mode) && !S_ISREG(mode)) {
-      return -EPERM;  // no devices or sockets through the view
+    if (link_target == nullptr && !S_ISDIR(mode) && !S_ISFIFO(mode) && !S_ISREG(mode) &&
+        !S_ISSOCK(mode)) {
+      return -EPERM;  // no device nodes through the view
     }
     if (int rc = prepare_create(self, req, parent, cname, op, &dir, &path, &existing); rc != 0) {
       return rc;
@@ -884,8 +885,10 @@ struct CowFs::Impl {
           remove_tree_at(dir.upper, tmp);
         }
       }
-    } else if (S_ISFIFO(mode)) {
-      rc = ::mkfifoat(dir.upper, cname, mode & 07777) == 0 ? 0 : -errno;
+    } else if (S_ISFIFO(mode) || S_ISSOCK(mode)) {
+      // A socket's node is a name in the upper layer; the kernel binds the socket to the view's
+      // inode, so connect(2) through the view reaches it while the binder lives.
+      rc = ::mknodat(dir.upper, cname, mode & (S_IFMT | 07777), 0) == 0 ? 0 : -errno;
     } else {
       int fd = ::openat(dir.upper, cname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                         mode & 07777);

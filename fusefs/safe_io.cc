@@ -183,6 +183,24 @@ int copy_symlink(int src_dirfd, const std::string& src_name, const struct stat& 
   if (::symlinkat(target.data(), dst_dirfd, dst_name.c_str()) != 0) {
     return -errno;
   }
+  // A daemon that is not root cannot give objects away: they stay its own (EPERM).
+  (void)!::fchownat(dst_dirfd, dst_name.c_str(), st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
+  timespec times[2] = {st.st_atim, st.st_mtim};
+  ::utimensat(dst_dirfd, dst_name.c_str(), times, AT_SYMLINK_NOFOLLOW);
+  return 0;
+}
+
+int copy_node(const struct stat& st, int dst_dirfd, const std::string& dst_name) {
+  if (!S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode)) {
+    return -EPERM;  // device nodes are never made
+  }
+  if (::mknodat(dst_dirfd, dst_name.c_str(), st.st_mode & (S_IFMT | 07777), 0) != 0) {
+    return -errno;
+  }
+  if (::fchownat(dst_dirfd, dst_name.c_str(), st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) == 0 &&
+      (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+    ::fchmodat(dst_dirfd, dst_name.c_str(), st.st_mode & 07777, 0);  // chown cleared them
+  }
   timespec times[2] = {st.st_atim, st.st_mtim};
   ::utimensat(dst_dirfd, dst_name.c_str(), times, AT_SYMLINK_NOFOLLOW);
   return 0;
@@ -323,12 +341,12 @@ int copy_tree_inner(int src, int dst, std::map<std::pair<dev_t, ino_t>, UniqueFd
       if (int rc = copy_symlink(src, n, st, dst, n); rc != 0) {
         return rc;
       }
-    } else if (S_ISFIFO(st.st_mode)) {
-      if (::mkfifoat(dst, n.c_str(), st.st_mode & 07777) != 0) {
-        return -errno;
+    } else if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+      if (int rc = copy_node(st, dst, n); rc != 0) {
+        return rc;
       }
     }
-    // Sockets and device nodes cannot be created through the view; nothing to copy.
+    // Device nodes cannot be created through the view; nothing to copy.
   }
   return -err;
 }

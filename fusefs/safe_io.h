@@ -44,10 +44,14 @@ int clone_or_copy(int in_fd, int out_fd);
 int copy_xattrs(int in_fd, int out_fd);
 
 // Recreates the symlink `src_name` in src_dirfd (described by `st`; "" when src_dirfd is an O_PATH
-// fd of the link itself) as `dst_name` in dst_dirfd, with its times. The target is copied as text,
-// never followed. 0 or -errno.
+// fd of the link itself) as `dst_name` in dst_dirfd, with its owner (where the caller may give
+// it) and times. The target is copied as text, never followed. 0 or -errno.
 int copy_symlink(int src_dirfd, const std::string& src_name, const struct stat& st, int dst_dirfd,
                  const std::string& dst_name);
+// Recreates the fifo or socket node `st` describes as `dst_name` in dst_dirfd: type, mode, owner
+// (where the caller may give it) and times. A socket node is a name only: nothing listens on the
+// copy (connect(2) is refused, as at a socket whose server is gone). 0 or -errno.
+int copy_node(const struct stat& st, int dst_dirfd, const std::string& dst_name);
 
 // A fresh temp name (".wh..wh.tmp.<pid>.<n>") unique within the process.
 std::string temp_name();
