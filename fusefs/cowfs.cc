@@ -177,12 +177,26 @@ struct CowFs::Impl {
     return stat_fd(fd, st) == 0 ? 0 : -errno;
   }
 
+  // What the view shows of an object's attributes: its number, and its owner as the id map
+  // presents it (the kernel checks permissions against these: default_permissions).
+  static void show(CowFs* self, uint64_t id, struct stat* st) {
+    st->st_ino = id;
+    self->ids_.present(st);
+  }
+
+  // The ids a caller's new objects get on disk (id_map.h), as a Caller for give_to_caller.
+  static Caller stored(CowFs* self, Caller who) {
+    who.uid = self->ids_.store_uid(who.uid);
+    who.gid = self->ids_.store_gid(who.gid);
+    return who;
+  }
+
   static void fill_entry(CowFs* self, Inode* n, const struct stat& st, fuse_entry_param* e) {
     std::memset(e, 0, sizeof(*e));
     e->ino = n->id;
     e->generation = 1;
     e->attr = st;
-    e->attr.st_ino = n->id;
+    show(self, n->id, &e->attr);
     e->attr_timeout = self->config_.cache_timeout;
     e->entry_timeout = self->config_.cache_timeout;
   }
@@ -207,7 +221,7 @@ struct CowFs::Impl {
     if (int rc = self->table_.stat(n, st); rc != 0) {
       return rc;
     }
-    st->st_ino = n->id;
+    show(self, n->id, st);
     return 0;
   }
 
@@ -678,7 +692,7 @@ struct CowFs::Impl {
         if (::fstat(fh->fd.get(), st) != 0) {
           return -errno;
         }
-        st->st_ino = fh->node->id;
+        show(fs(req), fh->node->id, st);
         return 0;
       }
     }
@@ -718,14 +732,13 @@ struct CowFs::Impl {
       if (is_lnk) {
         return -EOPNOTSUPP;
       }
-      if (chmod_fd(fd, attr->st_mode & 07777) != 0) {
+      if (chmod_fd(fd, self->ids_.settable(attr->st_mode, v.type, who.uid)) != 0) {
         return -errno;
       }
     }
     if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-      uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
-      gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
-      if (::fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+      Ids to = chown_target(self, *attr, to_set);
+      if (::fchownat(fd, "", to.uid, to.gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
         return -errno;
       }
     }
@@ -770,8 +783,15 @@ struct CowFs::Impl {
     if (stat_fd(fd, out) != 0) {
       return -errno;
     }
-    out->st_ino = v.node->id;
+    show(self, v.node->id, out);
     return 0;
+  }
+
+  // The ids a chown sets on disk (-1: left alone): the agent's own become the stored ones.
+  static Ids chown_target(CowFs* self, const struct stat& attr, int to_set) {
+    return {
+        (to_set & FUSE_SET_ATTR_UID) ? self->ids_.store_uid(attr.st_uid) : static_cast<uid_t>(-1),
+        (to_set & FUSE_SET_ATTR_GID) ? self->ids_.store_gid(attr.st_gid) : static_cast<gid_t>(-1)};
   }
 
   // The utimensat/futimens pair a setattr asks for (UTIME_OMIT for a time it leaves alone).
@@ -792,13 +812,13 @@ struct CowFs::Impl {
 
   static int setattr_fd(CowFs* self, Inode* n, int fd, struct stat* attr, int to_set,
                         const Caller& who, struct stat* out) {
-    if ((to_set & FUSE_SET_ATTR_MODE) && ::fchmod(fd, attr->st_mode & 07777) != 0) {
+    if ((to_set & FUSE_SET_ATTR_MODE) &&
+        ::fchmod(fd, self->ids_.settable(attr->st_mode, n->type, who.uid)) != 0) {
       return -errno;
     }
     if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-      uid_t uid = (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : static_cast<uid_t>(-1);
-      gid_t gid = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : static_cast<gid_t>(-1);
-      if (::fchown(fd, uid, gid) != 0) {
+      Ids to = chown_target(self, *attr, to_set);
+      if (::fchown(fd, to.uid, to.gid) != 0) {
         return -errno;
       }
     }
@@ -828,7 +848,7 @@ struct CowFs::Impl {
     if (::fstat(fd, out) != 0) {
       return -errno;
     }
-    out->st_ino = n->id;
+    show(self, n->id, out);
     return 0;
   }
 
@@ -862,6 +882,7 @@ struct CowFs::Impl {
     std::string name(cname);
     Caller who = caller(req);
     bool had_whiteout = existing.whiteout;
+    mode_t perm = self->ids_.settable(mode, mode & S_IFMT, who.uid);
     int rc = 0;
     if (link_target != nullptr) {
       rc = ::symlinkat(link_target, dir.upper, cname) == 0 ? 0 : -errno;
@@ -869,7 +890,7 @@ struct CowFs::Impl {
       // Built under a temp name with its opaque marker, then renamed in: a directory that
       // replaces a deleted lower one must never show the old lower contents, even for an instant.
       std::string tmp = temp_name();
-      if (::mkdirat(dir.upper, tmp.c_str(), mode & 07777) != 0) {
+      if (::mkdirat(dir.upper, tmp.c_str(), perm) != 0) {
         rc = -errno;
       } else {
         if (existing.lower_shadowed) {
@@ -888,10 +909,10 @@ struct CowFs::Impl {
     } else if (S_ISFIFO(mode) || S_ISSOCK(mode)) {
       // A socket's node is a name in the upper layer; the kernel binds the socket to the view's
       // inode, so connect(2) through the view reaches it while the binder lives.
-      rc = ::mknodat(dir.upper, cname, mode & (S_IFMT | 07777), 0) == 0 ? 0 : -errno;
+      rc = ::mknodat(dir.upper, cname, (mode & S_IFMT) | perm, 0) == 0 ? 0 : -errno;
     } else {
-      int fd = ::openat(dir.upper, cname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        mode & 07777);
+      int fd =
+          ::openat(dir.upper, cname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, perm);
       rc = fd >= 0 ? 0 : -errno;
       if (fd >= 0) {
         ::close(fd);
@@ -904,7 +925,7 @@ struct CowFs::Impl {
     if (daemon_is_root()) {
       struct stat st;
       if (::fstatat(dir.upper, cname, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        give_to_caller(dir.upper, cname, -1, who, &st);
+        give_to_caller(dir.upper, cname, -1, stored(self, who), &st);
       }
     }
     finish_create(dir.upper, name, had_whiteout);
@@ -1370,7 +1391,7 @@ struct CowFs::Impl {
       int acc = fi->flags & O_ACCMODE;
       int cflags = (fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_APPEND | O_TRUNC | O_ACCMODE)) |
                    (acc == O_WRONLY ? O_RDWR : acc) | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-      fd = ::openat(dir.upper, cname, cflags, mode & 07777);
+      fd = ::openat(dir.upper, cname, cflags, self->ids_.settable(mode, S_IFREG, who.uid));
       if (fd < 0) {
         rc = -errno;
         self->quota_.release_inode();
@@ -1404,7 +1425,7 @@ struct CowFs::Impl {
       return -err;
     }
     if (daemon_is_root()) {
-      if (int rc2 = give_to_caller(dir.upper, cname, fd, who, &st); rc2 != 0) {
+      if (int rc2 = give_to_caller(dir.upper, cname, fd, stored(self, who), &st); rc2 != 0) {
         ::unlinkat(dir.upper, cname, 0);
         self->quota_.release_inode();
         return rc2;
@@ -1467,7 +1488,7 @@ struct CowFs::Impl {
     int acc = static_cast<int>(req.flags) & O_ACCMODE;
     int oflags = O_TMPFILE | (acc == O_WRONLY ? O_RDWR : acc) | O_CLOEXEC |
                  (static_cast<int>(req.flags) & O_EXCL);
-    UniqueFd fd(::openat(dir.upper, ".", oflags, req.mode & 07777));
+    UniqueFd fd(::openat(dir.upper, ".", oflags, self->ids_.settable(req.mode, S_IFREG, who.uid)));
     struct stat st;
     if (!fd || ::fstat(fd.get(), &st) != 0) {
       int e = errno;
@@ -1475,7 +1496,8 @@ struct CowFs::Impl {
       return -e;
     }
     if (daemon_is_root()) {
-      ::fchown(fd.get(), req.uid, req.gid);
+      Caller owner = stored(self, who);
+      (void)!::fchown(fd.get(), owner.uid, owner.gid);
       ::fstat(fd.get(), &st);
     }
     InodeTable::Sides sides;
@@ -2464,11 +2486,12 @@ const fuse_lowlevel_ops& CowFs::operations() {
   return ops;
 }
 
-CowFs::CowFs(FsConfig config, UniqueFd lower, UniqueFd upper, Usage usage)
+CowFs::CowFs(FsConfig config, UniqueFd lower, UniqueFd upper, Usage usage, IdMap ids)
     : config_(std::move(config)),
       lower_root_(std::move(lower)),
       upper_root_(std::move(upper)),
       access_(config_.policy, config_.events),
+      ids_(ids),
       quota_(config_.policy.quota.bytes, config_.policy.quota.inodes, usage) {}
 
 CowFs::~CowFs() = default;

@@ -8,11 +8,13 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <utility>
 
 #include "fusefs/access_control.h"
+#include "fusefs/id_map.h"
 #include "fusefs/inode_table.h"
 #include "fusefs/kernel_init.h"
 #include "fusefs/quota.h"
@@ -29,6 +31,10 @@ struct FsConfig {
   policy::FilesystemPolicy policy;
   const record::EventLog* events = nullptr;  // may be null or disabled
   double cache_timeout = 86400.0;  // attr/entry validity: the daemon is the view's only writer
+  // cow mode: the ids the sandbox's requests carry. Set, the workspace owner's files are shown as
+  // theirs (id_map.h); unset, the view shows the host's owners.
+  std::optional<Ids> agent;
+  std::optional<Ids> owner;  // the workspace's owner; unset: the owner of `lower`
 };
 
 class CowFs {
@@ -65,13 +71,14 @@ class CowFs {
   struct Impl;
 
  private:
-  CowFs(FsConfig config, UniqueFd lower, UniqueFd upper, Usage usage);
+  CowFs(FsConfig config, UniqueFd lower, UniqueFd upper, Usage usage, IdMap ids);
   friend struct Impl;
 
   FsConfig config_;
   UniqueFd lower_root_;
   UniqueFd upper_root_;
   AccessControl access_;
+  IdMap ids_;
   Quota quota_;
   InodeTable table_;
   std::shared_mutex layer_mu_;

@@ -73,7 +73,22 @@ Result<std::unique_ptr<CowFs>> CowFs::create(FsConfig config) {
   if (!upper_path || !lower_path) {
     return sys_error("opening the layer roots");
   }
-  std::unique_ptr<CowFs> fs(new CowFs(std::move(config), std::move(lower), std::move(upper), usage));
+  IdMap ids;
+  if (config.agent) {
+    if (config.policy.mode != policy::WorkspaceMode::Cow) {
+      return make_error(
+          "an agent's ids (--agent-ids) make the workspace the agent's own copy, "
+          "which only the cow mode is",
+          "leave --agent-ids out for this policy's filesystem.mode");
+    }
+    Ids owner = config.owner.value_or(Ids{lst.st_uid, lst.st_gid});
+    // A root daemon gives the agent's objects the owner's ids; any other daemon can give them
+    // only its own (the ids its creates and copy-ups get anyway).
+    Ids stored = ::geteuid() == 0 ? owner : Ids{::geteuid(), ::getegid()};
+    ids = IdMap(*config.agent, owner, stored);
+  }
+  std::unique_ptr<CowFs> fs(
+      new CowFs(std::move(config), std::move(lower), std::move(upper), usage, ids));
   fs->table_.init_root(std::move(upper_path), std::move(lower_path), {ust.st_dev, ust.st_ino},
                        {lst.st_dev, lst.st_ino});
   return fs;

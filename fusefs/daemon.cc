@@ -36,6 +36,26 @@ Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code
   app.add_option("--ready-fd", o.ready_fd, "write one byte to this fd once mounted");
   app.add_flag("--allow-other", o.allow_other, "let other users see the view (needs root or "
                                                "user_allow_other in /etc/fuse.conf)");
+  std::string agent_ids, owner_ids;
+  auto ids_check = [](const char* flag) {
+    return CLI::Validator(
+        [flag](std::string& text) {
+          auto ids = parse_ids(text, flag);
+          return ids.ok() ? std::string() : ids.error().to_string();
+        },
+        "UID:GID");
+  };
+  auto* agent_opt =
+      app.add_option("--agent-ids", agent_ids,
+                     "the ids the sandbox's processes run as (as this daemon sees them); in cow "
+                     "mode the workspace owner's files are shown as theirs, and what they make is "
+                     "stored under the owner's ids (a root daemon) or this daemon's own")
+          ->check(ids_check("--agent-ids"));
+  app.add_option("--owner-ids", owner_ids,
+                 "the workspace's owner, whose files --agent-ids shows as the agent's (default: "
+                 "the owner of --lower)")
+      ->check(ids_check("--owner-ids"))
+      ->needs(agent_opt);
   bool foreground = true;
   app.add_flag("-f,--foreground", foreground, "stay in the foreground (always the case)");
   app.add_flag("-d,--debug", o.debug, "trace FUSE requests on stderr");
@@ -52,6 +72,13 @@ Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code
   } catch (const CLI::ParseError& e) {
     *exit_code = app.exit(e);
     return make_error(e.get_exit_code() == 0 ? "" : e.what());
+  }
+  // Checked by the validators above.
+  if (!agent_ids.empty()) {
+    o.agent = parse_ids(agent_ids, "--agent-ids").value();
+  }
+  if (!owner_ids.empty()) {
+    o.owner = parse_ids(owner_ids, "--owner-ids").value();
   }
   // Absolute from here on: the control socket resolves snapshot names long after startup.
   for (std::string* p : {&o.lower, &o.upper, &o.mountpoint, &o.snapshots, &o.control}) {
@@ -230,6 +257,8 @@ int run_daemon(const DaemonOptions& o) {
   cfg.upper = o.upper;
   cfg.policy = pol.filesystem;
   cfg.events = &events;
+  cfg.agent = o.agent;
+  cfg.owner = o.owner;
   auto fs = CowFs::create(std::move(cfg));
   if (!fs.ok()) {
     std::fprintf(stderr, "cordon-fs: %s\n", fs.error().to_string().c_str());

@@ -1,9 +1,11 @@
 // cordon-fs as a process: options, preflight checks, mounting, the session loop, the control socket.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fusefs/id_map.h"
 #include "policy/base/result.h"
 
 namespace cordon::fusefs {
@@ -23,6 +25,8 @@ struct DaemonOptions {
   bool debug = false;       // -d: libfuse request tracing on stderr
   bool no_io_uring = false; // --no-io-uring: serve through /dev/fuse even where the ring works
   unsigned uring_entries = 4;  // --io-uring-entries: ring entries per CPU queue
+  std::optional<Ids> agent;    // --agent-ids UID:GID: the sandbox's ids (cow: the copy is theirs)
+  std::optional<Ids> owner;    // --owner-ids UID:GID: the workspace's owner (default: --lower's)
 };
 
 // Parses argv; on --help or an error fills *exit_code and returns an error message ("" for help).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -128,6 +130,18 @@ class MountedFs {
   }
   ~MountedFs() { stop(); }
 
+  // The daemon runs as this unprivileged user (a rootless cordon-fs; start() as root): the
+  // fixture's directories become theirs, except a lower made before this call.
+  void run_daemon_as(uid_t uid, gid_t gid) {
+    daemon_uid_ = uid;
+    daemon_gid_ = gid;
+    for (const std::string& p : {dir_.path(), mnt_}) {
+      (void)!::chown(p.c_str(), uid, gid);
+    }
+  }
+  // A lower layer elsewhere (an existing directory the test did not make).
+  void use_lower(const std::string& path) { lower_ = path; }
+
   // Starts the daemon and waits until it is mounted. Returns "" or a description of the failure.
   std::string start(std::vector<std::string> extra = {}) {
     int ready[2];
@@ -152,6 +166,11 @@ class MountedFs {
       int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       ::dup2(logfd, 1);
       ::dup2(logfd, 2);
+      if (daemon_uid_ && (::setgroups(0, nullptr) != 0 ||
+                          ::setresgid(*daemon_gid_, *daemon_gid_, *daemon_gid_) != 0 ||
+                          ::setresuid(*daemon_uid_, *daemon_uid_, *daemon_uid_) != 0)) {
+        ::_exit(126);
+      }
       std::vector<char*> a;
       for (auto& s : argv) {
         a.push_back(const_cast<char*>(s.c_str()));
@@ -233,6 +252,8 @@ class MountedFs {
  private:
   cordon::testing::TempDir dir_;
   std::string lower_, upper_, mnt_, events_, control_, policy_;
+  std::optional<uid_t> daemon_uid_;
+  std::optional<gid_t> daemon_gid_;
   pid_t pid_ = -1;
 };
 

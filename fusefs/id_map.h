@@ -1,0 +1,72 @@
+// Whose files the view shows as the agent's: in cow mode the workspace's owner's files appear as
+// the sandbox user's, and what the agent makes is stored under the ids its owner's files have.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <string_view>
+
+#include "policy/base/result.h"
+
+namespace cordon::fusefs {
+
+struct Ids {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool operator==(const Ids&) const = default;
+};
+
+// "UID:GID", both decimal; `flag` names the option in the error.
+Result<Ids> parse_ids(std::string_view text, std::string_view flag);
+
+// The identity map (the default) shows the host's owners as they are. An active map:
+//  - shows an object owned by the workspace's owner, or by the ids the daemon stores the agent's
+//    objects under, as owned by the agent (uid and gid decided separately), so the kernel's
+//    permission checks (default_permissions) let the agent do what an owner can;
+//  - stores what the agent creates or chowns to itself under `stored` (the owner's ids when the
+//    daemon may give them, else the daemon's own): the upper layer never holds an object owned by
+//    the sandbox's id, and the view's presentation is a function of the layer alone;
+//  - never lets a caller other than uid 0 set S_ISUID, or S_ISGID on a non-directory: those
+//    files are stored under the owner's ids (root's, for a root-owned workspace).
+// Objects of every other owner keep their ids, and the kernel's checks keep applying to them.
+class IdMap {
+ public:
+  IdMap() = default;
+  IdMap(Ids agent, Ids owner, Ids stored)
+      : active_(true), agent_(agent), owner_(owner), stored_(stored) {}
+
+  bool active() const { return active_; }
+  const Ids& agent() const { return agent_; }
+  const Ids& owner() const { return owner_; }
+  const Ids& stored() const { return stored_; }
+
+  void present(struct stat* st) const {
+    if (!active_) {
+      return;
+    }
+    if (st->st_uid == owner_.uid || st->st_uid == stored_.uid) {
+      st->st_uid = agent_.uid;
+    }
+    if (st->st_gid == owner_.gid || st->st_gid == stored_.gid) {
+      st->st_gid = agent_.gid;
+    }
+  }
+  // The ids to give an object on disk for a caller's uid/gid (a create's, or a chown's target).
+  uid_t store_uid(uid_t uid) const { return active_ && uid == agent_.uid ? stored_.uid : uid; }
+  gid_t store_gid(gid_t gid) const { return active_ && gid == agent_.gid ? stored_.gid : gid; }
+  // The permission bits a caller may set on an object of type `type` (S_IFMT bits).
+  mode_t settable(mode_t mode, mode_t type, uid_t caller_uid) const {
+    mode &= 07777;
+    if (!active_ || caller_uid == 0) {
+      return mode;
+    }
+    return mode & ~(S_ISUID | (type == S_IFDIR ? 0 : S_ISGID));
+  }
+
+ private:
+  bool active_ = false;
+  Ids agent_, owner_, stored_;
+};
+
+}  // namespace cordon::fusefs
