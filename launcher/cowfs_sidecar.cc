@@ -234,6 +234,8 @@ Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s) {
                                    "--snapshots", s.session_dir + "/snapshots",
                                    "--ready-fd", "3",
                                    "-f"};
+  args.insert(args.end(),
+              {"--agent-ids", std::to_string(s.agent_uid) + ":" + std::to_string(s.agent_gid)});
   if (s.events_fd >= 0) {
     args.insert(args.end(), {"--events-fd", "4"});
   }
@@ -390,6 +392,8 @@ Result<CowFsProcess> start_cow_backend(const Session& session, LaunchPlan& plan)
   // The daemon runs as us; a sandbox of another uid reaches the view only with allow_other
   // (root may set it; the session directory's 0700 keeps everyone else out on the host).
   s.allow_other = plan.ids.uid != ::geteuid();
+  s.agent_uid = plan.ids.uid;
+  s.agent_gid = plan.ids.gid;
   ASSIGN_OR_RETURN(CowFsProcess proc, spawn_cowfs(s));
   plan.cow_mount = proc.mountpoint();
   return proc;

@@ -37,6 +37,10 @@ struct CowFsSpawn {
   std::string session_id;
   int events_fd = -1;      // O_APPEND fd of events.jsonl; dup'ed into the daemon
   bool allow_other = false;  // the sandbox's uid differs from ours
+  // The ids the sandbox runs as: cordon-fs shows them the workspace owner's files as theirs
+  // (--agent-ids), so the copy-on-write workspace is the agent's to change.
+  uid_t agent_uid = 0;
+  gid_t agent_gid = 0;
 };
 
 // How the daemon ended, for the summary.

@@ -130,6 +130,53 @@ IdPlan choose_ids(const HostFacts& host, const struct stat& ws) {
   return ids;
 }
 
+// Whether `ids` (with `groups`, the supplementary groups they keep) may write a directory of
+// attributes `st` by its mode bits, as the kernel decides for anyone without CAP_DAC_OVERRIDE
+// (ACLs aside).
+bool mode_allows_write(const struct stat& st, const IdPlan& ids, const std::vector<gid_t>& groups) {
+  if (st.st_uid == ids.uid) {
+    return (st.st_mode & S_IWUSR) != 0;
+  }
+  if (st.st_gid == ids.gid || std::find(groups.begin(), groups.end(), st.st_gid) != groups.end()) {
+    return (st.st_mode & S_IWGRP) != 0;
+  }
+  return (st.st_mode & S_IWOTH) != 0;
+}
+
+// The line said when the program cannot write the workspace because the host's owners and modes
+// apply to it: rw mode, and cow on kernel overlayfs. Through cordon-fs the copy is the agent's
+// (its owner's files are shown as the sandbox user's), so nothing needs saying there.
+std::string write_warning(const LaunchPlan& plan, const struct stat& ws, const HostFacts& host) {
+  bool host_modes =
+      plan.mode == WorkspaceMode::Rw || (plan.mode == WorkspaceMode::Cow && !plan.cow_fuse);
+  // As root the sandbox drops every supplementary group; rootless it keeps the user's.
+  static const std::vector<gid_t> none;
+  if (!host_modes || mode_allows_write(ws, plan.ids, plan.ids.rootless ? host.groups : none)) {
+    return "";
+  }
+  std::string where = plan.mode == WorkspaceMode::Rw
+                          ? "in --mode rw"
+                          : "in copy-on-write on kernel overlayfs (cordon-fs is not usable here)";
+  std::string fix = plan.mode == WorkspaceMode::Rw
+                        ? "use --mode cow (the default: the agent changes its own copy, which "
+                          "cordon diff shows and cordon commit applies)"
+                        : "make cordon-fs usable (the line above says why it is not; through "
+                          "it the agent changes its own copy)";
+  if (plan.ids.nobody) {
+    return "the program runs as uid 65534 (nobody): as root, cordon never runs it as host uid 0, "
+           "and neither $SUDO_UID nor the workspace's owner (root) names another user, so " +
+           where + " it cannot create or change what root's modes keep from others; " + fix +
+           ", run cordon as the workspace's owner or through sudo, or chown the workspace to the "
+           "user the agent should act as";
+  }
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(ws.st_mode & 07777));
+  std::string uid = std::to_string(plan.ids.uid);
+  return "the program runs as uid " + uid + ", who cannot write the workspace " + plan.workspace +
+         " (owner uid " + std::to_string(ws.st_uid) + ", mode " + mode + ") " + where + "; " + fix +
+         ", or give uid " + uid + " write access to it (chown or chmod)";
+}
+
 // /etc files that hold secrets on common distributions. Masked when present (the sandbox user
 // normally cannot read them anyway; this keeps it so if the sandbox ever runs with more rights).
 const char* const kEtcSecretFiles[] = {
@@ -393,6 +440,12 @@ HostFacts HostFacts::current() {
   if (auto g = env_id("SUDO_GID")) {
     h.sudo_gid = *g;
   }
+  int n = ::getgroups(0, nullptr);
+  if (n > 0) {
+    h.groups.resize(static_cast<size_t>(n));
+    n = ::getgroups(n, h.groups.data());
+    h.groups.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
   h.stdin_tty = ::isatty(0) == 1;
   if (h.stdin_tty) {
     winsize ws{};
@@ -518,6 +571,7 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
     plan.cow_fuse = true;
   }
   user.push_back({ws_kind, plan.workspace, plan.workspace});
+  plan.write_warning = write_warning(plan, ws_st, host);
   std::optional<Error> extra_error;
   auto extra = [&](const std::vector<policy::PathPattern>& pats, MountKind kind,
                    const char* field) {

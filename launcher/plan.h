@@ -25,7 +25,7 @@ struct IdPlan {
   // because its kernel credentials are still host root's until it does.
   bool rootless = true;
   // As root with neither $SUDO_UID nor a workspace owner other than root: the ids are 65534
-  // (nobody), who cannot write where root's modes keep others out. Said at start and at exit.
+  // (nobody), who cannot write where root's modes keep others out (LaunchPlan::write_warning).
   bool nobody = false;
 };
 
@@ -78,6 +78,10 @@ struct LaunchPlan {
   std::vector<MountOp> mounts;    // in order; targets are sandbox paths
   bool tty = false;               // stdin is a terminal: relay through a pty
   std::optional<winsize> window;  // the terminal's size at start
+  // Where the host's owners and modes keep the program from writing the workspace (rw mode, and
+  // cow on kernel overlayfs; cordon-fs's cow view makes the copy the agent's): one line saying so
+  // and naming the fix, printed at start and in the summary. Empty otherwise.
+  std::string write_warning;
   // cow mode: the session's upper/ and work/ (host paths), set once the session exists. The child
   // opens them before it drops host root's uid (see open_cow_layers_in_child).
   std::string cow_upper;
@@ -109,6 +113,7 @@ struct HostFacts {
   std::string home;  // $HOME
   std::optional<uid_t> sudo_uid;
   std::optional<gid_t> sudo_gid;
+  std::vector<gid_t> groups;  // supplementary groups (a rootless sandbox keeps them)
   bool stdin_tty = false;
   std::optional<winsize> window;
   char** env = nullptr;

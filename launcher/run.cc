@@ -298,14 +298,10 @@ int run_command(const RunOptions& opts) {
                    cow_fallback.c_str());
     }
   }
-  if (plan->ids.nobody && plan->mode != policy::WorkspaceMode::Ro) {
-    end.run_as_nobody =
-        "the program runs as uid 65534 (nobody): as root, cordon never runs it as host uid 0, and "
-        "neither $SUDO_UID nor the workspace's owner (root) names another user, so it cannot "
-        "create or change what root's modes keep from others; run cordon as the workspace's "
-        "owner or through sudo, or chown the workspace to the user the agent should act as";
+  if (!plan->write_warning.empty()) {
+    end.workspace_unwritable = plan->write_warning;
     if (!opts.quiet) {
-      std::fprintf(stderr, "cordon: %s\n", end.run_as_nobody.c_str());
+      std::fprintf(stderr, "cordon: %s\n", end.workspace_unwritable.c_str());
     }
   }
   // The preload shim: library + collector socket into the plan now, collector thread after clone.

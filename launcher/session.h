@@ -50,8 +50,9 @@ struct SessionEnd {
   // cow mode ran on kernel overlayfs because cordon-fs could not be used here: why ("" = it ran
   // through cordon-fs, or not in cow mode).
   std::string cow_fallback;
-  // Why the program ran as nobody, when it did and could write (IdPlan::nobody): one line.
-  std::string run_as_nobody;
+  // Why the program could not write the workspace, when the host's modes kept it out
+  // (LaunchPlan::write_warning): one line.
+  std::string workspace_unwritable;
   // cordon-fs ended before the program did ("signal 9", ...): the view failed from then on.
   std::string cow_daemon_died;
   // network.allow sessions: "cordon: " lines on the network (top hosts, refusals, a proxy death),

@@ -81,8 +81,8 @@ std::string format_summary(const std::string& id, const SessionEnd& end) {
            text::one_line(end.cow_fallback, 200) +
            "): deny rules covered only files present at start; no live snapshot/rollback\n";
   }
-  if (!end.run_as_nobody.empty()) {
-    out += "cordon: " + end.run_as_nobody + "\n";
+  if (!end.workspace_unwritable.empty()) {
+    out += "cordon: " + end.workspace_unwritable + "\n";
   }
   if (!end.cow_daemon_died.empty()) {
     out += "cordon: warning: cordon-fs ended during the session (" +

@@ -3,15 +3,14 @@
 // cordon-fs where /dev/fuse is usable (root here), else kernel overlayfs (an ordinary user here,
 // since this host keeps /dev/fuse 0600). Real sandboxes, as root and as an ordinary user.
 #include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -19,6 +18,7 @@
 #include "launcher/session.h"
 #include "policy/loader.h"
 #include "tests/launcher/sandbox_fixture.h"
+#include "tests/support/fuse_user.h"
 
 namespace cordon::testing {
 namespace {
@@ -543,6 +543,174 @@ TEST(Cow, CountStopsAtItsBound) {
   auto some = launcher::count_cow_changes(upper.path(), lower.path(), 3);
   EXPECT_TRUE(some.more);
   EXPECT_LE(some.count, 3u);
+}
+
+// ---- the copy-on-write workspace belongs to the agent ----------------------------------------
+
+// Work an agent does on existing files it did not create: run inside the sandbox, in the root of
+// a workspace holding GPL-3, BSD, Artistic and Apache-2.0 (each a copy of Debian's license text)
+// and an empty directory empty/ (when `with_dir`).
+std::string agent_work(bool with_dir) {
+  return std::string(
+             "set -e; id -u; echo appended >> GPL-3; tail -n 1 GPL-3; rm BSD;"
+             " chmod 600 Artistic; touch -d @1000000000 Artistic;"
+             " mv Apache-2.0 Apache.moved; echo new > new.txt; mkdir newdir;"
+             " mkdir d; rmdir d;") +
+         (with_dir ? " rmdir empty;" : "") + " stat -c '%a %Y' Artistic; cat new.txt";
+}
+
+std::string agent_work_output(uid_t uid) {
+  return std::to_string(uid) + "\nappended\n600 1000000000\nnew\n";
+}
+
+// A workspace like agent_work() expects, owned by root (the test's uid when run as root).
+void populate_licenses(const std::string& ws) {
+  for (const char* name : {"GPL-3", "BSD", "Artistic", "Apache-2.0"}) {
+    write_text(ws + "/" + name, read_text(std::string("/usr/share/common-licenses/") + name));
+  }
+  ASSERT_EQ(::mkdir((ws + "/empty").c_str(), 0755), 0);
+}
+
+// `cordon diff last --stat` lists every change agent_work() made.
+void expect_agent_work_in_diff(const RunResult& d, bool with_dir) {
+  EXPECT_EQ(d.exit_code(), 0) << d.err;
+  const std::string out = "\n" + d.out;
+  for (const char* line : {"M GPL-3", "D BSD", "M Artistic", "R Apache-2.0 -> Apache.moved",
+                           "A new.txt", "A newdir/"}) {
+    EXPECT_NE(out.find(std::string("\n") + line), std::string::npos) << line << "\n" << d.out;
+  }
+  if (with_dir) {
+    EXPECT_NE(out.find("\nD empty/"), std::string::npos) << d.out;
+  }
+}
+
+// As root in a root-owned workspace the program runs as nobody (or as $SUDO_UID): through
+// cordon-fs the workspace's files are its own to write, edit, delete, chmod and rename, the real
+// tree stays untouched, and the diff shows the work. Nothing is said about modes (no need).
+TEST(Cow, RootOwnedWorkspaceIsTheAgentsCopy) {
+  CORDON_REQUIRE_ROOT();
+  CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+  for (uid_t sudo : {0u, 4343u}) {
+    SandboxFixture f;
+    populate_licenses(f.ws());
+    if (sudo != 0) {
+      f.env().push_back("SUDO_UID=" + std::to_string(sudo));
+      f.env().push_back("SUDO_GID=" + std::to_string(sudo));
+    }
+    const std::string before = tree_snapshot(f.ws());
+    auto r = f.run({}, {"/bin/sh", "-c", agent_work(true)});
+    ASSERT_EQ(r.exit_code(), 0) << r.err;
+    EXPECT_EQ(r.out, agent_work_output(sudo != 0 ? sudo : 65534)) << r.err;
+    EXPECT_EQ(r.err.find("cannot"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("(nobody)"), std::string::npos) << r.err;
+    EXPECT_EQ(tree_snapshot(f.ws()), before) << "the real workspace changed";
+    auto d = run_program({cordon_bin(), "diff", "last", "--stat"},
+                         RunSpec{.env = f.env(), .cwd = f.ws()});
+    expect_agent_work_in_diff(d, true);
+    // On the host the upper layer holds the owner's (root's) files, never the sandbox's id.
+    const std::string upper = only_session(f) + "/upper";
+    struct stat st {};
+    for (const char* p : {"/new.txt", "/GPL-3", "/Artistic", "/newdir"}) {
+      ASSERT_EQ(::lstat((upper + p).c_str(), &st), 0) << p;
+      EXPECT_EQ(st.st_uid, 0u) << p;
+    }
+  }
+}
+
+// Rootless through cordon-fs, in a workspace another user (root) owns and others may only read:
+// the agent still gets its own writable copy. As root the test runs cordon as an unprivileged
+// user that may use FUSE, over a root-owned workspace it builds; as that user, over a directory of
+// the system that root owns (Debian's license texts).
+TEST(Cow, RootlessAgentOwnsItsCopyOfARootOwnedWorkspace) {
+  TempDir ws, home, state;
+  std::string workspace = ws.path();
+  RunSpec spec;
+  uid_t uid = ::geteuid();
+  if (uid == 0) {
+    auto user = fuse_user();
+    if (!user) {
+      GTEST_SKIP() << "needs " << kFuseUserWhy;
+    }
+    populate_licenses(workspace);
+    for (const TempDir* d : {&home, &state}) {
+      ASSERT_EQ(::chown(d->path().c_str(), user->uid, user->gid), 0);
+    }
+    spec.uid = uid = user->uid;
+    spec.gid = user->gid;
+  } else {
+    CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+    workspace = "/usr/share/common-licenses";
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(workspace.c_str(), &st), 0);
+  ASSERT_EQ(st.st_uid, 0u) << "the workspace must be another user's";
+  spec.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home.path(), "LANG=C.UTF-8",
+              "CORDON_STATE_DIR=" + state.path()};
+  spec.cwd = workspace;
+  const std::string before = tree_snapshot(workspace);
+  auto r = run_program(
+      {cordon_bin(), "run", "--workspace", workspace, "--", "/bin/sh", "-c", agent_work(false)},
+      spec);
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, agent_work_output(uid)) << r.err;
+  EXPECT_EQ(r.err.find("kernel overlayfs"), std::string::npos)
+      << "not through cordon-fs: " << r.err;
+  EXPECT_EQ(tree_snapshot(workspace), before) << "the real workspace changed";
+  auto d = run_program({cordon_bin(), "diff", "last", "--stat"}, spec);
+  expect_agent_work_in_diff(d, false);
+}
+
+// Files of other owners keep their owners and modes: root's 0600 file in a user's workspace stays
+// unreadable to the agent (the workspace's owner), whose own files are its to change.
+TEST(Cow, OtherOwnersFilesKeepTheirModes) {
+  CORDON_REQUIRE_ROOT();
+  CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+  SandboxFixture f;
+  populate(f);
+  write_text(f.ws() + "/root-secret", "hunter2\n", 0600);
+  const std::string before = tree_snapshot(f.ws());
+  auto r = f.run({"-q"}, {"/bin/sh", "-c",
+                          "cat root-secret; echo x > root-secret; chmod 644 root-secret;"
+                          " echo more >> mod.txt && chmod 600 mod.txt && echo own-ok"});
+  EXPECT_EQ(r.out, "own-ok\n") << r.err;
+  EXPECT_EQ(r.err.find("hunter2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cat: root-secret: Permission denied"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot create root-secret: Permission denied"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chmod: changing permissions of 'root-secret': Operation not permitted"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(tree_snapshot(f.ws()), before);
+}
+
+// A unix socket bound in the workspace reaches a client in another process of the sandbox; the
+// socket's node lands in the upper layer, never in the real workspace.
+TEST(Cow, UnixSocketsInTheWorkspace) {
+  CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+  SandboxFixture f;
+  populate(f);
+  const std::string before = tree_snapshot(f.ws());
+  auto r = f.run({"-q"}, {"/usr/bin/python3", "-c",
+                          "import os, socket\n"
+                          "s = socket.socket(socket.AF_UNIX)\n"
+                          "s.bind('sub/agent.sock')\n"
+                          "s.listen(1)\n"
+                          "pid = os.fork()\n"
+                          "if pid == 0:\n"
+                          "    c = socket.socket(socket.AF_UNIX)\n"
+                          "    c.connect('sub/agent.sock')\n"
+                          "    c.sendall(b'hello from %d' % os.getpid())\n"
+                          "    os._exit(0 if c.recv(16) == b'ack' else 1)\n"
+                          "a, _ = s.accept()\n"
+                          "got = a.recv(64)\n"
+                          "a.sendall(b'ack')\n"
+                          "_, st = os.waitpid(pid, 0)\n"
+                          "print(got == b'hello from %d' % pid, os.waitstatus_to_exitcode(st))\n"});
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "True 0\n") << r.err;
+  EXPECT_EQ(tree_snapshot(f.ws()), before);
+  struct stat st {};
+  ASSERT_EQ(::lstat((only_session(f) + "/upper/sub/agent.sock").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
 }
 
 }  // namespace

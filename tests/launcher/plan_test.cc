@@ -76,6 +76,85 @@ TEST(Plan, AsRootNeverMapsUidZero) {
   EXPECT_NE(plan->ids.uid, 0u);
 }
 
+// When the host's owners and modes keep the program out of the workspace (rw, and cow on kernel
+// overlayfs), the plan carries one line saying so and naming the fix; cordon-fs's cow view makes
+// the copy the agent's, so nothing is said there, nor in ro mode.
+TEST(Plan, SaysWhenTheHostsModesKeepTheProgramFromWritingTheWorkspace) {
+  TempDir ws, home;
+  ASSERT_EQ(::chmod(ws.path().c_str(), 0755), 0);
+  uid_t other = ::geteuid() + 1;  // not the workspace's owner
+  policy::Policy p = rw_policy(ws.path());
+  auto warning = [&](policy::WorkspaceMode mode, HostFacts h) {
+    p.filesystem.mode = mode;
+    auto plan = build_plan(p, {"true"}, h);
+    EXPECT_TRUE(plan.ok()) << plan.error().to_string();
+    return plan.ok() ? plan->write_warning : "(no plan)";
+  };
+  HostFacts h = facts(ws.path(), home.path(), other);
+  const std::string expected = "the program runs as uid " + std::to_string(other) +
+                               ", who cannot write the workspace " + ws.path() + " (owner uid " +
+                               std::to_string(::geteuid()) +
+                               ", mode 0755) in --mode rw; use "
+                               "--mode cow (the default: the agent changes its own copy, which "
+                               "cordon diff shows and cordon commit applies), or give uid " +
+                               std::to_string(other) + " write access to it (chown or chmod)";
+  EXPECT_EQ(warning(policy::WorkspaceMode::Rw, h), expected);
+  EXPECT_EQ(warning(policy::WorkspaceMode::Ro, h), "");
+  h.cow_fuse = true;
+  EXPECT_EQ(warning(policy::WorkspaceMode::Cow, h), "");
+  h.cow_fuse = false;
+  EXPECT_NE(warning(policy::WorkspaceMode::Cow, h)
+                .find("in copy-on-write on kernel overlayfs (cordon-fs is not usable here); make "
+                      "cordon-fs usable"),
+            std::string::npos);
+  // Group and other write bits count, the group through the user's supplementary groups.
+  ASSERT_EQ(::chmod(ws.path().c_str(), 0775), 0);
+  EXPECT_NE(warning(policy::WorkspaceMode::Rw, h), "");
+  struct stat st {};
+  ASSERT_EQ(::stat(ws.path().c_str(), &st), 0);
+  h.groups = {st.st_gid};
+  EXPECT_EQ(warning(policy::WorkspaceMode::Rw, h), "");
+  h.groups.clear();
+  ASSERT_EQ(::chmod(ws.path().c_str(), 0757), 0);
+  EXPECT_EQ(warning(policy::WorkspaceMode::Rw, h), "");
+  // The owner may write where the owner's bit says so.
+  ASSERT_EQ(::chmod(ws.path().c_str(), 0555), 0);
+  HostFacts owner = facts(ws.path(), home.path(), ::geteuid());
+  owner.egid = ::getegid();
+  if (::geteuid() != 0) {
+    EXPECT_NE(warning(policy::WorkspaceMode::Rw, owner), "");
+    ASSERT_EQ(::chmod(ws.path().c_str(), 0755), 0);
+    EXPECT_EQ(warning(policy::WorkspaceMode::Rw, owner), "");
+    return;
+  }
+  // As root in a root-owned workspace: nobody, with the fixes that apply to it; with sudo, the
+  // invoking user; supplementary groups do not count (the sandbox drops them).
+  ASSERT_EQ(::chmod(ws.path().c_str(), 0775), 0);
+  ASSERT_EQ(::chown(ws.path().c_str(), 0, 0), 0);
+  owner.groups = {0};
+  std::string nobody = warning(policy::WorkspaceMode::Rw, owner);
+  EXPECT_EQ(nobody.rfind("the program runs as uid 65534 (nobody): as root, cordon never runs it as "
+                         "host uid 0, and neither $SUDO_UID nor the workspace's owner (root) names "
+                         "another user, so in --mode rw it cannot create or change what root's "
+                         "modes keep from others; use --mode cow",
+                         0),
+            0u)
+      << nobody;
+  EXPECT_NE(nobody.find("run cordon as the workspace's owner or through sudo, or chown the "
+                        "workspace to the user the agent should act as"),
+            std::string::npos)
+      << nobody;
+  owner.cow_fuse = true;
+  EXPECT_EQ(warning(policy::WorkspaceMode::Cow, owner), "");
+  owner.sudo_uid = 4343;
+  owner.sudo_gid = 4343;
+  EXPECT_NE(warning(policy::WorkspaceMode::Rw, owner)
+                .find("the program runs as uid 4343, who "
+                      "cannot write the workspace"),
+            std::string::npos);
+  EXPECT_EQ(warning(policy::WorkspaceMode::Cow, owner), "");
+}
+
 TEST(Plan, RefusesWhatCannotBeHonouredBeforeAnyNamespace) {
   TempDir ws, home;
   auto h = facts(ws.path(), home.path());
