@@ -22,14 +22,16 @@ Result<Ids> parse_ids(std::string_view text, std::string_view flag);
 
 // The identity map (the default) shows the host's owners as they are. An active map:
 //  - shows an object owned by the workspace's owner, or by the ids the daemon stores the agent's
-//    objects under, as owned by the agent (uid and gid decided separately), so the kernel's
-//    permission checks (default_permissions) let the agent do what an owner can;
+//    objects under, as owned by the agent (and its group, when it is the owner's, as the agent's
+//    group), so the kernel's permission checks (default_permissions) let the agent do what an
+//    owner can;
 //  - stores what the agent creates or chowns to itself under `stored` (the owner's ids when the
 //    daemon may give them, else the daemon's own): the upper layer never holds an object owned by
 //    the sandbox's id, and the view's presentation is a function of the layer alone;
 //  - never lets a caller other than uid 0 set S_ISUID, or S_ISGID on a non-directory: those
 //    files are stored under the owner's ids (root's, for a root-owned workspace).
-// Objects of every other owner keep their ids, and the kernel's checks keep applying to them.
+// Objects of every other owner keep their ids (group included), and the kernel's checks keep
+// applying to them.
 class IdMap {
  public:
   IdMap() = default;
@@ -45,9 +47,12 @@ class IdMap {
     if (!active_) {
       return;
     }
-    if (st->st_uid == owner_.uid || st->st_uid == stored_.uid) {
-      st->st_uid = agent_.uid;
+    // Another owner's object keeps its group too: a group write bit meant for the owner's group
+    // does not open it to the agent.
+    if (st->st_uid != owner_.uid && st->st_uid != stored_.uid) {
+      return;
     }
+    st->st_uid = agent_.uid;
     if (st->st_gid == owner_.gid || st->st_gid == stored_.gid) {
       st->st_gid = agent_.gid;
     }

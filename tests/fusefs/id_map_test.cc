@@ -120,6 +120,11 @@ TEST(IdMap, PresentsStoresAndStripsSetIdBits) {
   m.present(&st);
   EXPECT_EQ(st.st_uid, 65534u);  // the owner's: the agent's
   EXPECT_EQ(st.st_gid, 1234u);   // another group keeps its id
+  st.st_uid = 4242;              // another owner's object in the owner's group: both ids stay
+  st.st_gid = 0;
+  m.present(&st);
+  EXPECT_EQ(st.st_uid, 4242u);
+  EXPECT_EQ(st.st_gid, 0u);
   EXPECT_EQ(m.store_uid(65534), 0u);
   EXPECT_EQ(m.store_gid(65533), 0u);
   EXPECT_EQ(m.store_uid(4242), 4242u);
@@ -156,6 +161,7 @@ TEST(CowFsIdMap, RootOwnedWorkspaceIsTheAgentsToChange) {
   write_file(m.lower("ro.txt"), "r\n");
   write_file(m.lower("secret"), "s\n");
   write_file(m.lower("other.txt"), "o\n");
+  write_file(m.lower("other-grp.txt"), "g\n");
   ASSERT_EQ(::mkdir(m.lower("sub").c_str(), 0755), 0);
   write_file(m.lower("sub/f"), "f\n");
   ASSERT_EQ(::mkdir(m.lower("rodir").c_str(), 0755), 0);
@@ -165,6 +171,8 @@ TEST(CowFsIdMap, RootOwnedWorkspaceIsTheAgentsToChange) {
   ASSERT_EQ(::chmod(m.lower("rodir").c_str(), 0555), 0);
   ASSERT_EQ(::chmod(m.lower("other.txt").c_str(), 0600), 0);
   ASSERT_EQ(::chown(m.lower("other.txt").c_str(), kOther, kOther), 0);
+  ASSERT_EQ(::chmod(m.lower("other-grp.txt").c_str(), 0664), 0);
+  ASSERT_EQ(::chown(m.lower("other-grp.txt").c_str(), kOther, 0), 0);  // the owner's group
   ASSERT_EQ(::chown(m.lower("otherdir").c_str(), kOther, kOther), 0);
   ::chmod(m.base("").c_str(), 0755);
   const std::string lower_before = tree_manifest(m.lower(), true) + owners(m.lower());
@@ -196,6 +204,11 @@ TEST(CowFsIdMap, RootOwnedWorkspaceIsTheAgentsToChange) {
       "read other.txt: open('other.txt').read()\n"
       "chmod other.txt: os.chmod('other.txt', 0o644)\n"
       "create in otherdir: write('otherdir/z', 'z', 'w')\n"
+      "stat other-grp.txt: owner('other-grp.txt')\n"
+      "write other-grp.txt: write('other-grp.txt', 'x')\n"
+      "set a file capability: os.setxattr('new.txt', 'security.capability', "
+      "bytes([1, 0, 0, 2]) + bytes(16))\n"
+      "set a trusted xattr: os.setxattr('new.txt', 'trusted.x', b'1')\n"
       "chmod 4755: os.chmod('new.txt', 0o4755)\n"
       "mode new.txt: oct(os.stat('new.txt').st_mode)\n"
       "create 6755: create('suid', 0o6755)\n"
@@ -229,6 +242,10 @@ TEST(CowFsIdMap, RootOwnedWorkspaceIsTheAgentsToChange) {
             "read other.txt EACCES\n"
             "chmod other.txt EPERM\n"
             "create in otherdir EACCES\n"
+            "stat other-grp.txt ok 4242:0 -rw-rw-r--\n"
+            "write other-grp.txt EACCES\n"
+            "set a file capability EPERM\n"
+            "set a trusted xattr EPERM\n"
             "chmod 4755 ok\n"
             "mode new.txt ok 0o100755\n"
             "create 6755 ok\n"
