@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <sstream>
 #include <string>
 
 #include "tests/fusefs/mount_fixture.h"
@@ -55,27 +54,6 @@ std::string run_steps(const std::string& dir, const std::string& steps,
   auto r = cordon::testing::run_program({"/usr/bin/python3", "-c", kSteps, dir}, spec);
   EXPECT_EQ(r.exit_code(), 0) << r.err;
   return r.out;
-}
-
-// "path uid:gid mode" of every entry under root, sorted, never following symlinks.
-std::string owners(const std::string& root) {
-  std::vector<std::string> lines;
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    struct stat st {};
-    ::lstat(it->path().c_str(), &st);
-    std::ostringstream l;
-    l << it->path().string().substr(root.size()) << " " << st.st_uid << ":" << st.st_gid << " "
-      << std::oct << st.st_mode;
-    lines.push_back(l.str());
-  }
-  std::sort(lines.begin(), lines.end());
-  std::string out;
-  for (auto& l : lines) {
-    out += l + "\n";
-  }
-  return out;
 }
 
 // Every object of the upper layer (internal records included) has these ids and no set-id bit
@@ -175,7 +153,7 @@ TEST(CowFsIdMap, RootOwnedWorkspaceIsTheAgentsToChange) {
   ASSERT_EQ(::chown(m.lower("other-grp.txt").c_str(), kOther, 0), 0);  // the owner's group
   ASSERT_EQ(::chown(m.lower("otherdir").c_str(), kOther, kOther), 0);
   ::chmod(m.base("").c_str(), 0755);
-  const std::string lower_before = tree_manifest(m.lower(), true) + owners(m.lower());
+  const std::string lower_before = tree_manifest(m.lower(), true, true);
   ASSERT_EQ(m.start({"--allow-other", "--agent-ids", "65534:65534"}), "");
 
   const std::string steps =
@@ -254,7 +232,7 @@ TEST(CowFsIdMap, RootOwnedWorkspaceIsTheAgentsToChange) {
             "chmod gdir 2775 ok\n"
             "mode gdir ok 0o42775\n");
 
-  EXPECT_EQ(tree_manifest(m.lower(), true) + owners(m.lower()), lower_before)
+  EXPECT_EQ(tree_manifest(m.lower(), true, true), lower_before)
       << "the real workspace changed";
   // On disk the agent's objects are the owner's (root's), like the copies of root's files.
   expect_upper_owned_by(m.upper(), 0, 0);
@@ -318,7 +296,7 @@ TEST(CowFsIdMap, RootlessDaemonGivesTheAgentItsCopyOfARootOwnedWorkspace) {
   struct stat lst {};
   ASSERT_EQ(::stat(m.lower().c_str(), &lst), 0);
   ASSERT_EQ(lst.st_uid, 0u) << "the workspace must be another user's";
-  const std::string lower_before = tree_manifest(m.lower(), true) + owners(m.lower());
+  const std::string lower_before = tree_manifest(m.lower(), true, true);
   const std::string ids = std::to_string(uid) + ":" + std::to_string(gid);
   ASSERT_EQ(m.start({"--agent-ids", ids}), "");
   EXPECT_EQ(run_steps(m.mnt(),
@@ -352,7 +330,7 @@ TEST(CowFsIdMap, RootlessDaemonGivesTheAgentItsCopyOfARootOwnedWorkspace) {
                 "rmdir d ok\n"
                 "chmod 4755 ok\n"
                 "mode new.txt ok 0o100755\n");
-  EXPECT_EQ(tree_manifest(m.lower(), true) + owners(m.lower()), lower_before)
+  EXPECT_EQ(tree_manifest(m.lower(), true, true), lower_before)
       << "the real workspace changed";
   expect_upper_owned_by(m.upper(), uid, gid);
 }

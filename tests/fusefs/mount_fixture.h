@@ -75,8 +75,10 @@ inline std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// A listing of a tree: "path type mode size content-hash" lines, sorted, never following symlinks.
-inline std::string tree_manifest(const std::string& root, bool with_mtime = false) {
+// A listing of a tree: "path type mode size content-hash" lines, sorted, never following symlinks;
+// optionally with each entry's mtime and its uid:gid.
+inline std::string tree_manifest(const std::string& root, bool with_mtime = false,
+                                 bool with_owner = false) {
   std::vector<std::string> lines;
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -102,6 +104,9 @@ inline std::string tree_manifest(const std::string& root, bool with_mtime = fals
     }
     if (with_mtime) {
       l << " " << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec;
+    }
+    if (with_owner) {
+      l << " " << st.st_uid << ":" << st.st_gid;
     }
     lines.push_back(l.str());
   }
