@@ -232,8 +232,7 @@ TEST(CowFsIdMap, RootOwnedWorkspaceIsTheAgentsToChange) {
             "chmod gdir 2775 ok\n"
             "mode gdir ok 0o42775\n");
 
-  EXPECT_EQ(tree_manifest(m.lower(), true, true), lower_before)
-      << "the real workspace changed";
+  EXPECT_EQ(tree_manifest(m.lower(), true, true), lower_before) << "the real workspace changed";
   // On disk the agent's objects are the owner's (root's), like the copies of root's files.
   expect_upper_owned_by(m.upper(), 0, 0);
   // uid 0 in the view keeps the bits it sets, as natively.
@@ -330,8 +329,7 @@ TEST(CowFsIdMap, RootlessDaemonGivesTheAgentItsCopyOfARootOwnedWorkspace) {
                 "rmdir d ok\n"
                 "chmod 4755 ok\n"
                 "mode new.txt ok 0o100755\n");
-  EXPECT_EQ(tree_manifest(m.lower(), true, true), lower_before)
-      << "the real workspace changed";
+  EXPECT_EQ(tree_manifest(m.lower(), true, true), lower_before) << "the real workspace changed";
   expect_upper_owned_by(m.upper(), uid, gid);
 }
 
