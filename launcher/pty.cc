@@ -46,11 +46,44 @@ Status attach_terminal_in_program(int slave) {
   return {};
 }
 
-Result<RawTerminal> RawTerminal::enter(int fd) {
+namespace {
+
+// Reads what a canonical-mode terminal holds complete, without blocking: poll(2) reports it
+// readable only for a whole line or an end-of-file mark. An end-of-file mark reads as 0 bytes and
+// is passed on as the terminal's own EOF character, the byte a ^D typed in raw mode would be,
+// which the program's pty (canonical from the start) turns back into end-of-file. Bounded: a
+// terminal that keeps answering (hung up) is left to the relay.
+std::string read_typed_ahead(int fd, const termios& mode) {
+  std::string typed;
+  if ((mode.c_lflag & ICANON) == 0) {
+    return typed;  // raw already: nothing is held back as lines
+  }
+  char buf[4096];
+  for (int i = 0; i < 64 && typed.size() < kMaxBuffered; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1 || p.revents != POLLIN) {
+      break;
+    }
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      typed.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 && mode.c_cc[VEOF] != _POSIX_VDISABLE) {
+      typed.push_back(static_cast<char>(mode.c_cc[VEOF]));
+    } else {
+      break;
+    }
+  }
+  return typed;
+}
+
+}  // namespace
+
+Result<RawTerminal> RawTerminal::enter(int fd, std::string& typed_ahead) {
   RawTerminal t;
   if (::tcgetattr(fd, &t.saved_) != 0) {
     return sys_error("tcgetattr(" + std::to_string(fd) + ")");
   }
+  typed_ahead = read_typed_ahead(fd, t.saved_);
   termios raw = t.saved_;
   ::cfmakeraw(&raw);
   if (::tcsetattr(fd, TCSADRAIN, &raw) != 0) {
@@ -77,8 +110,8 @@ void RawTerminal::restore() {
   }
 }
 
-PtyRelay::PtyRelay(int in_fd, int out_fd, UniqueFd master)
-    : in_(in_fd), out_(out_fd), master_(std::move(master)) {
+PtyRelay::PtyRelay(int in_fd, int out_fd, UniqueFd master, std::string typed_ahead)
+    : in_(in_fd), out_(out_fd), master_(std::move(master)), to_master_(std::move(typed_ahead)) {
   int fl = ::fcntl(master_.get(), F_GETFL);
   ::fcntl(master_.get(), F_SETFL, fl | O_NONBLOCK);
 }

@@ -32,7 +32,11 @@ Status attach_terminal_in_program(int slave);
 class RawTerminal {
  public:
   RawTerminal() = default;
-  static Result<RawTerminal> enter(int fd);
+  // Input the terminal already holds complete in canonical mode (lines typed ahead, end-of-file
+  // marks) is read out first and kept in `typed_ahead`: switched to raw mode as it is, the kernel
+  // would hand a pending end-of-file over as a NUL byte (script(1) sends one when its own input
+  // ends), which the program would read and its pty echo as "^@".
+  static Result<RawTerminal> enter(int fd, std::string& typed_ahead);
   RawTerminal(RawTerminal&& o) noexcept : fd_(o.fd_), saved_(o.saved_) { o.fd_ = -1; }
   RawTerminal& operator=(RawTerminal&& o) noexcept;
   RawTerminal(const RawTerminal&) = delete;
@@ -49,7 +53,8 @@ class RawTerminal {
 // supervisor's poll loop asks for its pollfds and hands back the events.
 class PtyRelay {
  public:
-  PtyRelay(int in_fd, int out_fd, UniqueFd master);
+  // `typed_ahead` goes to the program first (RawTerminal::enter).
+  PtyRelay(int in_fd, int out_fd, UniqueFd master, std::string typed_ahead);
   // Copies the window size of `from` to the pty (start and SIGWINCH); the kernel then signals the
   // pty's foreground process group itself.
   void copy_window_size(int from) const;

@@ -111,11 +111,12 @@ Outcome supervise(const SuperviseSpec& spec) {
             break;
           case MsgKind::PtyMaster:
             if (msg.fd && !relay) {
-              relay.emplace(0, 1, std::move(msg.fd));
-              auto t = RawTerminal::enter(0);
+              std::string typed_ahead;
+              auto t = RawTerminal::enter(0, typed_ahead);
               if (t.ok()) {
                 raw = std::move(*t);
               }
+              relay.emplace(0, 1, std::move(msg.fd), std::move(typed_ahead));
               relay->copy_window_size(0);
             }
             break;

@@ -14,8 +14,8 @@
 #include <fstream>
 #include <string>
 
-#include "tests/support/host_procs.h"
 #include "tests/launcher/sandbox_fixture.h"
+#include "tests/support/host_procs.h"
 
 namespace cordon::testing {
 namespace {
@@ -236,6 +236,103 @@ termios outer_mode_after(const std::string& script, int signal_after_start, int*
   ::close(master);
   ::close(slave);
   return t;
+}
+
+// Runs `cordon run -q --mode rw -- sh -c SCRIPT` on a fresh pty whose line discipline already
+// holds `typed_ahead` (canonical mode, as a shell leaves it) before cordon starts. Returns every
+// byte cordon's side of the terminal wrote, and sets the exit code (-1000 on a hang).
+std::string output_on_terminal(const std::string& typed_ahead, const std::string& script,
+                               int* exit_code) {
+  SandboxFixture f;
+  *exit_code = -1000;
+  int master = -1, slave = -1;
+  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) {
+    return "openpty failed";
+  }
+  // Echo off on the outer terminal: what comes back is then only what cordon wrote.
+  termios mode{};
+  ::tcgetattr(slave, &mode);
+  mode.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+  ::tcsetattr(slave, TCSANOW, &mode);
+  (void)!::write(master, typed_ahead.data(), typed_ahead.size());
+  std::vector<std::string> argv = {cordon_bin(), "run", "-q",      "--mode", "rw",  "--workspace",
+                                   f.ws(),       "--",  "/bin/sh", "-c",     script};
+  std::vector<char*> a, e;
+  for (auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
+  a.push_back(nullptr);
+  for (auto& x : f.env()) e.push_back(const_cast<char*>(x.c_str()));
+  e.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    ::ioctl(slave, TIOCSCTTY, 0);
+    for (int fd = 0; fd <= 2; ++fd) ::dup2(slave, fd);
+    ::execve(a[0], a.data(), e.data());
+    ::_exit(127);
+  }
+  ::close(slave);
+  std::string out;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  bool exited = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 10) > 0) {
+      char b[4096];
+      ssize_t n = ::read(master, b, sizeof b);
+      if (n > 0) {
+        out.append(b, static_cast<size_t>(n));
+        continue;
+      }
+      if (exited) break;  // EIO: every slave is closed and everything was read
+    }
+    int st = 0;
+    if (!exited && ::waitpid(pid, &st, WNOHANG) == pid) {
+      exited = true;
+      *exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+    }
+  }
+  if (!exited) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  ::close(master);
+  return out;
+}
+
+// script(1) with its own input at an end sends the terminal's EOF character, which the line
+// discipline holds as an end-of-file mark; cordon's output is then exactly the program's.
+TEST(Terminal, OutputIsByteExactWhenInputEndedBeforeTheStart) {
+  int code = 0;
+  EXPECT_EQ(output_on_terminal("\004", "echo hi", &code), "hi\r\n");
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(output_on_terminal("", "echo hi", &code), "hi\r\n");
+  EXPECT_EQ(code, 0);
+}
+
+// Lines typed before the program ran reach it unchanged, and an end-of-file typed after them
+// ends its input: `od` prints exactly the line's bytes and exits (no NUL, no hang).
+TEST(Terminal, InputTypedAheadReachesTheProgramExactly) {
+  int code = 0;
+  std::string out = output_on_terminal("ab\001c\n\004", "stty -echo; od -An -tx1 -v", &code);
+  EXPECT_EQ(code, 0) << out;
+  // The program's pty echoes what arrives before `stty -echo` runs; od's line is at the end.
+  EXPECT_TRUE(out.ends_with(" 61 62 01 63 0a\r\n")) << out;
+  EXPECT_EQ(out.find(" 00"), std::string::npos) << out;
+}
+
+// The report this is held to: script(1) around `cordon run -q -- echo hi` with no input prints
+// exactly what bwrap or the bare program prints.
+TEST(Terminal, UnderScriptTheOutputIsTheProgramsAlone) {
+  SandboxFixture f;
+  RunSpec spec;
+  spec.env = f.env();
+  spec.cwd = f.ws();
+  RunResult r = run_program(
+      {"script", "-qec", cordon_bin() + " run -q --mode rw --workspace " + f.ws() + " -- echo hi",
+       "/dev/null"},
+      spec);
+  EXPECT_EQ(r.out, "hi\r\n") << r.err;
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
 }
 
 TEST(Terminal, RawModeIsRestoredAfterwards) {
