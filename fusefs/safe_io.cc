@@ -19,12 +19,14 @@
 
 namespace cordon::fusefs {
 
-int open_beneath(int dirfd, std::string_view name, int flags, mode_t mode) {
+namespace {
+
+int openat2_beneath(int dirfd, std::string_view name, int flags, mode_t mode, uint64_t resolve) {
   std::string n(name);
   open_how how{};
   how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
   how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | resolve;
   for (;;) {
     long fd = ::syscall(SYS_openat2, dirfd, n.c_str(), &how, sizeof(how));
     if (fd >= 0) {
@@ -35,6 +37,12 @@ int open_beneath(int dirfd, std::string_view name, int flags, mode_t mode) {
       return -1;
     }
   }
+}
+
+}  // namespace
+
+int open_beneath(int dirfd, std::string_view name, int flags, mode_t mode) {
+  return openat2_beneath(dirfd, name, flags, mode, 0);
 }
 
 Result<UniqueFd> open_beneath_r(int dirfd, std::string_view name, int flags, mode_t mode) {
@@ -240,18 +248,40 @@ std::vector<std::string> list_dir(int dirfd, int* err) {
   return out;
 }
 
-int remove_tree_at(int dirfd, const std::string& name) {
+namespace {
+
+// The directory `name` in dirfd, opened for listing under `flags` (RemoveFlags).
+int open_dir_to_clear(int dirfd, const std::string& name, unsigned flags) {
+  uint64_t resolve = (flags & kRemoveOneFilesystem) != 0 ? RESOLVE_NO_XDEV : 0;
+  if ((flags & kRemoveOpenUp) == 0) {
+    return openat2_beneath(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, resolve);
+  }
+  UniqueFd path(openat2_beneath(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, resolve));
+  struct stat st;
+  if (!path || stat_fd(path.get(), &st) != 0) {
+    return -1;
+  }
+  if ((st.st_mode & S_IRWXU) != S_IRWXU) {
+    // Failure (not its owner, not root) is left to the listing and the unlinks to report.
+    (void)chmod_fd(path.get(), (st.st_mode & 07777) | S_IRWXU);
+  }
+  return reopen_fd(path.get(), O_RDONLY | O_DIRECTORY);
+}
+
+}  // namespace
+
+int remove_tree_at(int dirfd, const std::string& name, unsigned flags) {
   if (::unlinkat(dirfd, name.c_str(), 0) == 0) {
     return 0;
   }
   if (errno != EISDIR && errno != EPERM) {
     return errno == ENOENT ? 0 : -errno;
   }
-  int sub = open_beneath(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+  int sub = open_dir_to_clear(dirfd, name, flags);
   if (sub < 0) {
     return -errno;
   }
-  int rc = clear_dir(sub);
+  int rc = clear_dir(sub, flags);
   ::close(sub);
   if (rc != 0) {
     return rc;
@@ -259,10 +289,10 @@ int remove_tree_at(int dirfd, const std::string& name) {
   return ::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) == 0 ? 0 : -errno;
 }
 
-int clear_dir(int dirfd) {
+int clear_dir(int dirfd, unsigned flags) {
   int err = 0;
   for (const auto& n : list_dir(dirfd, &err)) {
-    if (int rc = remove_tree_at(dirfd, n); rc != 0) {
+    if (int rc = remove_tree_at(dirfd, n, flags); rc != 0) {
       return rc;
     }
   }

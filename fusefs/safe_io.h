@@ -56,10 +56,19 @@ int copy_node(const struct stat& st, int dst_dirfd, const std::string& dst_name)
 // A fresh temp name (".wh..wh.tmp.<pid>.<n>") unique within the process.
 std::string temp_name();
 
+// How remove_tree_at and clear_dir treat what they meet, beyond never following a symlink.
+enum RemoveFlags : unsigned {
+  // A mount inside the tree is neither entered nor removed: the removal fails with EXDEV (or
+  // EBUSY for a file mount). For trees that must end where they are (a session record).
+  kRemoveOneFilesystem = 1u << 0,
+  // A directory its owner closed (0555, as a Go module cache leaves them; 0000) is opened up to
+  // its owner first, so an owner who is not root can remove it as it could with chmod -R u+rwx.
+  kRemoveOpenUp = 1u << 1,
+};
 // Recursively removes the entry `name` in dirfd without following symlinks. 0 or -errno.
-int remove_tree_at(int dirfd, const std::string& name);
+int remove_tree_at(int dirfd, const std::string& name, unsigned flags = 0);
 // Removes everything inside the directory dirfd (the directory itself stays). 0 or -errno.
-int clear_dir(int dirfd);
+int clear_dir(int dirfd, unsigned flags = 0);
 // Recursively copies the contents of directory src into empty directory dst (files via reflink
 // or copy, with modes, times, xattrs; symlinks, fifos and hard links as such). 0 or -errno.
 int copy_tree(int src_dirfd, int dst_dirfd);

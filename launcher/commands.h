@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/prune.h"
 #include "launcher/run_options.h"
 
 namespace cordon::launcher {
@@ -20,5 +21,9 @@ int rollback_command(const std::string& id, const std::string& name);  // name "
 int diff_command(const std::string& id, bool stat_only, const std::vector<std::string>& paths);
 int commit_command(const std::string& id, const std::vector<std::string>& paths);
 int discard_command(const std::string& id);
+
+// Session retention (prune.cc): removes finished sessions' records; exit 0 done, 1 refused
+// (pending changes kept), 125 failed.
+int prune_command(const PruneOptions& opts);
 
 }  // namespace cordon::launcher

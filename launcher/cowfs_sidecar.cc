@@ -407,6 +407,8 @@ std::optional<uint64_t> count_cowfs_changes(const std::string& lower, const std:
   return changes->size();
 }
 
+bool cowfs_daemon_alive(const std::string& session_dir) { return daemon_alive(session_dir); }
+
 bool detach_stale_cow_mount(const std::string& session_dir) {
   const std::string mnt = session_dir + "/mnt";
   // The daemon's liveness first: a stat of a live but stopped daemon's mount would hang.

@@ -106,6 +106,10 @@ Result<CowFsProcess> start_cow_backend(const Session& session, LaunchPlan& plan)
 // summary; nullopt if the layers cannot be read.
 std::optional<uint64_t> count_cowfs_changes(const std::string& lower, const std::string& upper);
 
+// Whether the cordon-fs recorded in <session_dir>/cordon-fs.pid still runs (a daemon that
+// outlived its cordon still serves the session).
+bool cowfs_daemon_alive(const std::string& session_dir);
+
 // Detaches <session_dir>/mnt if it is a FUSE mount whose daemon is gone (ENOTCONN). Returns true
 // if it detached something.
 bool detach_stale_cow_mount(const std::string& session_dir);

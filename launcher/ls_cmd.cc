@@ -1,11 +1,14 @@
 // `cordon ls`: one row per session, newest last. Reads only summary.json, or the head and the last
-// line of events.jsonl for sessions that never wrote one (running, or crashed).
+// line of events.jsonl for sessions that never wrote one (running, or crashed); its state, size
+// and pending changes from session_state.h.
+#include <array>
 #include <cerrno>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "launcher/session.h"
+#include "launcher/session_state.h"
 #include "launcher/session_store.h"
 #include "launcher/session_text.h"
 
@@ -20,7 +23,7 @@ constexpr size_t kCommandWidth = 40;
 constexpr size_t kWorkspaceWidth = 60;
 
 struct Row {
-  std::string id, start, duration, exit, command, workspace;
+  std::string id, start, duration, exit, size, pending, command, workspace;
 };
 
 std::string quote_arg(const std::string& a) {
@@ -94,17 +97,20 @@ void fill_from_end(Row& row, const nlohmann::json& end) {
   row.exit = exit_text(end);
 }
 
-Row read_row(int root_fd, const std::string& id) {
+Row read_row(int root_fd, const std::string& root, const std::string& id) {
   Row row;
   row.id = id;
   row.start = text::local_datetime(store::session_id_time(id));
   row.duration = "-";
-  row.exit = "running?";
   auto dir = store::open_session_dir(root_fd, id);
   if (!dir.ok()) {
     row.exit = "unreadable";
     return row;
   }
+  SessionState state = read_session_state(dir->get(), root + "/" + id, true);
+  row.exit = state.running ? "running" : "no end";  // replaced by the recorded end, if any
+  row.size = (state.bytes_more ? ">" : "") + text::size(state.bytes);
+  row.pending = state.pending ? "yes" : "-";
   if (auto data = store::read_file(dir->get(), "summary.json", kMaxSummary); data.ok()) {
     auto j = store::parse_event(*data);
     if (j.is_object()) {
@@ -158,28 +164,33 @@ int ls_command(const std::string& root, std::ostream& out, std::ostream& err) {
     return 0;
   }
   std::vector<Row> rows;
-  rows.push_back({"ID", "START", "DURATION", "EXIT", "COMMAND", "WORKSPACE"});
+  rows.push_back({"ID", "START", "DURATION", "EXIT", "SIZE", "PENDING", "COMMAND", "WORKSPACE"});
   for (const auto& id : *ids) {
-    Row r = read_row(root_fd->get(), id);
+    Row r = read_row(root_fd->get(), root, id);
     r.command = fit(r.command, kCommandWidth);
     r.workspace = fit(r.workspace, kWorkspaceWidth);
     rows.push_back(std::move(r));
   }
-  size_t w[5] = {};
+  constexpr int kPadded = 7;  // every column but the last is padded to its widest cell
+  size_t w[kPadded] = {};
+  auto cells = [](const Row& r) {
+    return std::array<const std::string*, kPadded + 1>{
+        &r.id, &r.start, &r.duration, &r.exit, &r.size, &r.pending, &r.command, &r.workspace};
+  };
   for (const auto& r : rows) {
-    const std::string* cols[5] = {&r.id, &r.start, &r.duration, &r.exit, &r.command};
-    for (int i = 0; i < 5; ++i) {
-      w[i] = std::max(w[i], cols[i]->size());
+    auto c = cells(r);
+    for (int i = 0; i < kPadded; ++i) {
+      w[i] = std::max(w[i], c[i]->size());
     }
   }
   for (const auto& r : rows) {
-    const std::string* cols[6] = {&r.id, &r.start, &r.duration, &r.exit, &r.command, &r.workspace};
+    auto c = cells(r);
     std::string line;
-    for (int i = 0; i < 5; ++i) {
-      line += *cols[i];
-      line.append(w[i] - cols[i]->size() + 2, ' ');
+    for (int i = 0; i < kPadded; ++i) {
+      line += *c[i];
+      line.append(w[i] - c[i]->size() + 2, ' ');
     }
-    line += *cols[5];
+    line += *c[kPadded];
     while (!line.empty() && line.back() == ' ') {
       line.pop_back();
     }

@@ -7,6 +7,7 @@
 
 #include "launcher/commands.h"
 #include "launcher/session.h"
+#include "policy/loader.h"
 
 using namespace cordon::launcher;
 
@@ -53,11 +54,13 @@ bool split_run_command(const CLI::App& run, std::vector<std::string>& args,
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "cordon " CORDON_VERSION " - run a program (an AI agent, a shell, a build) unmodified in a\n"
+      "cordon " CORDON_VERSION
+      " - run a program (an AI agent, a shell, a build) unmodified in a\n"
       "sandbox that sees only what a policy grants, and records everything it tried.\n\n"
       "Exit status of `cordon run`: the program's own; 128+N if it died of signal N; 124 on\n"
       "timeout; 125 if cordon itself failed; 126 if the program is not executable; 127 if it\n"
-      "was not found. Of diff/commit/snapshot/rollback/discard: 0 done, 1 refused, 125 failed."};
+      "was not found. Of diff/commit/snapshot/rollback/discard/prune: 0 done, 1 refused, 125\n"
+      "failed."};
   app.name("cordon");
   app.require_subcommand(1);
   app.set_version_flag("--version", CORDON_VERSION);
@@ -126,7 +129,33 @@ int main(int argc, char** argv) {
       policy_cmd->add_subcommand("explain", "Say in words what a policy file allows and denies");
   pol_explain->add_option("FILE", pol_file, "Policy file")->required();
 
-  auto* ls_cmd = app.add_subcommand("ls", "List sessions, newest last");
+  auto* ls_cmd = app.add_subcommand(
+      "ls", "List sessions, newest last: how each ended, its size, whether changes are pending");
+  ls_cmd->footer(
+      "EXIT is the program's exit status, `running` while cordon runs it, or `no end` when\n"
+      "cordon was killed before recording one. SIZE is the record on disk. PENDING is `yes`\n"
+      "when a cow session holds changes not yet committed or discarded (cordon diff ID).");
+
+  PruneOptions prune;
+  std::string prune_older;
+  auto* prune_cmd = app.add_subcommand("prune", "Remove the records of finished sessions");
+  prune_cmd
+      ->add_option("--older-than", prune_older,
+                   "Only sessions that ended at least this long ago, e.g. 7d, 12h, 30m")
+      ->type_name("DURATION");
+  prune_cmd->add_option("--keep", prune.keep, "Never the N newest sessions")->type_name("N");
+  prune_cmd->add_flag("--dry-run,-n", prune.dry_run, "Say what would go; remove nothing");
+  prune_cmd->add_flag("--force", prune.force,
+                      "Also sessions whose copy-on-write changes were never committed or "
+                      "discarded (they are lost)");
+  prune_cmd->footer(
+      "Without --older-than and --keep: sessions that ended more than 7 days ago. With both,\n"
+      "a session goes only when both allow it. A running session is never removed. A session\n"
+      "with pending changes is kept and named, unless --force. `cordon run` also removes, at\n"
+      "most once an hour, finished sessions without pending changes older than\n"
+      "$CORDON_RETENTION (default 30d; 0 keeps everything).\n"
+      "Exit status: 0 done; 1 refused (sessions with pending changes kept); 125 cordon failed\n"
+      "(a record could not be removed, a bad option).");
 
   std::string session_id;
   bool log_json = false;
@@ -210,6 +239,19 @@ int main(int argc, char** argv) {
   }
   if (*log_cmd) {
     return log_net ? log_net_command(session_id, log_json) : log_command(session_id, log_json);
+  }
+  if (*prune_cmd) {
+    if (!prune_older.empty()) {
+      auto age = cordon::policy::parse_duration(prune_older);
+      if (!age) {
+        std::fprintf(stderr,
+                     "cordon prune: --older-than %s: not a duration; use e.g. 7d, 12h, 30m\n",
+                     prune_older.c_str());
+        return kExitCordonFailed;
+      }
+      prune.older_than = std::chrono::duration_cast<std::chrono::seconds>(*age);
+    }
+    return prune_command(prune);
   }
   if (*snap_cmd) {
     return snapshot_command(wf_id, wf_name);

@@ -13,17 +13,18 @@
 #include <iostream>
 
 #include "launcher/cgroup_warmup.h"
-#include "launcher/landlock.h"
 #include "launcher/channel.h"
 #include "launcher/commands.h"
 #include "launcher/contain.h"
 #include "launcher/cowfs_sidecar.h"
+#include "launcher/landlock.h"
 #include "launcher/limits.h"
 #include "launcher/mounts.h"
 #include "launcher/namespaces.h"
-#include "launcher/no_namespaces.h"
 #include "launcher/net_summary.h"
+#include "launcher/no_namespaces.h"
 #include "launcher/plan.h"
+#include "launcher/prune.h"
 #include "launcher/seccomp.h"
 #include "launcher/session.h"
 #include "launcher/shim_attribution.h"
@@ -200,6 +201,7 @@ int run_command(const RunOptions& opts) {
   } catch (const PolicyError& e) {
     return fail(e.what());
   }
+  apply_retention(sessions_root());  // at most once an hour: old finished sessions go (prune.h)
   if (opts.no_namespaces) {
     return run_no_namespaces(opts, pol);  // advisory mode: no clone, no mount plan
   }

@@ -299,6 +299,19 @@ SessionPaths session_paths(const std::string& root, const std::string& id) {
   return p;
 }
 
+namespace {
+
+// A fresh id for a session started at `secs`, with 24 random bits.
+Result<std::string> draw_session_id(int64_t secs) {
+  uint8_t rnd[3];
+  if (::getrandom(rnd, sizeof rnd, 0) != static_cast<ssize_t>(sizeof rnd)) {
+    return sys_error("getrandom(3 bytes) for a session id");
+  }
+  return store::make_session_id(secs, (uint32_t{rnd[0]} << 16) | (uint32_t{rnd[1]} << 8) | rnd[2]);
+}
+
+}  // namespace
+
 Result<Session> Session::create(const policy::Policy& effective,
                                 const std::vector<std::string>& argv,
                                 const std::string& workspace) {
@@ -306,22 +319,41 @@ Result<Session> Session::create(const policy::Policy& effective,
   TRY(make_dirs(root));
   ASSIGN_OR_RETURN(UniqueFd root_fd, store::open_root(root));
 
-  // mkdir, not mkdir -p: EEXIST means another session took this id in the same second.
+  // The directory is made under a name no reader lists, locked, and only then renamed to its
+  // id: a session is never visible without the lock its live cordon holds, so `cordon prune`
+  // cannot take one that is starting for one that ended. The rename refuses an id already taken
+  // (another session started in the same second drew the same suffix): draw again.
   auto now = std::chrono::system_clock::now();
   int64_t secs = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  ASSIGN_OR_RETURN(std::string staging, draw_session_id(secs));
+  staging = ".new-" + staging;
+  if (::mkdirat(root_fd.get(), staging.c_str(), 0700) != 0) {
+    return sys_error("mkdirat(\"" + root + "\", \"" + staging + "\", 0700)",
+                     "set CORDON_STATE_DIR to a writable directory");
+  }
+  auto unstage = [&](Error e) -> Error {
+    ::unlinkat(root_fd.get(), staging.c_str(), AT_REMOVEDIR);
+    return e;
+  };
+  UniqueFd dir(
+      ::openat(root_fd.get(), staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir || !store::try_lock_session(dir.get())) {
+    return unstage(sys_error("opening and locking " + root + "/" + staging));
+  }
   std::string id;
   for (int attempt = 0;; ++attempt) {
-    uint8_t rnd[3];
-    if (::getrandom(rnd, sizeof rnd, 0) != static_cast<ssize_t>(sizeof rnd)) {
-      return sys_error("getrandom(3 bytes) for a session id");
+    auto drawn = draw_session_id(secs);
+    if (!drawn.ok()) {
+      return unstage(std::move(drawn).error());
     }
-    id = store::make_session_id(secs, (uint32_t{rnd[0]} << 16) | (uint32_t{rnd[1]} << 8) | rnd[2]);
-    if (::mkdirat(root_fd.get(), id.c_str(), 0700) == 0) {
+    id = std::move(*drawn);
+    if (::renameat2(root_fd.get(), staging.c_str(), root_fd.get(), id.c_str(), RENAME_NOREPLACE) ==
+        0) {
       break;
     }
     if (errno != EEXIST || attempt + 1 >= kMaxIdAttempts) {
-      return sys_error("mkdirat(\"" + root + "\", \"" + id + "\", 0700)",
-                       "set CORDON_STATE_DIR to a writable directory");
+      return unstage(
+          sys_error("renameat2(\"" + staging + "\", \"" + id + "\", RENAME_NOREPLACE) in " + root));
     }
   }
 
@@ -346,11 +378,8 @@ Result<Session> Session::create(const policy::Policy& effective,
     return std::move(e).with_context("creating session " + s.paths_.dir);
   };
 
-  int dfd = ::openat(root_fd.get(), id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0) {
-    return fail(sys_error("openat(\"" + id + "\", O_DIRECTORY)"));
-  }
-  s.dir_.reset(dfd);
+  s.dir_ = std::move(dir);
+  const int dfd = s.dir_.get();
 
   // No fsync here: create() is on the start-up path; finish() syncs what must survive.
   // Paths and argv are bytes, not necessarily UTF-8: replace, never throw, when serialising.

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,6 +75,15 @@ Result<std::vector<std::string>> list_sessions(int root_fd) {
     ids.push_back(std::move(e.id));
   }
   return ids;
+}
+
+bool try_lock_session(int dir_fd) {
+  while (::flock(dir_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EINTR) {
+      return false;
+    }
+  }
+  return true;
 }
 
 Result<UniqueFd> open_session_dir(int root_fd, std::string_view id) {

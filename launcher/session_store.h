@@ -32,6 +32,11 @@ Result<UniqueFd> open_root(const std::string& root);
 // ordered by the modification time of their policy.json, which Session::create() sets to the
 // creation instant in nanoseconds.
 Result<std::vector<std::string>> list_sessions(int root_fd);
+// `cordon run` holds an exclusive flock(2) on its session directory from before the directory
+// has its id until cordon exits; the kernel drops it with the last fd, so a killed cordon holds
+// nothing. Takes that lock on `dir_fd` if nobody holds it: true = taken, and held until every
+// duplicate of dir_fd is closed; false = a live cordon (or another prune) holds it.
+bool try_lock_session(int dir_fd);
 // Opens root/<id> as a directory without following a symlink.
 Result<UniqueFd> open_session_dir(int root_fd, std::string_view id);
 // Opens dir/<name> for reading: O_NOFOLLOW, O_NONBLOCK (a FIFO cannot block us), regular files

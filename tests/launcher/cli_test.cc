@@ -75,7 +75,7 @@ TEST(PolicyCommand, ExplainSaysWhatIsAllowed) {
 TEST(Cli, HelpListsEverySubcommandAndRunOption) {
   auto r = run_program({cordon_bin(), "--help"});
   ASSERT_EQ(r.exit_code(), 0);
-  for (const char* word : {"run", "policy", "ls", "log", "124", "125", "126", "127"}) {
+  for (const char* word : {"run", "policy", "ls", "log", "prune", "124", "125", "126", "127"}) {
     EXPECT_NE(r.out.find(word), std::string::npos) << word << " missing from:\n" << r.out;
   }
   r = run_program({cordon_bin(), "run", "--help"});
