@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # Runs cordon's test suite: everything as root (strict: a privileged test that skips fails), then
-# again as an ordinary user for the rootless path. Usage: sudo tests/run.sh [BUILD_DIR]
+# again as an ordinary user for the rootless path. Usage: tests/run.sh [BUILD_DIR] (as root, or
+# as a user with sudo: it asks sudo for itself).
 set -euo pipefail
+SELF=$(realpath "$0")
 cd "$(dirname "$0")/.."
-BUILD=$(realpath "${1:-build}")
 TEST_USER=${CORDON_TEST_USER:-cordon-test}
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "tests/run.sh: run as root (the suite needs real namespaces, cgroups, netfilter and FUSE as"\
-       "root, and creates the user $TEST_USER for the rootless run): sudo $0" >&2
-  exit 2
+  if ! command -v sudo >/dev/null; then
+    echo "tests/run.sh: run as root (the suite needs real namespaces, cgroups, netfilter and FUSE"\
+         "as root, and creates the user $TEST_USER for the rootless run)" >&2
+    exit 2
+  fi
+  echo "tests/run.sh: the suite needs root (namespaces, cgroups, netfilter and FUSE as root, and a"\
+       "user it creates for the rootless run): running it through sudo"
+  exec sudo "$SELF" "$@"
 fi
+BUILD=$(realpath "${1:-build}")
 if [ ! -x "$BUILD/launcher/cordon" ]; then
-  echo "tests/run.sh: $BUILD/launcher/cordon not built; run: sudo .ci/setup" >&2
+  echo "tests/run.sh: $BUILD/launcher/cordon not built; run: .ci/setup" >&2
   exit 2
 fi
 
