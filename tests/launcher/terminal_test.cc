@@ -184,15 +184,9 @@ TEST(Terminal, InteractiveBashThroughThePty) {
   EXPECT_EQ(s.wait_exit(), 9) << s.output();
 }
 
-// Runs cordon on a pty whose slave the test keeps, so the outer terminal's mode can be read
-// after cordon is gone. `signal_after_start`: SIGTERM cordon once the program runs.
-termios outer_mode_after(const std::string& script, int signal_after_start, int* exit_code) {
-  SandboxFixture f;
-  int master = -1, slave = -1;
-  termios t{};
-  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) {
-    return t;
-  }
+// Starts `cordon run -q --mode rw -- /bin/sh -c SCRIPT` in f's workspace with the pty `slave` as
+// its controlling terminal and stdin/stdout/stderr.
+pid_t start_on_terminal(SandboxFixture& f, int slave, const std::string& script) {
   std::vector<std::string> argv = {cordon_bin(), "run", "-q",      "--mode", "rw",  "--workspace",
                                    f.ws(),       "--",  "/bin/sh", "-c",     script};
   std::vector<char*> a, e;
@@ -208,6 +202,19 @@ termios outer_mode_after(const std::string& script, int signal_after_start, int*
     ::execve(a[0], a.data(), e.data());
     ::_exit(127);
   }
+  return pid;
+}
+
+// Runs cordon on a pty whose slave the test keeps, so the outer terminal's mode can be read
+// after cordon is gone. `signal_after_start`: SIGTERM cordon once the program runs.
+termios outer_mode_after(const std::string& script, int signal_after_start, int* exit_code) {
+  SandboxFixture f;
+  int master = -1, slave = -1;
+  termios t{};
+  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) {
+    return t;
+  }
+  pid_t pid = start_on_terminal(f, slave, script);
   if (signal_after_start != 0) {
     // The program prints "running" once started; the pty master shows it.
     std::string seen;
@@ -255,21 +262,7 @@ std::string output_on_terminal(const std::string& typed_ahead, const std::string
   mode.c_lflag &= ~static_cast<tcflag_t>(ECHO);
   ::tcsetattr(slave, TCSANOW, &mode);
   (void)!::write(master, typed_ahead.data(), typed_ahead.size());
-  std::vector<std::string> argv = {cordon_bin(), "run", "-q",      "--mode", "rw",  "--workspace",
-                                   f.ws(),       "--",  "/bin/sh", "-c",     script};
-  std::vector<char*> a, e;
-  for (auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
-  a.push_back(nullptr);
-  for (auto& x : f.env()) e.push_back(const_cast<char*>(x.c_str()));
-  e.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setsid();
-    ::ioctl(slave, TIOCSCTTY, 0);
-    for (int fd = 0; fd <= 2; ++fd) ::dup2(slave, fd);
-    ::execve(a[0], a.data(), e.data());
-    ::_exit(127);
-  }
+  pid_t pid = start_on_terminal(f, slave, script);
   ::close(slave);
   std::string out;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
