@@ -53,14 +53,6 @@ int remove_record(int root_fd, const std::string& root, const std::string& id) {
   return fusefs::remove_tree_at(root_fd, id, fusefs::kRemoveOneFilesystem | fusefs::kRemoveOpenUp);
 }
 
-// One session as prune sees it, with its directory held open (and locked, when nobody else held
-// it) until the decision about it is carried out.
-struct Seen {
-  std::string id;
-  UniqueFd dir;
-  SessionState state;
-};
-
 }  // namespace
 
 int prune_command(const std::string& root, const PruneOptions& opts, std::ostream& out,
@@ -93,35 +85,32 @@ int prune_command(const std::string& root, const PruneOptions& opts, std::ostrea
     if (opts.keep && ids->size() - i <= *opts.keep) {
       break;  // the N newest stay; ids are oldest first
     }
-    Seen s{id, {}, {}};
+    // Held open (and so locked, when no live cordon held it) until the record is gone.
     auto dir = store::open_session_dir(root_fd->get(), id);
     if (!dir.ok()) {
       err << "cordon prune: " << id << ": " << dir.error().to_string() << "\n";
       failed = true;
       continue;
     }
-    s.dir = std::move(*dir);
-    s.state = read_session_state(s.dir.get(), root + "/" + id, true);
-    const int64_t age = now - s.state.last_write;
+    const SessionState state = read_session_state(dir->get(), root + "/" + id, true);
+    const int64_t age = now - state.last_write;
     if (older_than && age < older_than->count()) {
       continue;
     }
-    if (s.state.running) {
+    if (state.running) {
       ++running;
       continue;
     }
-    std::string what = (s.state.ended ? "ended " : "stopped without recording its end ") +
-                       age_text(age) + " ago, " + size_text(s.state);
-    if (s.state.pending && !opts.force) {
+    std::string what = (state.ended ? "ended " : "stopped without recording its end ") +
+                       age_text(age) + " ago, " + size_text(state);
+    if (state.pending && !opts.force) {
       out << "cordon prune: kept " << id << " (" << what
-          << "): its copy-on-write changes were never committed or discarded; review them with "
-             "`cordon diff "
-          << id << "`, then `cordon commit " << id << "` or `cordon discard " << id
-          << "`, or prune it with --force\n";
+          << "): its changes were never committed or discarded; review: cordon diff " << id
+          << ", then cordon commit " << id << " or cordon discard " << id << " (or --force)\n";
       ++kept_pending;
       continue;
     }
-    if (s.state.pending) {
+    if (state.pending) {
       what += ", with uncommitted changes (--force)";
     }
     if (!opts.dry_run) {
@@ -137,7 +126,7 @@ int prune_command(const std::string& root, const PruneOptions& opts, std::ostrea
     }
     out << "cordon prune: " << verb << " " << id << " (" << what << ")\n";
     ++removed;
-    freed += s.state.bytes;
+    freed += state.bytes;
   }
   out << "cordon prune: " << verb << " " << removed << " session" << (removed == 1 ? "" : "s");
   if (removed > 0) {
