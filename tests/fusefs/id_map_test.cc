@@ -278,9 +278,7 @@ TEST(CowFsIdMap, RootlessDaemonGivesTheAgentItsCopyOfARootOwnedWorkspace) {
   MountedFs m(kOpenPolicy);
   if (::geteuid() == 0) {
     user = cordon::testing::fuse_user();
-    if (!user) {
-      GTEST_SKIP() << "needs " << cordon::testing::kFuseUserWhy;
-    }
+    CORDON_REQUIRE(user.has_value(), cordon::testing::kFuseUserWhy);
     for (const char* name : {"GPL-3", "BSD", "Apache-2.0", "Artistic"}) {
       write_file(m.lower(name), read_file(std::string("/usr/share/common-licenses/") + name));
     }

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "tests/support/test_env.h"
+
 namespace cordon::testing {
 
 struct UserIds {
