@@ -2,7 +2,8 @@
 // probe compiled here) and asserts the sandbox held. They run as root and as an ordinary user;
 // expectations that differ between the two depend on getuid(). A test whose name ends in
 // A test named `..._Crossed` would document a hole still open (asserting the secure behaviour, so
-// failing); none is left. "Was crossed" comments record holes this suite found and what closed them.
+// failing); none is left. "Was crossed" comments record holes this suite found and what closed
+// them.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "tests/support/host_procs.h"
+#include "tests/support/ia32.h"
 #include "tests/support/sink_netns.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
@@ -38,7 +40,8 @@ namespace cordon::testing {
 namespace {
 
 // The attacker's toolbox: one static binary (no shim, no libc from the sandbox's view), each
-// argv[1] one primitive, printing "rc=<n> errno=<NAME>" (or, for forked probes, how the child died).
+// argv[1] one primitive, printing "rc=<n> errno=<NAME>" (or, for forked probes, how the child
+// died).
 constexpr const char* kProbeSource = R"PROBE(
 // probe NAME [ARG]: attempts one escape primitive, prints "rc=<n> errno=<name>".
 #define _GNU_SOURCE
@@ -276,7 +279,8 @@ bool eventually(Pred pred, int tries = 500) {
 
 std::string unique_marker(const char* what) {
   static int n = 0;
-  return std::string("cordonrt-") + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+  return std::string("cordonrt-") + what + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(++n);
 }
 
 // A forked child (cordon in the background, or a host-side victim), SIGKILLed and reaped on
@@ -404,9 +408,7 @@ std::string describe(const RunResult& r) {
          "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
 }
 
-bool refused(const std::string& probe_out) {
-  return probe_out.find("rc=-1 ") != std::string::npos;
-}
+bool refused(const std::string& probe_out) { return probe_out.find("rc=-1 ") != std::string::npos; }
 
 // ───────────────────────────── filesystem ─────────────────────────────
 
@@ -414,12 +416,20 @@ TEST(Escape, ProcRootAndCwdLinksDoNotReachHostFiles) {
   Attack a;
   // /proc/<pid>/root of the sandbox's own processes is the sandbox's root; no host pid is
   // visible. $HOME inside is a fresh tmpfs over the real one.
-  auto r = a.bash("cat " + a.home() + "/canary; "
+  auto r = a.bash("cat " + a.home() +
+                  "/canary; "
                   "for p in /proc/[0-9]*; do for l in root cwd; do "
-                  "  cat $p/$l" + a.outside() + "/secret $p/$l" + a.home() + "/canary; "
-                  "done; done; cat /proc/self/root" + a.outside() + "/secret; "
-                  "cat /proc/thread-self/root" + a.outside() + "/secret; "
-                  "ls -d " + a.outside() + "; echo done");
+                  "  cat $p/$l" +
+                  a.outside() + "/secret $p/$l" + a.home() +
+                  "/canary; "
+                  "done; done; cat /proc/self/root" +
+                  a.outside() +
+                  "/secret; "
+                  "cat /proc/thread-self/root" +
+                  a.outside() +
+                  "/secret; "
+                  "ls -d " +
+                  a.outside() + "; echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find(Attack::kHomeSecret), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find(Attack::kOutsideSecret), std::string::npos) << describe(r);
@@ -471,8 +481,9 @@ TEST(Escape, SymlinksInTheWorkspaceResolveInsideTheView) {
 
 TEST(Escape, HardLinksCannotPullInFilesFromOutside) {
   Attack a;
-  auto r = a.bash("ln /usr/bin/su su 2>&1 || echo refused-su; ln /etc/passwd pw 2>&1 || "
-                  "echo refused-pw");
+  auto r = a.bash(
+      "ln /usr/bin/su su 2>&1 || echo refused-su; ln /etc/passwd pw 2>&1 || "
+      "echo refused-pw");
   EXPECT_NE(r.out.find("refused-su"), std::string::npos) << describe(r);
   EXPECT_NE(r.out.find("refused-pw"), std::string::npos) << describe(r);
   struct stat st {};
@@ -502,7 +513,8 @@ TEST(Escape, SystemDirectoriesAndKernelKnobsAreNotWritable) {
 TEST(Escape, DeviceNodesCannotBeCreated) {
   Attack a;
   // A block node of the host's disk would give raw access to every file on it.
-  for (const std::string& target : {a.ws() + "/vda", std::string("/dev/vda"), std::string("/tmp/vda")}) {
+  for (const std::string& target :
+       {a.ws() + "/vda", std::string("/dev/vda"), std::string("/tmp/vda")}) {
     std::string out = a.probe("mknod_block", target);
     EXPECT_TRUE(refused(out)) << target << ": " << out;
   }
@@ -534,9 +546,10 @@ TEST(Escape, ChrootIsRefused) {
 
 TEST(Escape, SetuidFilesFromTheWorkspaceNeverGrantHostRoot) {
   Attack a;
-  auto r = a.bash("cp /bin/bash suid && chmod 4755 suid && chown 0:0 suid 2>&1; "
-                  "./suid -p -c 'echo euid=$EUID'; umask 0; touch world && chmod 6777 world; "
-                  "echo done");
+  auto r = a.bash(
+      "cp /bin/bash suid && chmod 4755 suid && chown 0:0 suid 2>&1; "
+      "./suid -p -c 'echo euid=$EUID'; umask 0; touch world && chmod 6777 world; "
+      "echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   // nosuid on the workspace, no_new_privs: the bit does nothing inside.
   EXPECT_EQ(r.out.find("euid=0"), std::string::npos) << describe(r);
@@ -555,8 +568,10 @@ TEST(Escape, TmpIsPrivateAndBounded) {
   Attack a;
   std::string name = unique_marker("tmpfill");
   // Larger than the 64M default: must stop at the tmpfs size, and never land on the host's /tmp.
-  auto r = a.bash("dd if=/dev/zero of=/tmp/" + name + " bs=1M count=200 2>&1; "
-                  "stat -c size=%s /tmp/" + name);
+  auto r = a.bash("dd if=/dev/zero of=/tmp/" + name +
+                  " bs=1M count=200 2>&1; "
+                  "stat -c size=%s /tmp/" +
+                  name);
   EXPECT_NE(r.out.find("No space left"), std::string::npos) << describe(r);
   auto pos = r.out.find("size=");
   ASSERT_NE(pos, std::string::npos) << describe(r);
@@ -575,8 +590,9 @@ TEST(Escape, DenyMasksSurviveRenamesAndLinks) {
   }
   // The mask is a mount on the path: moving the parent moves the mount along, the masked name
   // itself cannot be renamed or unlinked (EBUSY), and links cross into the mask's filesystem.
-  auto r = a.bash("mv sub sub2; cat sub2/.env; mv id.pem x.txt; cat x.txt; ln id.pem y; cat y; "
-                  "rm -f id.pem; cp id.pem z; cat z; cat /proc/self/cwd/id.pem; echo done");
+  auto r = a.bash(
+      "mv sub sub2; cat sub2/.env; mv id.pem x.txt; cat x.txt; ln id.pem y; cat y; "
+      "rm -f id.pem; cp id.pem z; cat z; cat /proc/self/cwd/id.pem; echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("cordon-rt-dotenv-secret"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("cordon-rt-pem-secret"), std::string::npos) << describe(r);
@@ -589,7 +605,8 @@ TEST(Escape, ReadOnlyModeRefusesEveryKindOfChange) {
   auto r = a.run({"/bin/bash", "-c",
                   "for c in 'echo x > file' 'echo x >> file' 'touch new' 'mkdir d' 'mv file f2' "
                   "'rm -f file' 'chmod 777 file' 'touch -d 2000-01-01 file' 'ln -s x l' "
-                  "'truncate -s 0 file' \"python3 -c 'import os; os.setxattr(\\\"file\\\", \\\"user.x\\\", b\\\"y\\\")'\"; do "
+                  "'truncate -s 0 file' \"python3 -c 'import os; os.setxattr(\\\"file\\\", "
+                  "\\\"user.x\\\", b\\\"y\\\")'\"; do "
                   "  if (eval \"$c\") 2>/dev/null; then echo \"CHANGED: $c\"; fi; done; echo done"},
                  {"--mode", "ro"});
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
@@ -602,18 +619,19 @@ void make_repo(const Attack& a) {
   auto r = run_program({"git", "init", "-q", a.ws()});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   if (::geteuid() == 0) {
-    ASSERT_EQ(run_program({"chown", "-R", std::to_string(kWorkspaceUid) + ":" +
-                                              std::to_string(kWorkspaceUid), a.ws()})
-                  .exit_code(),
-              0);
+    ASSERT_EQ(
+        run_program({"chown", "-R",
+                     std::to_string(kWorkspaceUid) + ":" + std::to_string(kWorkspaceUid), a.ws()})
+            .exit_code(),
+        0);
   }
 }
 
 // What the host's git will run in the workspace: core.fsmonitor is a command git executes on
 // `git status`. Read with `git config --get`, which runs nothing.
 std::string host_git_fsmonitor(const Attack& a) {
-  auto r = run_program({"git", "-c", "safe.directory=*", "-C", a.ws(), "config", "--get",
-                        "core.fsmonitor"});
+  auto r = run_program(
+      {"git", "-c", "safe.directory=*", "-C", a.ws(), "config", "--get", "core.fsmonitor"});
   return r.out;
 }
 
@@ -658,7 +676,8 @@ TEST(Escape, GitCannotBeRedirectedToAPlantedConfig) {
 TEST(Escape, HostProcessesAreInvisibleAndUnsignallable) {
   Attack a;
   std::string marker = unique_marker("victim");
-  Child victim({"/bin/bash", "-c", "exec -a " + marker + " sleep 120"}, {"PATH=/usr/bin:/bin"}, "/");
+  Child victim({"/bin/bash", "-c", "exec -a " + marker + " sleep 120"}, {"PATH=/usr/bin:/bin"},
+               "/");
   ASSERT_TRUE(eventually([&] { return !host_processes_with(marker).empty(); }));
   pid_t host_pid = host_processes_with(marker).front();
   // The marker is split so that this script's own command line does not contain it.
@@ -676,14 +695,16 @@ TEST(Escape, InitIsNotAnAttackSurface) {
   Attack a;
   // pid 1 is cordon's init: forked from cordon, it must hold none of cordon's environment or
   // fds, and be closed to ptrace and /proc access from the program.
-  auto r = a.bash("cat /proc/1/environ; ls -l /proc/1/fd; cat /proc/1/mem; ls /proc/1/root/; "
-                  "cat /proc/1/maps; ./probe ptrace 1; cat /proc/self/environ; env; echo done");
+  auto r = a.bash(
+      "cat /proc/1/environ; ls -l /proc/1/fd; cat /proc/1/mem; ls /proc/1/root/; "
+      "cat /proc/1/maps; ./probe ptrace 1; cat /proc/self/environ; env; echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("ghp_cordonrtleak0001"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("cordonrtleakaws0002"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("GITHUB_TOKEN"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("AWS_SECRET"), std::string::npos) << describe(r);
-  EXPECT_NE(r.out.find("rc=-1 errno=EPERM"), std::string::npos) << "ptrace of init: " << describe(r);
+  EXPECT_NE(r.out.find("rc=-1 errno=EPERM"), std::string::npos)
+      << "ptrace of init: " << describe(r);
   EXPECT_EQ(r.out.find("socket:["), std::string::npos) << "init's fds listed: " << describe(r);
 }
 
@@ -695,9 +716,11 @@ TEST(Escape, LeakedHostFdIsUnusableInsideAndInInit) {
   ASSERT_EQ(::dup3(fd, 7, O_CLOEXEC), 7);  // the child clears CLOEXEC on 7 only
   ::close(fd);
   std::string marker = unique_marker("fdleak");
-  std::string script = "ls -l /proc/self/fd; cat <&7; cat /proc/self/fd/7; "
-                       "ls -l /proc/[0-9]*/fd 2>/dev/null; echo done > fdleak.out; "
-                       "exec -a " + marker + " sleep 60";
+  std::string script =
+      "ls -l /proc/self/fd; cat <&7; cat /proc/self/fd/7; "
+      "ls -l /proc/[0-9]*/fd 2>/dev/null; echo done > fdleak.out; "
+      "exec -a " +
+      marker + " sleep 60";
   Child cordon(a.argv({"/bin/bash", "-c", script}), a.env(), a.ws(), 7);
   ::close(7);
   ASSERT_TRUE(eventually([&] { return !host_processes_with(marker).empty(); }));
@@ -736,11 +759,13 @@ TEST(Escape, LeakedHostFdContentNeverReachesTheProgram) {
   ASSERT_EQ(::dup3(fd, 7, O_CLOEXEC), 7);
   ::close(fd);
   // The program writes whatever it can read through fd 7 into the workspace.
-  Child cordon(a.argv({"/bin/bash", "-c", "{ cat <&7; cat /proc/self/fd/7; } > got 2>&1; "
-                                          "echo finished >> got"}),
+  Child cordon(a.argv({"/bin/bash", "-c",
+                       "{ cat <&7; cat /proc/self/fd/7; } > got 2>&1; "
+                       "echo finished >> got"}),
                a.env(), a.ws(), 7);
   ::close(7);
-  ASSERT_TRUE(eventually([&] { return slurp(a.ws() + "/got").find("finished") != std::string::npos; }));
+  ASSERT_TRUE(
+      eventually([&] { return slurp(a.ws() + "/got").find("finished") != std::string::npos; }));
   EXPECT_EQ(slurp(a.ws() + "/got").find(Attack::kOutsideSecret), std::string::npos)
       << slurp(a.ws() + "/got");
 }
@@ -754,9 +779,10 @@ TEST(Escape, NamespacesCannotBeLeftOrMultiplied) {
   EXPECT_TRUE(refused(a.probe("unshare_user")));
   EXPECT_TRUE(refused(a.probe("clone_user")));
   EXPECT_TRUE(refused(a.probe("unshare_mnt")));
-  auto r = a.bash("unshare -U true && echo UNSHARED; unshare -r true && echo UNSHARED-R; "
-                  "python3 -c 'import os; os.unshare(os.CLONE_NEWUSER); print(\"PY-UNSHARED\")'; "
-                  "echo done");
+  auto r = a.bash(
+      "unshare -U true && echo UNSHARED; unshare -r true && echo UNSHARED-R; "
+      "python3 -c 'import os; os.unshare(os.CLONE_NEWUSER); print(\"PY-UNSHARED\")'; "
+      "echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("UNSHARED"), std::string::npos) << describe(r);
 }
@@ -764,11 +790,14 @@ TEST(Escape, NamespacesCannotBeLeftOrMultiplied) {
 TEST(Escape, SetuidBinariesGainNothing) {
   Attack a;
   // no_new_privs and nosuid: su, mount, fusermount3 run with the caller's ids and no caps.
-  auto r = a.bash("su -c 'id -u > /tmp/su-ran' root </dev/null; cat /tmp/su-ran; "
-                  "mount -t tmpfs none /tmp 2>&1 && echo MOUNTED; "
-                  "fusermount3 -u " + a.ws() + " 2>&1 && echo FUSE-UNMOUNTED; "
-                  "newgrp root </dev/null; "
-                  "grep -E '^(Cap(Prm|Eff|Bnd|Amb)|NoNewPrivs)' /proc/self/status; echo done");
+  auto r = a.bash(
+      "su -c 'id -u > /tmp/su-ran' root </dev/null; cat /tmp/su-ran; "
+      "mount -t tmpfs none /tmp 2>&1 && echo MOUNTED; "
+      "fusermount3 -u " +
+      a.ws() +
+      " 2>&1 && echo FUSE-UNMOUNTED; "
+      "newgrp root </dev/null; "
+      "grep -E '^(Cap(Prm|Eff|Bnd|Amb)|NoNewPrivs)' /proc/self/status; echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("MOUNTED"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("FUSE-UNMOUNTED"), std::string::npos) << describe(r);
@@ -839,7 +868,8 @@ TEST(Escape, TiocstiCannotTypeIntoTheUsersTerminal) {
   // would queue input that the user's shell reads after cordon exits.
   int status = 0;
   std::string seen = run_under_pty(
-      a.argv({"/bin/bash", "-c", "./probe tiocsti 0; ./probe tiocsti_tty; "
+      a.argv({"/bin/bash", "-c",
+              "./probe tiocsti 0; ./probe tiocsti_tty; "
               "python3 -c 'import fcntl,termios; fcntl.ioctl(0, termios.TIOCSTI, b\"x\")' "
               "2>&1 | tail -1"}),
       a.env(), a.ws(), &status);
@@ -984,16 +1014,17 @@ TEST(Escape, DocumentationRangesAreRefusedBeforeAnyPacketLeaves) {
   SinkNetns sink;
   ASSERT_TRUE(sink.ok());
   Attack a;
-  for (auto [probe, target] : {std::pair{"tcp4", "198.51.100.1:80"},
-                               std::pair{"udp4", "203.0.113.1:53"},
-                               std::pair{"tcp6", "[2001:db8::1]:80"}}) {
+  for (auto [probe, target] :
+       {std::pair{"tcp4", "198.51.100.1:80"}, std::pair{"udp4", "203.0.113.1:53"},
+        std::pair{"tcp6", "[2001:db8::1]:80"}}) {
     std::string out = a.probe(probe, target);
     EXPECT_TRUE(refused(out)) << target << ": " << out;
   }
-  auto r = a.bash("getent hosts example.com && echo RESOLVED; "
-                  "python3 -c 'import socket; socket.getaddrinfo(\"example.com\", 80); "
-                  "print(\"RESOLVED\")' 2>/dev/null; "
-                  "exec 3<>/dev/udp/203.0.113.1/53 && echo q >&3; echo done");
+  auto r = a.bash(
+      "getent hosts example.com && echo RESOLVED; "
+      "python3 -c 'import socket; socket.getaddrinfo(\"example.com\", 80); "
+      "print(\"RESOLVED\")' 2>/dev/null; "
+      "exec 3<>/dev/udp/203.0.113.1/53 && echo q >&3; echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("RESOLVED"), std::string::npos) << describe(r);
   EXPECT_EQ(sink.hits(), 0);
@@ -1036,19 +1067,21 @@ TEST(Escape, SocketFamiliesOutsideTheAllowlistAreRefused) {
 
 TEST(Escape, NetworkConfigurationCannotBeChanged) {
   Attack a;
-  auto r = a.bash("ip addr add 10.77.0.1/24 dev lo 2>&1 && echo CHANGED; "
-                  "ip link add rt0 type dummy 2>&1 && echo CHANGED; "
-                  "ip route add default dev lo 2>&1 && echo CHANGED; "
-                  "ip link set lo down 2>&1 && echo CHANGED; echo done");
+  auto r = a.bash(
+      "ip addr add 10.77.0.1/24 dev lo 2>&1 && echo CHANGED; "
+      "ip link add rt0 type dummy 2>&1 && echo CHANGED; "
+      "ip route add default dev lo 2>&1 && echo CHANGED; "
+      "ip link set lo down 2>&1 && echo CHANGED; echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("CHANGED"), std::string::npos) << describe(r);
 }
 
 TEST(Escape, NameResolutionFindsNoResolver) {
   Attack a;
-  auto r = a.bash("getent hosts example.com && echo RESOLVED; getent hosts localhost; "
-                  "python3 -c 'import socket; socket.getaddrinfo(\"cordon-rt.invalid\", 80); "
-                  "print(\"RESOLVED\")' 2>/dev/null; echo done");
+  auto r = a.bash(
+      "getent hosts example.com && echo RESOLVED; getent hosts localhost; "
+      "python3 -c 'import socket; socket.getaddrinfo(\"cordon-rt.invalid\", 80); "
+      "print(\"RESOLVED\")' 2>/dev/null; echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("RESOLVED"), std::string::npos) << describe(r);
 }
@@ -1057,8 +1090,8 @@ TEST(Escape, NameResolutionFindsNoResolver) {
 
 TEST(Escape, KernelAttackSurfaceSyscallsAreRefused) {
   Attack a;
-  for (const char* p : {"keyctl", "bpf", "perf", "userfaultfd", "io_uring", "personality",
-                        "syslog"}) {
+  for (const char* p :
+       {"keyctl", "bpf", "perf", "userfaultfd", "io_uring", "personality", "syslog"}) {
     std::string out = a.probe(p);
     EXPECT_TRUE(refused(out)) << p << ": " << out;
   }
@@ -1069,8 +1102,16 @@ TEST(Escape, OtherSyscallAbisAreKilled) {
   // int 0x80 enters the i386 table, whose numbers mean other syscalls: the filter must not
   // judge them by x86_64 numbers. SIGSYS (31) kills the caller.
   std::string out = a.probe("int80");
-  EXPECT_NE(out.find("signal=31"), std::string::npos) << out;
   EXPECT_EQ(out.find("int80 returned"), std::string::npos) << out;
+  const auto ia32 = cordon::testing::probe_ia32();
+  if (ia32.served) {
+    EXPECT_NE(out.find("signal=31 "), std::string::npos) << out;
+  } else {
+    // A kernel without IA32 emulation refuses the entry itself, before the filter sees it.
+    ASSERT_NE(ia32.refused_by, 0) << "int $0x80 neither served nor refused by this kernel";
+    EXPECT_NE(out.find("signal=" + std::to_string(ia32.refused_by) + " "), std::string::npos)
+        << out;
+  }
   // x32 (bit 30 set) is a third table; the kernel here may lack it (ENOSYS), but it must never
   // reach add_key.
   out = a.probe("x32");
@@ -1081,12 +1122,13 @@ TEST(Escape, OtherSyscallAbisAreKilled) {
 TEST(Escape, PrivilegedKernelOperationsAreRefused) {
   Attack a;
   std::string host_name = slurp("/proc/sys/kernel/hostname");
-  auto r = a.bash("date -s 2001-01-01 >/dev/null 2>&1 && echo CHANGED clock; "
-                  "hostname cordon-rt-evil 2>/dev/null && echo CHANGED hostname; "
-                  "sysctl -w kernel.printk='1 1 1 1' >/dev/null 2>&1 && echo CHANGED sysctl; "
-                  "modprobe dummy >/dev/null 2>&1 && echo CHANGED module; "
-                  "python3 -c 'import os; os.setpriority(os.PRIO_PROCESS, 0, -20)' 2>/dev/null "
-                  "&& echo CHANGED nice; echo done");
+  auto r = a.bash(
+      "date -s 2001-01-01 >/dev/null 2>&1 && echo CHANGED clock; "
+      "hostname cordon-rt-evil 2>/dev/null && echo CHANGED hostname; "
+      "sysctl -w kernel.printk='1 1 1 1' >/dev/null 2>&1 && echo CHANGED sysctl; "
+      "modprobe dummy >/dev/null 2>&1 && echo CHANGED module; "
+      "python3 -c 'import os; os.setpriority(os.PRIO_PROCESS, 0, -20)' 2>/dev/null "
+      "&& echo CHANGED nice; echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("CHANGED"), std::string::npos) << describe(r);
   EXPECT_EQ(slurp("/proc/sys/kernel/hostname"), host_name);
@@ -1115,17 +1157,18 @@ TEST(Escape, HostSysvIpcIsInvisible) {
   run_program({"ipcrm", "-m", id});
   ASSERT_FALSE(key.empty()) << "segment " << id << " not in the host's /proc/sysvipc/shm";
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
-  EXPECT_EQ(r.out.find(" " + key + " "), std::string::npos) << "host segment key " << key << ": "
-                                                            << describe(r);
+  EXPECT_EQ(r.out.find(" " + key + " "), std::string::npos)
+      << "host segment key " << key << ": " << describe(r);
 }
 
 TEST(Escape, KernelMemoryAndLogsAreClosed) {
   Attack a;
-  auto r = a.bash("for f in /proc/kcore /proc/kmsg /proc/kpageflags /proc/kpagecount /dev/mem "
-                  "/dev/kmsg /proc/sysrq-trigger; do head -c 16 $f >/dev/null 2>&1 && echo READ $f; "
-                  "done; dmesg >/dev/null 2>&1 && echo READ dmesg; "
-                  "awk '$1 != \"0000000000000000\" {n++} END {print \"nonzero=\" n+0}' /proc/kallsyms; "
-                  "echo done");
+  auto r = a.bash(
+      "for f in /proc/kcore /proc/kmsg /proc/kpageflags /proc/kpagecount /dev/mem "
+      "/dev/kmsg /proc/sysrq-trigger; do head -c 16 $f >/dev/null 2>&1 && echo READ $f; "
+      "done; dmesg >/dev/null 2>&1 && echo READ dmesg; "
+      "awk '$1 != \"0000000000000000\" {n++} END {print \"nonzero=\" n+0}' /proc/kallsyms; "
+      "echo done");
   EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
   EXPECT_EQ(r.out.find("READ"), std::string::npos) << describe(r);
   EXPECT_NE(r.out.find("nonzero=0\n"), std::string::npos) << "kernel addresses: " << describe(r);
