@@ -242,6 +242,17 @@ struct CowFs::Impl {
     }
   }
 
+  // Who changes a file's bytes through `fi`. Page-cache writeback (a shared mmap's pages) comes
+  // with no writer's ids; under an owner map the writer can only be the agent, whose bytes must
+  // not stay in a set-id file, so it counts as a caller that is not uid 0.
+  static Caller writer(CowFs* self, fuse_req_t req, const fuse_file_info* fi) {
+    Caller who = caller(req);
+    if (fi->writepage && self->ids_.active()) {
+      who.uid = static_cast<uid_t>(-1);
+    }
+    return who;
+  }
+
   // ---- copy-up ------------------------------------------------------------------------------
 
   // Writes the origin record of a copied-up regular file: what commit compares against later.
@@ -1582,7 +1593,7 @@ struct CowFs::Impl {
         left -= in->buf[i].size;
       }
     }
-    kill_suid_sgid(fh->fd.get(), caller(req));
+    kill_suid_sgid(fh->fd.get(), writer(self, req, fi));
     ssize_t res = fuse_buf_copy(&out, in, FUSE_BUF_SPLICE_NONBLOCK);
     if (res < 0 || static_cast<uint64_t>(res) < allowed) {
       settle_size(self, n, fh->fd.get());
@@ -1610,6 +1621,7 @@ struct CowFs::Impl {
         return -EDQUOT;
       }
     }
+    kill_suid_sgid(fh->fd.get(), caller(req));  // a punched hole or zeroed range is a write
     int rc = ::fallocate(fh->fd.get(), mode, off, len) == 0 ? 0 : -errno;
     settle_size(self, n, fh->fd.get());
     return rc;
@@ -1633,6 +1645,7 @@ struct CowFs::Impl {
       return -EDQUOT;
     }
     size_t allowed = static_cast<size_t>(std::min<uint64_t>(end - start, len));
+    kill_suid_sgid(out->fd.get(), caller(req));
     loff_t oi = off_in, oo = off_out;
     ssize_t res = ::copy_file_range(read_fd(in, self), &oi, out->fd.get(), &oo, allowed,
                                     static_cast<unsigned>(flags));
@@ -2304,7 +2317,11 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const 
     std::shared_lock lk(self->layer_mu_);
     rc = firewall([&] {
       InodeView v;
-      if (int r = Impl::xattr_target(self, ino, true, "setxattr", Impl::caller(req), &v); r) {
+      const Caller who = Impl::caller(req);
+      if (int r = self->ids_.refuse_xattr(name, who.uid); r != 0) {
+        return r;
+      }
+      if (int r = Impl::xattr_target(self, ino, true, "setxattr", who, &v); r) {
         return r;
       }
       return Impl::xattr_set(v, name, value, size, flags) == 0 ? 0 : -errno;

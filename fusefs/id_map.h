@@ -2,6 +2,7 @@
 // the sandbox user's, and what the agent makes is stored under the ids its owner's files have.
 #pragma once
 
+#include <errno.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -29,7 +30,9 @@ Result<Ids> parse_ids(std::string_view text, std::string_view flag);
 //    daemon may give them, else the daemon's own): the upper layer never holds an object owned by
 //    the sandbox's id, and the view's presentation is a function of the layer alone;
 //  - never lets a caller other than uid 0 set S_ISUID, or S_ISGID on a non-directory: those
-//    files are stored under the owner's ids (root's, for a root-owned workspace).
+//    files are stored under the owner's ids (root's, for a root-owned workspace);
+//  - lets a caller other than uid 0 set only user.* xattrs: a POSIX ACL would be stored for
+//    the host (the view does not enforce ACLs) and grant there what the mode bits do not show.
 // Objects of every other owner keep their ids (group included), and the kernel's checks keep
 // applying to them.
 class IdMap {
@@ -67,6 +70,16 @@ class IdMap {
       return mode;
     }
     return mode & ~(S_ISUID | (type == S_IFDIR ? 0 : S_ISGID));
+  }
+  // 0, or the -errno refusing a caller's setxattr of `name`: EOPNOTSUPP for an ACL (as on a
+  // filesystem without ACLs, which the view is), EPERM for other namespaces (security.*,
+  // trusted.*: the kernel refuses them to the agent already; a daemon that is root must not
+  // store them when it does not).
+  int refuse_xattr(std::string_view name, uid_t caller_uid) const {
+    if (!active_ || caller_uid == 0 || name.starts_with("user.")) {
+      return 0;
+    }
+    return name.starts_with("system.posix_acl_") ? -EOPNOTSUPP : -EPERM;
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -35,6 +36,32 @@ def write(p, data, mode='a'):
         f.write(data)
 def create(p, mode):
     os.close(os.open(p, os.O_CREAT | os.O_WRONLY, mode))
+def copy_into(src, dst):
+    i, o = os.open(src, os.O_RDONLY), os.open(dst, os.O_WRONLY)
+    try:
+        return os.copy_file_range(i, o, 1 << 20, 0, 0)
+    finally:
+        os.close(i); os.close(o)
+def mmap_write(p, data):
+    import mmap
+    fd = os.open(p, os.O_RDWR)
+    try:
+        m = mmap.mmap(fd, len(data)); m[:] = data; m.flush(); m.close()
+    finally:
+        os.close(fd)
+def punch(p, n):
+    import ctypes
+    fd = os.open(p, os.O_RDWR)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.fallocate(fd, 3, ctypes.c_long(0), ctypes.c_long(n)) != 0:  # PUNCH_HOLE|KEEP_SIZE
+            raise OSError(ctypes.get_errno(), 'fallocate')
+    finally:
+        os.close(fd)
+def acl(uid):  # a POSIX ACL xattr giving `uid` rwx: USER_OBJ, USER, GROUP_OBJ, MASK, OTHER
+    import struct
+    e = [(1, 6, -1), (2, 7, uid), (4, 4, -1), (0x10, 7, -1), (0x20, 4, -1)]
+    return struct.pack('<I', 2) + b''.join(struct.pack('<HHI', t, p, i & 0xffffffff) for t, p, i in e)
 for line in sys.stdin.read().splitlines():
     name, _, code = line.partition(': ')
     try:
@@ -329,6 +356,64 @@ TEST(CowFsIdMap, RootlessDaemonGivesTheAgentItsCopyOfARootOwnedWorkspace) {
                 "mode new.txt ok 0o100755\n");
   EXPECT_EQ(tree_manifest(m.lower(), true, true), lower_before) << "the real workspace changed";
   expect_upper_owned_by(m.upper(), uid, gid);
+}
+
+// The owner's set-id files (root's: a root-owned workspace) appear as the agent's, who may write
+// them as an owner could; every way of changing their bytes drops the bits, as write(2) does
+// natively, so no set-id file in the upper layer holds the agent's bytes. No POSIX ACL reaches
+// the upper layer either (the view does not enforce ACLs; commit would carry them to the host).
+TEST(CowFsIdMap, AgentsBytesNeverStayInASetIdFileAndItsAclsAreRefused) {
+  CORDON_REQUIRE_ROOT();
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  const std::string script = "#!/bin/sh\necho root\n";
+  for (const char* name : {"su-write", "su-copy", "su-mmap", "su-punch", "sg-mmap"}) {
+    write_file(m.lower(name), script);
+    ASSERT_EQ(::chmod(m.lower(name).c_str(), name[1] == 'g' ? 02755 : 04755), 0);
+  }
+  write_file(m.lower("payload"), "agent bytes\n");
+  ASSERT_EQ(::mkdir(m.lower("d").c_str(), 0755), 0);
+  ::chmod(m.base("").c_str(), 0755);
+  ASSERT_EQ(m.start({"--allow-other", "--agent-ids", "65534:65534"}), "");
+
+  EXPECT_EQ(
+      run_steps(m.mnt(),
+                "stat su-copy: owner('su-copy')\n"
+                "write: write('su-write', 'x')\n"
+                "copy_file_range: copy_into('payload', 'su-copy')\n"
+                "mmap: mmap_write('su-mmap', b'#!/bin/x')\n"
+                "mmap sgid: mmap_write('sg-mmap', b'#!/bin/x')\n"
+                "punch a hole: punch('su-punch', 4)\n"
+                "acl on a file: os.setxattr('payload', 'system.posix_acl_access', acl(4242))\n"
+                "default acl on a dir: os.setxattr('d', 'system.posix_acl_default', acl(4242))\n"
+                "user xattr: os.setxattr('payload', 'user.note', b'1')\n"
+                "read it: os.getxattr('payload', 'user.note')\n",
+                cordon::testing::UserIds{kNobody, kNobody}),
+      "stat su-copy ok 65534:65534 -rwsr-xr-x\n"
+      "write ok\n"
+      "copy_file_range ok 12\n"
+      "mmap ok\n"
+      "mmap sgid ok\n"
+      "punch a hole ok\n"
+      "acl on a file ENOTSUP\n"  // EOPNOTSUPP, which Python names ENOTSUP
+      "default acl on a dir ENOTSUP\n"
+      "user xattr ok\n"
+      "read it ok b'1'\n");
+  m.stop();  // every page written back
+
+  // The agent's bytes are in the upper layer, in files without a set-id bit.
+  EXPECT_EQ(read_file(m.upper("su-copy")).substr(0, 12), "agent bytes\n");
+  EXPECT_EQ(read_file(m.upper("su-mmap")).substr(0, 8), "#!/bin/x");
+  EXPECT_EQ(read_file(m.upper("sg-mmap")).substr(0, 8), "#!/bin/x");
+  EXPECT_EQ(read_file(m.upper("su-punch")).substr(0, 4), std::string(4, '\0'));
+  expect_upper_owned_by(m.upper(), 0, 0);
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(m.upper(), ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    for (const char* acl : {"system.posix_acl_access", "system.posix_acl_default"}) {
+      EXPECT_LT(::lgetxattr(it->path().c_str(), acl, nullptr, 0), 0) << it->path() << " " << acl;
+    }
+  }
 }
 
 }  // namespace
