@@ -163,5 +163,32 @@ TEST(CowFsSockets, SocketNodesOfTheWorkspaceCanBeRenamed) {
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
 }
 
+// A socket node is only a name: a host process listening on a socket of the real workspace is
+// not reached through the view (the view's inode is not the one it is bound to), nor is a socket
+// bound in the view reached through its node in the upper layer.
+TEST(CowFsSockets, HostListenerInTheWorkspaceIsNotReachedThroughTheView) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  ASSERT_EQ(m.start(), "");
+  EXPECT_EQ(
+      python("import errno, os, socket, sys\n"
+             "lower, mnt, upper = sys.argv[1].split('|')\n"
+             "host = socket.socket(socket.AF_UNIX)\n"
+             "host.bind(lower + '/host.sock')\n"
+             "host.listen(4)\n"
+             "inner = socket.socket(socket.AF_UNIX)\n"
+             "inner.bind(mnt + '/inner.sock')\n"
+             "inner.listen(4)\n"
+             "for path in (mnt + '/host.sock', upper + '/inner.sock', lower + '/host.sock'):\n"
+             "    c = socket.socket(socket.AF_UNIX)\n"
+             "    try:\n"
+             "        c.connect(path)\n"
+             "        print(os.path.basename(os.path.dirname(path)), 'connected')\n"
+             "    except OSError as e:\n"
+             "        print(os.path.basename(os.path.dirname(path)), errno.errorcode[e.errno])\n",
+             m.lower() + "|" + m.mnt() + "|" + m.upper()),
+      "mnt ECONNREFUSED\nupper ECONNREFUSED\nlower connected\n");
+}
+
 }  // namespace
 }  // namespace cordon::fusefs::testing
