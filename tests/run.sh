@@ -49,7 +49,14 @@ if [ -e /dev/fuse ] && ! su "$FUSE_USER" -s /bin/sh -c 'test -r /dev/fuse && tes
   setfacl -m "u:$FUSE_USER:rw" /dev/fuse
   FUSE_ACL_ADDED=1
 fi
-restore_fuse() { [ -n "$FUSE_ACL_ADDED" ] && setfacl -x "u:$FUSE_USER" /dev/fuse 2>/dev/null || true; }
+# Removing the entry leaves the ACL's mask behind; with no named entry left, drop the ACL entirely.
+restore_fuse() {
+  [ -n "$FUSE_ACL_ADDED" ] || return 0
+  setfacl -x "u:$FUSE_USER" /dev/fuse 2>/dev/null || true
+  if ! getfacl -cp /dev/fuse 2>/dev/null | grep -Eq '^(user|group):[^:]+:'; then
+    setfacl -b /dev/fuse 2>/dev/null || true
+  fi
+}
 export CORDON_TEST_FUSE_USER=$FUSE_USER
 
 # Scratch on a tmpfs: the root fs here crawls on creates after mass deletes.
