@@ -214,11 +214,12 @@ int run_daemon(const DaemonOptions& o) {
     std::fprintf(stderr, "cordon-fs: %s\n", e.what());
     return 1;
   }
+  const auto record_limits = record::RecordLimits::from(pol.record);
   record::EventLog events;
   if (o.events_fd >= 0) {
-    events = record::EventLog::adopt(UniqueFd(o.events_fd), o.session, "fusefs");
+    events = record::EventLog::adopt(UniqueFd(o.events_fd), o.session, "fusefs", record_limits);
   } else if (!o.events_file.empty()) {
-    auto ev = record::EventLog::open(o.events_file, o.session, "fusefs");
+    auto ev = record::EventLog::open(o.events_file, o.session, "fusefs", record_limits);
     if (!ev.ok()) {
       std::fprintf(stderr, "cordon-fs: %s\n", ev.error().to_string().c_str());
       return 1;
@@ -367,6 +368,7 @@ int run_daemon(const DaemonOptions& o) {
   }
   set_init_done_handler(nullptr, nullptr);
   (*fs)->set_session(nullptr);
+  (void)events.report_drops();  // cordon-fs's last word in the record
   return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;
 }
 

@@ -283,7 +283,7 @@ void finish_network(std::optional<NetproxyProcess>& proxy, const Session& sessio
     } else {
       f["exit_code"] = WEXITSTATUS(*st);
     }
-    (void)session.events().emit("net.proxy_exit", std::move(f));
+    (void)session.events().emit("net.proxy_exit", std::move(f), record::Tier::kEssential);
   }
   proxy->stop();
   proxy.reset();

@@ -313,7 +313,7 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   scratch.ids.uid = ids.uid;
   scratch.ids.gid = ids.gid;
   auto shim = prepare_shim_from_parent(session->paths().dir, session->paths().events, session->id(),
-                                       scratch);
+                                       record::RecordLimits::from(pol.record), scratch);
   if (!shim.ok()) {
     return setup_failed("preload shim: " + shim.error().to_string());
   }

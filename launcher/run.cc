@@ -307,8 +307,8 @@ int run_command(const RunOptions& opts) {
     }
   }
   // The preload shim: library + collector socket into the plan now, collector thread after clone.
-  auto shim = prepare_shim_from_parent(session->paths().dir, session->paths().events,
-                                       session->id(), *plan);
+  auto shim = prepare_shim_from_parent(session->paths().dir, session->paths().events, session->id(),
+                                       record::RecordLimits::from(pol.record), *plan);
   if (!shim.ok()) {
     return setup_failed("preload shim: " + shim.error().to_string());
   }

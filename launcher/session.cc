@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 
+#include "launcher/record_summary.h"
 #include "launcher/session_store.h"
 #include "launcher/session_text.h"
 #include "policy/serialize.h"
@@ -367,6 +368,7 @@ Result<Session> Session::create(const policy::Policy& effective,
   s.memory_limit_ = effective.process.memory;
   s.pids_limit_ = effective.process.pids;
   s.timeout_ = effective.process.timeout;
+  s.record_max_bytes_ = effective.record.max_bytes;
 
   // On failure below, remove the half-made directory so `cordon ls` does not list a ghost.
   auto fail = [&](Error e) -> Error {
@@ -403,7 +405,8 @@ Result<Session> Session::create(const policy::Policy& effective,
   if (efd < 0) {
     return fail(sys_error("openat(\"events.jsonl\", O_APPEND|O_CREAT|O_EXCL)"));
   }
-  s.events_ = record::EventLog::adopt(UniqueFd(efd), id, "launcher");
+  s.events_ = record::EventLog::adopt(UniqueFd(efd), id, "launcher",
+                                      record::RecordLimits::from(effective.record));
   return s;
 }
 
@@ -420,7 +423,7 @@ Status Session::started(pid_t init_pid, const std::string& limits_line) {
       {"cordon_version", CORDON_VERSION},
       {"hostname", host_name()},
   };
-  return events_.emit("session.start", std::move(f));
+  return events_.emit("session.start", std::move(f), record::Tier::kEssential);
 }
 
 SessionEnd Session::with_limits(SessionEnd end) const {
@@ -446,7 +449,7 @@ void Session::close(const SessionEnd& end, bool quiet) {
 }
 
 std::string Session::summary(const SessionEnd& end) const {
-  return format_summary(id_, with_limits(end));
+  return format_summary(id_, with_limits(end)) + record_line_;
 }
 
 Status Session::finish(const SessionEnd& given) {
@@ -478,6 +481,9 @@ Status Session::finish(const SessionEnd& given) {
     }
   }
 
+  // The launcher's own drops; every other writer has stopped and said its own by now.
+  keep(events_.report_drops());
+
   // Every limit that was reached, once, whichever way the launcher learned about it.
   std::set<std::string> hits;
   if (!end.limit_hit.empty()) {
@@ -505,7 +511,7 @@ Status Session::finish(const SessionEnd& given) {
       f["value"] = end.timeout.count();
       f["unit"] = "ms";
     }
-    keep(events_.emit("limit.hit", std::move(f)));
+    keep(events_.emit("limit.hit", std::move(f), record::Tier::kEssential));
   }
 
   nlohmann::json fields = {
@@ -532,7 +538,7 @@ Status Session::finish(const SessionEnd& given) {
     fields["upper"] = end.cow_upper;
     fields["cow_backend"] = end.cow_fallback.empty() ? "cordon-fs" : "overlay";
   }
-  keep(events_.emit("session.end", fields));
+  keep(events_.emit("session.end", fields, record::Tier::kLast));
 
   // The log is complete from here on for what matters: make it durable before the summary that
   // describes it, so a crash never leaves a summary that counts events the disk lost.
@@ -551,6 +557,11 @@ Status Session::finish(const SessionEnd& given) {
   summary["init_pid"] = init_pid_;
   summary["limits"] = limits_line_;
   summary["events"] = count_events(dir_.get());
+  if (auto fd = store::open_file(dir_.get(), "events.jsonl"); fd.ok()) {
+    RecordStats rec = collect_record_stats(fd->get());
+    summary["record"] = rec.to_json(record_max_bytes_);
+    record_line_ = rec.exit_line(record_max_bytes_);
+  }
 
   // tmp + fsync + rename + fsync(dir): readers see no summary or the whole of it, never a part.
   const char* tmp = "summary.json.tmp";

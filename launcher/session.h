@@ -106,6 +106,8 @@ class Session {
   uint32_t pids_limit_ = 0;
   std::chrono::milliseconds timeout_{0};
   bool finished_ = false;        // finish() writes session.end once
+  uint64_t record_max_bytes_ = 0;  // record.max_bytes, for summary.json
+  std::string record_line_;        // the exit summary's record line, from finish()
 };
 
 // The short summary printed on stderr at exit (unless --quiet), a few lines, each starting "cordon: ".

@@ -110,8 +110,9 @@ Status copy_file(const std::string& from, const std::string& to) {
 
 Result<ShimSession> ShimSession::prepare(const std::string& runtime_dir, bool own_dir,
                                          const std::string& events_path,
-                                         const std::string& session_id, const std::string& library,
-                                         const IdPlan& ids) {
+                                         const std::string& session_id,
+                                         const record::RecordLimits& limits,
+                                         const std::string& library, const IdPlan& ids) {
   ShimSession s;
   if (own_dir) {
     if (::mkdir(runtime_dir.c_str(), 0711) != 0) {
@@ -120,7 +121,7 @@ Result<ShimSession> ShimSession::prepare(const std::string& runtime_dir, bool ow
     s.runtime_dir_ = runtime_dir;
   }
   s.socket_path_ = runtime_dir + "/shim.sock";
-  ASSIGN_OR_RETURN(auto log, record::EventLog::open(events_path, session_id, "shim"));
+  ASSIGN_OR_RETURN(auto log, record::EventLog::open(events_path, session_id, "shim", limits));
   ASSIGN_OR_RETURN(s.collector_, preload_shim::Collector::listen(s.socket_path_, std::move(log)));
   // Only the sandbox's id may connect (as root that is not root: chown first).
   if (!ids.rootless && ::chown(s.socket_path_.c_str(), ids.uid, ids.gid) != 0) {
@@ -230,6 +231,7 @@ void ShimSession::stop() {
 Result<std::unique_ptr<ShimSession>> prepare_shim_from_parent(const std::string& session_dir,
                                                               const std::string& events_path,
                                                               const std::string& session_id,
+                                                              const record::RecordLimits& limits,
                                                               LaunchPlan& plan) {
   if (!shim_enabled()) {
     return std::unique_ptr<ShimSession>();
@@ -254,8 +256,8 @@ Result<std::unique_ptr<ShimSession>> prepare_shim_from_parent(const std::string&
     dir = std::string(kRootRuntimeDir) + "/" + session_id;
     own = true;
   }
-  ASSIGN_OR_RETURN(ShimSession s,
-                   ShimSession::prepare(dir, own, events_path, session_id, library, plan.ids));
+  ASSIGN_OR_RETURN(ShimSession s, ShimSession::prepare(dir, own, events_path, session_id, limits,
+                                                       library, plan.ids));
   TRY(s.add_to_plan(plan));
   return std::make_unique<ShimSession>(std::move(s));
 }

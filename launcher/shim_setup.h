@@ -9,6 +9,7 @@
 #include "launcher/plan.h"
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
+#include "policy/record/limiter.h"
 
 namespace cordon::preload_shim {
 class Collector;
@@ -41,7 +42,8 @@ class ShimSession {
   // No thread yet.
   static Result<ShimSession> prepare(const std::string& runtime_dir, bool own_dir,
                                      const std::string& events_path, const std::string& session_id,
-                                     const std::string& library, const IdPlan& ids);
+                                     const record::RecordLimits& limits, const std::string& library,
+                                     const IdPlan& ids);
   ShimSession(ShimSession&&) noexcept;
   ShimSession& operator=(ShimSession&&) noexcept;
   ~ShimSession();
@@ -75,6 +77,7 @@ class ShimSession {
 Result<std::unique_ptr<ShimSession>> prepare_shim_from_parent(const std::string& session_dir,
                                                               const std::string& events_path,
                                                               const std::string& session_id,
+                                                              const record::RecordLimits& limits,
                                                               LaunchPlan& plan);
 
 }  // namespace cordon::launcher

@@ -10,8 +10,6 @@ namespace cordon::netproxy {
 
 namespace {
 
-constexpr size_t kMaxLine = 64 * 1024;  // EventLog's own limit (events.cc)
-
 // Length of the valid UTF-8 sequence at s[i], or 0 if the bytes there are not one (overlong
 // forms, surrogates and code points above U+10FFFF included, as nlohmann's decoder rejects them).
 size_t utf8_len(std::string_view s, size_t i) {
@@ -243,18 +241,11 @@ Status EventLine::write(const record::EventLog& log) const {
     ts = ts_slow;
   }
   std::string line = text(ts, log.session());
-  if (line.size() + 1 > kMaxLine) {
+  if (line.size() + 1 > record::kMaxLine) {
     return log.write(to_json());  // rare: EventLog truncates the long strings
   }
   line.push_back('\n');
-  const ssize_t n = ::write(log.fd(), line.data(), line.size());
-  if (n < 0) {
-    return sys_error("write(events.jsonl)");
-  }
-  if (static_cast<size_t>(n) != line.size()) {
-    return make_error("short write to events.jsonl (disk full?)");
-  }
-  return {};
+  return log.append(kind_, line);
 }
 
 }  // namespace cordon::netproxy

@@ -138,16 +138,17 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  const auto record_limits = record::RecordLimits::from(pol.record);
   record::EventLog events;
   if (!events_file.empty()) {
-    auto opened = record::EventLog::open(events_file, session, "netproxy");
+    auto opened = record::EventLog::open(events_file, session, "netproxy", record_limits);
     if (!opened.ok()) {
       std::fprintf(stderr, "cordon-netproxy: --events: %s\n", opened.error().to_string().c_str());
       return 1;
     }
     events = std::move(opened).value();
   } else if (events_fd >= 0) {
-    events = record::EventLog::adopt(UniqueFd(events_fd), session, "netproxy");
+    events = record::EventLog::adopt(UniqueFd(events_fd), session, "netproxy", record_limits);
   }
 
   netproxy::Proxy proxy(std::move(pol.network), std::move(events));

@@ -29,6 +29,8 @@ struct Proxy::Impl {
     // Destroying the io_context destroys the suspended connection coroutines, whose ConnSlots
     // release into ctx.caps: that must happen while ctx is still alive.
     io.reset();
+    // The proxy's last word in the record, after the events of the connections just closed.
+    (void)events.report_drops();
   }
   policy::NetworkPolicy policy;
   record::EventLog events;

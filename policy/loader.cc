@@ -243,7 +243,7 @@ class Loader {
     if (!root.is_object()) {
       fail("", "a policy is a JSON object { ... }, got " + type_name(root));
     }
-    check_keys(root, "", {"version", "network", "filesystem", "process"});
+    check_keys(root, "", {"version", "network", "filesystem", "process", "record"});
     if (const json* v = field(root, "version")) {
       if (!v->is_number_integer() || v->get<int64_t>() != 1) {
         fail("version", show(*v) + " is not a supported version (accepted: 1)");
@@ -258,6 +258,9 @@ class Loader {
     }
     if (const json* v = field(root, "process")) {
       load_process(*v, "process", p.process);
+    }
+    if (const json* v = field(root, "record")) {
+      load_record(*v, "record", p.record);
     }
     return p;
   }
@@ -362,10 +365,13 @@ class Loader {
         {"hostname", "process"},
         {"keep", "process.env"},
         {"set", "process.env"},
+        {"max_bytes", "record"},
+        {"events_per_second", "record"},
         {"version", ""},
         {"network", ""},
         {"filesystem", ""},
         {"process", ""},
+        {"record", ""},
     };
     for (const auto& k : kKeys) {
       if (k.key == key) {
@@ -720,6 +726,19 @@ class Loader {
       // Below 1M most tools cannot even create their temp files; 0 leaves tmpfs unbounded (its
       // pages still count against process.memory).
       f.tmp = get_size(*x, join_path(path, "tmp"), true, 1ull << 20);
+    }
+  }
+
+  void load_record(const json& v, const std::string& path, RecordPolicy& r) const {
+    expect_object(v, path);
+    check_keys(v, path, {"max_bytes", "events_per_second"});
+    if (const json* f = field(v, "max_bytes")) {
+      // No "unlimited": an unbounded record is the disk-filling attack this field exists for.
+      r.max_bytes = get_size(*f, join_path(path, "max_bytes"), false, kMinRecordBytes);
+    }
+    if (const json* f = field(v, "events_per_second")) {
+      r.events_per_second = static_cast<uint32_t>(
+          get_uint(*f, join_path(path, "events_per_second"), 1, 1000000, true));
     }
   }
 

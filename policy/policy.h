@@ -145,11 +145,25 @@ struct ProcessPolicy {
   bool operator==(const ProcessPolicy&) const = default;
 };
 
+// The session's own record, events.jsonl: bounded so that no program can fill the host's disk
+// through it (docs/events.md).
+struct RecordPolicy {
+  // The file's cap. The last part (record_reserve()) is kept for the end of the session: once the
+  // rest is full, normal events are dropped (counted) after one limit.hit.
+  uint64_t max_bytes = 256ull << 20;
+  // Per writer (launcher, netproxy, fusefs, shim) and kind family (net, fs, proc, ...): sustained
+  // events per second, with a burst of ten seconds' worth; 0 = no rate limit.
+  uint32_t events_per_second = 1000;
+  bool operator==(const RecordPolicy&) const = default;
+};
+inline constexpr uint64_t kMinRecordBytes = 1ull << 20;
+
 struct Policy {
   int version = 1;
   NetworkPolicy network;
   FilesystemPolicy filesystem;
   ProcessPolicy process;
+  RecordPolicy record;
   bool operator==(const Policy&) const = default;
 };
 

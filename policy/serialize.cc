@@ -166,10 +166,15 @@ json to_json(const Policy& p) {
       {"hostname", pr.hostname},
   };
   // nlohmann::json objects keep keys sorted, so the output is canonical by construction.
+  json record = {
+      {"max_bytes", size_json(p.record.max_bytes)},
+      {"events_per_second", p.record.events_per_second},
+  };
   return json{{"version", p.version},
               {"network", network},
               {"filesystem", filesystem},
-              {"process", process}};
+              {"process", process},
+              {"record", record}};
 }
 
 std::string explain(const Policy& p) {
@@ -306,6 +311,14 @@ std::string explain(const Policy& p) {
     }
     lines.push_back("environment: sets " + join(s) + " (process.env.set)");
   }
+
+  lines.push_back("record: events.jsonl at most " + human_size(p.record.max_bytes) +
+                  " (record.max_bytes); " +
+                  (p.record.events_per_second == 0
+                       ? std::string("no rate limit")
+                       : std::to_string(p.record.events_per_second) +
+                             " events per second per writer and kind family, the rest counted") +
+                  " (record.events_per_second)");
 
   std::string out;
   for (const auto& l : lines) {

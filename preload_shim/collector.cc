@@ -279,7 +279,7 @@ Status Collector::run(int stop_fd) {
       }
     }
   }
-  return {};
+  return log_.report_drops();  // the collector's last word in the record
 }
 
 }  // namespace cordon::preload_shim

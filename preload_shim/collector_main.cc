@@ -12,7 +12,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s SOCKET EVENTS_JSONL [SESSION]\n", argv[0]);
     return 2;
   }
-  auto log = cordon::record::EventLog::open(argv[2], argc > 3 ? argv[3] : "", "shim");
+  // The default policy's bounds on the record, as in a cordon session.
+  auto log = cordon::record::EventLog::open(
+      argv[2], argc > 3 ? argv[3] : "", "shim",
+      cordon::record::RecordLimits::from(cordon::policy::RecordPolicy{}));
   if (!log.ok()) {
     std::fprintf(stderr, "cordon-shim-collector: %s\n", log.error().to_string().c_str());
     return 1;

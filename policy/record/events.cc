@@ -12,7 +12,6 @@
 namespace cordon::record {
 
 namespace {
-constexpr size_t kMaxLine = 64 * 1024;
 constexpr size_t kMaxField = 4096;
 
 // Truncates long strings so one event always fits in one atomic write.
@@ -86,26 +85,28 @@ std::string now_rfc3339() {
   return buf;
 }
 
-Result<EventLog> EventLog::open(const std::string& path, std::string session, std::string source) {
+Result<EventLog> EventLog::open(const std::string& path, std::string session, std::string source,
+                                RecordLimits limits) {
   int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     return sys_error("open(\"" + path + "\", O_APPEND|O_CREAT)");
   }
-  return adopt(UniqueFd(fd), std::move(session), std::move(source));
+  return adopt(UniqueFd(fd), std::move(session), std::move(source), limits);
 }
 
-EventLog EventLog::adopt(UniqueFd fd, std::string session, std::string source) {
+EventLog EventLog::adopt(UniqueFd fd, std::string session, std::string source,
+                         RecordLimits limits) {
   EventLog log;
   log.fd_ = std::move(fd);
   log.session_ = std::move(session);
   log.source_ = std::move(source);
+  if (limits.max_bytes > 0 || limits.events_per_second > 0) {
+    log.limiter_ = std::make_unique<RecordLimiter>(limits);
+  }
   return log;
 }
 
-Status EventLog::write(nlohmann::json event) const {
-  if (!fd_.valid()) {
-    return {};
-  }
+std::string EventLog::render(nlohmann::json event) const {
   nlohmann::json line = nlohmann::json::object();
   line["ts"] = now_rfc3339();
   line["session"] = session_;
@@ -119,22 +120,99 @@ Status EventLog::write(nlohmann::json event) const {
     text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   text.push_back('\n');
-  ssize_t n = ::write(fd_.get(), text.data(), text.size());
+  return text;
+}
+
+Status EventLog::raw_write(std::string_view line) const {
+  ssize_t n = ::write(fd_.get(), line.data(), line.size());
   if (n < 0) {
     return sys_error("write(events.jsonl)");
   }
-  if (static_cast<size_t>(n) != text.size()) {
+  if (static_cast<size_t>(n) != line.size()) {
     return make_error("short write to events.jsonl (disk full?)");
   }
   return {};
 }
 
-Status EventLog::emit(std::string_view kind, nlohmann::json fields) const {
+Status EventLog::report(const RecordLimiter::Drops& d, bool last) const {
+  nlohmann::json f = {{"kind", "record.dropped"},
+                      {"family", std::string(d.family)},
+                      {"rate_limited", d.rate_limited},
+                      {"over_cap", d.over_cap},
+                      {"events_per_second", limiter_->limits().events_per_second}};
+  if (last) {
+    f["final"] = true;
+  }
+  return put("record.dropped", render(std::move(f)), Tier::kEssential);
+}
+
+Status EventLog::put(std::string_view kind, std::string line, Tier tier) const {
+  if (!limiter_) {
+    return raw_write(line);
+  }
+  switch (limiter_->admit(kind, line.size(), tier, fd_.get())) {
+    case RecordLimiter::Verdict::kDropped:
+      return {};
+    case RecordLimiter::Verdict::kCapReached: {
+      const RecordLimits& l = limiter_->limits();
+      std::string hit =
+          render({{"kind", "limit.hit"},
+                  {"limit", "record"},
+                  {"value", l.max_bytes},
+                  {"unit", "bytes"},
+                  {"reserve", l.reserve()},
+                  {"reason",
+                   "events.jsonl reached record.max_bytes less the reserve kept for the end of "
+                   "the session: events are counted, not written, from here on; the session "
+                   "keeps running"}});
+      limiter_->close_normal_part(fd_.get(), std::move(hit));
+      return {};
+    }
+    case RecordLimiter::Verdict::kWrite:
+      break;
+  }
+  if (tier == Tier::kNormal) {
+    if (auto due = limiter_->due(kind)) {
+      TRY(report(*due, false));
+    }
+  }
+  return raw_write(line);
+}
+
+Status EventLog::write(nlohmann::json event, Tier tier) const {
+  if (!fd_.valid()) {
+    return {};
+  }
+  std::string kind;
+  if (auto it = event.find("kind"); it != event.end() && it->is_string()) {
+    kind = it->get<std::string>();
+  }
+  return put(kind, render(std::move(event)), tier);
+}
+
+Status EventLog::emit(std::string_view kind, nlohmann::json fields, Tier tier) const {
   if (!fields.is_object()) {
     fields = nlohmann::json::object();
   }
   fields["kind"] = std::string(kind);
-  return write(std::move(fields));
+  return write(std::move(fields), tier);
+}
+
+Status EventLog::append(std::string_view kind, std::string_view line) const {
+  if (!fd_.valid()) {
+    return {};
+  }
+  return put(kind, std::string(line), Tier::kNormal);
+}
+
+Status EventLog::report_drops() const {
+  if (!fd_.valid() || !limiter_) {
+    return {};
+  }
+  for (const auto& d : limiter_->unreported()) {
+    TRY(report(d, true));
+  }
+  return {};
 }
 
 }  // namespace cordon::record

@@ -62,7 +62,7 @@ class LogTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().to_string());
     Session session = std::move(s).value();
     EXPECT_TRUE(session.started(99, "limits: rlimits only").ok());
-    auto proxy = record::EventLog::open(session.paths().events, session.id(), "netproxy");
+    auto proxy = record::EventLog::open(session.paths().events, session.id(), "netproxy", {});
     EXPECT_TRUE(proxy.ok());
     EXPECT_TRUE(proxy
                     ->emit("net.connect", {{"decision", "allow"},
@@ -77,7 +77,7 @@ class LogTest : public ::testing::Test {
                                            {"host", "evil.test"},
                                            {"port", 80}})
                     .ok());
-    auto fs = record::EventLog::open(session.paths().events, session.id(), "fusefs");
+    auto fs = record::EventLog::open(session.paths().events, session.id(), "fusefs", {});
     EXPECT_TRUE(fs.ok());
     EXPECT_TRUE(fs->emit("fs.refused", {{"decision", "deny"},
                                         {"rule", "filesystem.deny[0]"},
@@ -201,7 +201,7 @@ TEST_F(LogTest, DeepNestingAndHugeLinesAreRefusedNotFatal) {
 
 TEST_F(LogTest, HostileBytesNeverReachTheTerminal) {
   Session s = make_session(false);
-  auto shim = record::EventLog::open(s.paths().events, s.id(), "shim");
+  auto shim = record::EventLog::open(s.paths().events, s.id(), "shim", {});
   ASSERT_TRUE(shim.ok());
   // A sandboxed program controls paths and names: an OSC title change, CSI, C1 CSI, a newline.
   ASSERT_TRUE(shim->emit("fs.open", {{"path",

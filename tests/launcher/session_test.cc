@@ -267,7 +267,7 @@ TEST_F(SessionTest, SummaryCountsForeignAndTornLines) {
   Session s = make();
   ASSERT_TRUE(s.started(7, "").ok());
   {
-    auto proxy = record::EventLog::open(s.paths().events, s.id(), "netproxy");
+    auto proxy = record::EventLog::open(s.paths().events, s.id(), "netproxy", {});
     ASSERT_TRUE(proxy.ok());
     for (int i = 0; i < 5; ++i) {
       ASSERT_TRUE(proxy->emit("net.refused", {{"decision", "deny"}, {"host", "x.test"}}).ok());
@@ -517,7 +517,7 @@ TEST_F(SessionTest, ConcurrentWritersNeverInterleave) {
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-      auto log = record::EventLog::open(s.paths().events, s.id(), "writer" + std::to_string(w));
+      auto log = record::EventLog::open(s.paths().events, s.id(), "writer" + std::to_string(w), {});
       if (!log.ok()) {
         ::_exit(2);
       }

@@ -103,7 +103,7 @@ TEST(EventLine, RandomBytesAlwaysMakeOneValidLine) {
 TEST(EventLine, WritesOneLineWithTheCommonFields) {
   cordon::testing::TempDir dir;
   const std::string path = dir / "events.jsonl";
-  auto log = record::EventLog::open(path, "sess-9", "netproxy");
+  auto log = record::EventLog::open(path, "sess-9", "netproxy", {});
   ASSERT_TRUE(log.ok());
   ASSERT_TRUE(EventLine("net.connect")
                   .add("name", "api.test")

@@ -118,6 +118,37 @@ TEST(ParsePolicy, ReadsEveryField) {
   EXPECT_EQ(pr.hostname, "box-1");
 }
 
+TEST(ParsePolicy, RecordBoundsHaveUnitsAndNoUnlimitedCap) {
+  Policy d = load("{}");
+  EXPECT_EQ(d.record.max_bytes, 256ull << 20);
+  EXPECT_EQ(d.record.events_per_second, 1000u);
+  Policy p = load(R"({"record": {"max_bytes": "2M", "events_per_second": 50}})");
+  EXPECT_EQ(p.record.max_bytes, 2ull << 20);
+  EXPECT_EQ(p.record.events_per_second, 50u);
+  EXPECT_EQ(load(R"({"record": {"events_per_second": 0}})").record.events_per_second, 0u);
+  struct Case {
+    const char* text;
+    const char* path;
+    const char* part;
+  } cases[] = {
+      // The cap exists so that no program can fill the disk: it cannot be lifted.
+      {R"({"record": {"max_bytes": 0}})", "record.max_bytes", "zero, which is not allowed"},
+      {R"({"record": {"max_bytes": "unlimited"}})", "record.max_bytes", "not allowed"},
+      {R"({"record": {"max_bytes": "512K"}})", "record.max_bytes", "the least is 1M"},
+      {R"({"record": {"max_bytes": "lots"}})", "record.max_bytes", "is not a size"},
+      {R"({"record": {"events_per_second": -1}})", "record.events_per_second", "negative"},
+      {R"({"record": {"events_per_second": 2000000}})", "record.events_per_second", "out of range"},
+      {R"({"record": []})", "record", "expected an object"},
+      {R"({"record": {"max_byte": "1M"}})", "record.max_byte", "did you mean `max_bytes`?"},
+      {R"({"max_bytes": "1M"})", "max_bytes", "belongs in `record` (`record.max_bytes`)"},
+  };
+  for (const auto& c : cases) {
+    PolicyError e = error_of(c.text);
+    EXPECT_EQ(e.field_path(), c.path) << c.text;
+    EXPECT_NE(std::string(e.what()).find(c.part), std::string::npos) << e.what();
+  }
+}
+
 TEST(ParsePolicy, UnknownKeysGetASuggestion) {
   struct Case {
     const char* text;

@@ -66,6 +66,8 @@ TEST(ToJson, RoundTripsARichPolicy) {
   EXPECT_EQ(j["process"]["timeout"], "1d2h3m4s5ms");
   EXPECT_EQ(j["process"]["cpus"], 0.25);
   EXPECT_EQ(j["version"], 1);
+  EXPECT_EQ(j["record"]["max_bytes"], "256M");
+  EXPECT_EQ(j["record"]["events_per_second"], 1000);
 }
 
 TEST(ToJson, RoundTripsAPolicyBuiltInCode) {
@@ -76,6 +78,8 @@ TEST(ToJson, RoundTripsAPolicyBuiltInCode) {
   p.process.memory = (1ull << 20) + 1;
   p.filesystem.protect = default_protected();
   p.filesystem.deny = default_denied("/home/alice");
+  p.record.max_bytes = (3ull << 20) + 7;
+  p.record.events_per_second = 0;
   Policy again = parse_policy(to_json(p).dump(), opts());
   EXPECT_EQ(again, p);
 }
@@ -89,6 +93,8 @@ TEST(Explain, DefaultPolicyInPlainWords) {
            "environment: keeps PATH, HOME, LANG",
            "strips *TOKEN*, *SECRET*",
            "filesystem: /tmp 64 MiB\n",
+           "record: events.jsonl at most 256 MiB (record.max_bytes); 1000 events per second per "
+           "writer and kind family, the rest counted (record.events_per_second)\n",
            "~/.ssh",
            ".git/hooks/**",
        }) {

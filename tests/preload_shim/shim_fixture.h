@@ -44,7 +44,7 @@ inline std::vector<std::string> base_env(const std::vector<std::string>& extra =
 class ShimSession {
  public:
   ShimSession() : events_path_(dir_ / "events.jsonl"), socket_path_(dir_ / "shim.sock") {
-    auto log = record::EventLog::open(events_path_, "test-session", "shim");
+    auto log = record::EventLog::open(events_path_, "test-session", "shim", {});
     EXPECT_TRUE(log.ok());
     auto c = preload_shim::Collector::listen(socket_path_, std::move(log).value());
     if (!c.ok()) {

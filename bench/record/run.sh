@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# bench/record/run.sh [BUILD_DIR]: the cost of the record's limits (token bucket per kind family,
+# fstat of events.jsonl for the cap) on the normal event path, in ns per event, with and without.
+# Medians of interleaved rounds; the scratch file is on a tmpfs.
+set -euo pipefail
+BUILD=${1:-${CORDON_BUILD_DIR:-build}}
+BIN=$BUILD/bench/record/cordon-bench-record
+[[ -x $BIN ]] || { echo "missing $BIN: build target cordon-bench-record" >&2; exit 1; }
+WORK=$(mktemp -d /dev/shm/cordon-bench-record.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+"$BIN" "$WORK" "${EVENTS:-200000}" "${ROUNDS:-7}"
