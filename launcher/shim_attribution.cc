@@ -79,7 +79,9 @@ std::vector<nlohmann::json> attribute_connections(const std::vector<nlohmann::js
       }
     }
     if (best != nullptr) {
-      for (const char* k : {"pid", "ppid", "exe", "argv", "argc", "cred"}) {
+      // The shim record's identity is the kernel's (preload_shim/sender.h); what the process
+      // itself claimed, where it differs, comes along labelled.
+      for (const char* k : {"pid", "ppid", "exe", "argv", "argc", "cred", "claimed"}) {
         if (best->contains(k)) {
           a[k] = (*best)[k];
         }

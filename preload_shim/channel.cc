@@ -11,7 +11,9 @@
 // touching it and reconnect.
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -30,6 +32,12 @@ std::atomic<uint32_t> g_dropped{0};
 // missing collector costs one failed syscall per 256 events rather than two per event.
 std::atomic<uint32_t> g_backoff{0};
 constexpr uint32_t kBackoffEvents = 256;
+// The collector reads who we are from /proc (preload_shim/sender.h) and then sends one byte back.
+// The process that opened the channel waits for that byte, briefly, before it exits or execs: a
+// short-lived program would otherwise be gone (or another program) before cordon could read it.
+std::atomic<int> g_opener{0};
+std::atomic<bool> g_acked{true};
+constexpr int kAckWaitMs = 10;
 
 uint64_t pack(int fd, uint64_t ino) { return (ino << 32) | static_cast<uint32_t>(fd); }
 int unpack_fd(uint64_t v) { return static_cast<int>(v & 0xffffffffu); }
@@ -46,7 +54,29 @@ bool still_ours(uint64_t v) {
 bool send_hello(int fd) {
   Event hello(wire::kHello);
   hello.add_identity();
+  // Our end of the connection goes along, with its number here: the collector checks that we
+  // still hold it, close-on-exec, once it has read who we are (so what it read is this image).
+  hello.add_u32(wire::kChannelFd, static_cast<uint32_t>(fd));
   return hello.send_on(fd);
+}
+
+// sendmsg with one fd in SCM_RIGHTS, through the raw syscall (our own sendmsg interposer must not
+// see the shim's traffic).
+long send_with_fd(int fd, const uint8_t* msg, size_t len, int attach_fd) {
+  iovec iov{const_cast<uint8_t*>(msg), len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  memset(control, 0, sizeof control);
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = control;
+  mh.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &attach_fd, sizeof(int));
+  return syscall(SYS_sendmsg, fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 // Opens and connects a new channel; -1 when the collector is unreachable.
@@ -73,6 +103,8 @@ int open_channel(uint64_t* packed) {
     return -1;
   }
   *packed = pack(fd, static_cast<uint32_t>(st.st_ino));
+  g_acked.store(false, std::memory_order_relaxed);
+  g_opener.store(static_cast<int>(getpid()), std::memory_order_relaxed);
   return fd;
 }
 
@@ -114,7 +146,11 @@ int channel_fd(uint64_t* packed) {
 }  // namespace
 
 bool channel_send_raw(int fd, const uint8_t* msg, size_t len) {
-  long n = syscall(SYS_sendto, fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
+  long n = send_with_fd(fd, msg, len, fd);  // the hello: with our own end
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+    // Too many fds in flight (ETOOMANYREFS), or passing refused: unverifiable, but reported.
+    n = syscall(SYS_sendto, fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
+  }
   return n == static_cast<long>(len);
 }
 
@@ -123,7 +159,26 @@ void channel_count_drops(uint32_t n) { g_dropped.fetch_add(n, std::memory_order_
 
 void channel_after_fork_in_child() { g_dropped.store(0, std::memory_order_relaxed); }
 
-bool channel_send(uint8_t* msg, size_t len) {
+void channel_await_identity() {
+  // Only the opener: a forked child shares the opener's image, which the collector checks once.
+  // (The pid first: a vfork child shares our memory and must not mark the wait done for us.)
+  if (g_opener.load(std::memory_order_relaxed) != static_cast<int>(getpid()) ||
+      g_acked.exchange(true, std::memory_order_relaxed)) {
+    return;
+  }
+  int saved = errno;
+  uint64_t cur = g_channel.load(std::memory_order_acquire);
+  if (cur != kNoChannel && still_ours(cur)) {
+    pollfd p{unpack_fd(cur), POLLIN, 0};
+    if (poll(&p, 1, kAckWaitMs) > 0) {
+      char b;
+      (void)syscall(SYS_recvfrom, unpack_fd(cur), &b, 1, MSG_DONTWAIT, nullptr, nullptr);
+    }
+  }
+  errno = saved;
+}
+
+bool channel_send(uint8_t* msg, size_t len, int attach_fd) {
   int saved = errno;
   uint64_t packed = kNoChannel;
   int fd = channel_fd(&packed);
@@ -133,7 +188,18 @@ bool channel_send(uint8_t* msg, size_t len) {
     uint32_t dropped = channel_take_drops();
     memcpy(msg + wire::kOffDropped, &dropped, 4);
     // MSG_NOSIGNAL: a dead collector must not SIGPIPE the program.
-    long n = syscall(SYS_sendto, fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
+    long n = -1;
+    if (attach_fd >= 0) {
+      n = send_with_fd(fd, msg, len, attach_fd);
+      // ETOOMANYREFS (too many fds in flight for this user) or an fd that cannot be passed: the
+      // event goes without it (its addresses then stay the process's claim).
+      if (n < 0 && (errno == ETOOMANYREFS || errno == EBADF || errno == EINVAL)) {
+        attach_fd = -1;
+      }
+    }
+    if (attach_fd < 0) {
+      n = syscall(SYS_sendto, fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
+    }
     if (n == static_cast<long>(len)) {
       sent = true;
     } else {

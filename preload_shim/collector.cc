@@ -13,13 +13,33 @@
 #include <ctime>
 
 #include "preload_shim/decode.h"
+#include "preload_shim/sender.h"
+#include "preload_shim/sender_identity.h"
 #include "preload_shim/wire.h"
 
 namespace cordon::preload_shim {
 
+struct Collector::Connection {
+  UniqueFd fd;
+  Sender sender;
+};
+
 namespace {
 constexpr uint64_t kListenTag = ~0ull;
 constexpr uint64_t kStopTag = ~0ull - 1;
+// Drops the collector's copy of a socket a record came with. A socket with a linger timeout would
+// make that close wait for its peer if ours were the last reference; the shim never passes one,
+// so such a socket is a sender's trick and loses its linger instead.
+void release_passed(int fd) {
+  linger l{};
+  socklen_t len = sizeof l;
+  if (::getsockopt(fd, SOL_SOCKET, SO_LINGER, &l, &len) == 0 && l.l_onoff != 0 && l.l_linger > 0) {
+    linger off{};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof off);
+  }
+  ::close(fd);
+}
+
 // How long the collector lets messages accumulate while busy. Each process's send buffer holds a
 // few hundred messages, so 1 ms absorbs ~100k events/s per process before anything is dropped.
 constexpr long kBatchPauseNs = 1'000'000;
@@ -30,6 +50,7 @@ Result<std::unique_ptr<Collector>> Collector::listen(const std::string& socket_p
                                                      record::EventLog log) {
   std::unique_ptr<Collector> c(new Collector());
   c->batch_ = std::make_unique<RecvBatch>();
+  c->pidns_depth_ = own_pidns_depth();
   c->path_ = socket_path;
   c->log_ = std::move(log);
   sockaddr_un addr{};
@@ -81,6 +102,8 @@ Result<std::unique_ptr<Collector>> Collector::listen(const std::string& socket_p
   return c;
 }
 
+Collector::Collector() = default;
+
 Collector::~Collector() {
   if (listen_fd_) {
     unlink(path_.c_str());
@@ -93,6 +116,11 @@ void Collector::accept_all() {
     if (fd < 0) {
       return;  // EAGAIN, or a transient error (EMFILE): the rest stay queued for the next round
     }
+    if (conns_.size() >= kMaxConnections) {
+      close(fd);  // the shim counts what it cannot send and tries again later
+      stats_.refused.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
     epoll_event ev{};
@@ -102,8 +130,15 @@ void Collector::accept_all() {
       close(fd);
       continue;
     }
-    conns_.emplace(fd, Connection{UniqueFd(fd), nlohmann::json::object()});
+    auto conn = std::make_unique<Connection>(Connection{UniqueFd(fd), Sender(pidns_depth_)});
+    conns_.emplace(fd, std::move(conn));
     stats_.connections.fetch_add(1, std::memory_order_relaxed);
+    // The hello is usually queued already, and its sender may be waiting for the identity byte
+    // before it exits: read it now rather than on the next round.
+    if (!read_all(fd)) {
+      epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+      conns_.erase(fd);
+    }
   }
 }
 
@@ -128,30 +163,56 @@ bool Collector::read_all(int fd) {
     // One syscall for up to kSize messages: the collector's cost per event is what competes with
     // the traced program for the CPU.
     int n = recvmmsg(fd, b.msgs, RecvBatch::kSize, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, nullptr);
+    if (n < 0 && errno == ECONNRESET) {
+      // The sender closed with our identity byte unread: the kernel says so once, before the
+      // messages still queued, which are read next.
+      continue;
+    }
     if (n < 0) {
       return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     }
     if (n == 0) {
       return false;
     }
+    bool ended = false;
     for (int i = 0; i < n; ++i) {
       msghdr& msg = b.msgs[i].msg_hdr;
       size_t len = b.msgs[i].msg_len;
-      if (len == 0) {
-        return false;  // end of stream: every holder of the connection exited or exec'd
-      }
       const ucred* cred = nullptr;
+      int passed = -1;
       for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
             c->cmsg_len == CMSG_LEN(sizeof(ucred))) {
           cred = reinterpret_cast<const ucred*>(CMSG_DATA(c));
+        } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+          // Room for one fd: the kernel closed any others. Each is ours to close.
+          for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++k) {
+            int fd_in;
+            std::memcpy(&fd_in, CMSG_DATA(c) + k * sizeof(int), sizeof fd_in);
+            if (passed < 0) {
+              passed = fd_in;
+            } else {
+              release_passed(fd_in);
+            }
+          }
         }
       }
-      if ((msg.msg_flags & MSG_TRUNC) != 0 || len > wire::kMaxMessage) {
+      if (len == 0) {
+        // End of stream (every holder of the connection exited or exec'd), or an empty message
+        // a sender made to look like one: either way the connection is done, after every fd that
+        // came in this batch is closed.
+        ended = true;
+      } else if ((msg.msg_flags & MSG_TRUNC) != 0 || len > wire::kMaxMessage) {
         stats_.malformed.fetch_add(1, std::memory_order_relaxed);
-        continue;
+      } else if (!ended) {
+        handle(*it->second, b.data[i], len, cred, passed);
       }
-      handle(it->second, b.data[i], len, cred);
+      if (passed >= 0) {
+        release_passed(passed);
+      }
+    }
+    if (ended) {
+      return false;
     }
     if (n < RecvBatch::kSize) {
       return true;  // drained
@@ -160,14 +221,15 @@ bool Collector::read_all(int fd) {
   return true;
 }
 
-void Collector::handle(Connection& conn, const uint8_t* data, size_t len, const ucred* cred) {
-  PeerCredentials pc;
-  if (cred != nullptr) {
-    pc.valid = true;
-    pc.pid = cred->pid;
-    pc.uid = cred->uid;
-    pc.gid = cred->gid;
+void Collector::handle(Connection& conn, const uint8_t* data, size_t len, const ucred* cred,
+                       int passed) {
+  if (cred == nullptr) {
+    // SO_PASSCRED is set on every connection: a message without the kernel's word on its sender
+    // has nothing to attribute it to.
+    stats_.malformed.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
+  PeerCredentials pc{true, cred->pid, cred->uid, cred->gid};
   try {
     auto ev = decode_message(data, len, pc);
     if (!ev.ok()) {
@@ -175,20 +237,13 @@ void Collector::handle(Connection& conn, const uint8_t* data, size_t len, const 
       return;
     }
     if ((*ev)["kind"] == "shim.hello") {
-      // Identity of the image behind this connection, added to each of its records below.
-      conn.identity = nlohmann::json::object();
-      for (const char* key : {"exe", "argv", "argc"}) {
-        if (ev->contains(key)) {
-          conn.identity[key] = (*ev)[key];
-        }
-      }
+      conn.sender.hello(*ev, *cred, passed);
+      // Identity read: the sender may exit or exec now (it waits for this byte, briefly).
+      char ack = 'A';
+      (void)send(conn.fd.get(), &ack, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
       return;
     }
-    for (const auto& [key, value] : conn.identity.items()) {
-      if (!ev->contains(key)) {
-        (*ev)[key] = value;
-      }
-    }
+    conn.sender.apply(*ev, *cred, passed);
     if (auto it = ev->find("dropped_before"); it != ev->end()) {
       stats_.dropped.fetch_add(it->get<uint64_t>(), std::memory_order_relaxed);
     }
@@ -253,6 +308,7 @@ Status Collector::run(int stop_fd) {
     uint64_t handled = 0;
     uint64_t before = stats_.events.load(std::memory_order_relaxed) +
                       stats_.malformed.load(std::memory_order_relaxed);
+    uint64_t connected = stats_.connections.load(std::memory_order_relaxed);
     Status st = wait_and_dispatch(busy ? 0 : -1, &stop, &handled);
     if (!st.ok()) {
       epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, stop_fd, nullptr);
@@ -262,7 +318,9 @@ Status Collector::run(int stop_fd) {
     uint64_t messages = stats_.events.load(std::memory_order_relaxed) +
                         stats_.malformed.load(std::memory_order_relaxed) - before;
     // A large batch means some sender's buffer is filling: go again at once instead of pausing.
-    if (busy && !stop && messages < kBusyBatch) {
+    // So does a new connection: its process may be waiting to exit until it is identified.
+    bool new_senders = stats_.connections.load(std::memory_order_relaxed) != connected;
+    if (busy && !stop && messages < kBusyBatch && !new_senders) {
       timespec pause{0, kBatchPauseNs};
       nanosleep(&pause, nullptr);
     }

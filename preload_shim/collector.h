@@ -26,7 +26,10 @@ class Collector {
     std::atomic<uint64_t> malformed{0};    // messages rejected by decode_message
     std::atomic<uint64_t> dropped{0};      // events shims reported as dropped (full buffers)
     std::atomic<uint64_t> connections{0};  // process images that connected
+    std::atomic<uint64_t> refused{0};      // connections past kMaxConnections, closed at once
   };
+  // Each connection is an fd in cordon: a sandbox cannot make it run out of them.
+  static constexpr size_t kMaxConnections = 4096;
 
   // Binds `socket_path` (a stale socket there is replaced; any other file is an error), mode 0666
   // so every uid in the sandbox can report; `log` receives the records.
@@ -48,26 +51,26 @@ class Collector {
   const Stats& stats() const { return stats_; }
 
  private:
-  Collector() = default;
+  Collector();
   Status wait_and_dispatch(int timeout_ms, bool* stop, uint64_t* handled = nullptr);
   void accept_all();
   // Reads every queued message on `fd`; false when the peer is gone.
   bool read_all(int fd);
-  struct Connection {
-    UniqueFd fd;
-    nlohmann::json identity;  // exe/argv/argc from the connection's hello
-  };
-  void handle(Connection& conn, const uint8_t* data, size_t len, const ::ucred* cred);
+  struct Connection;
+  // `passed`: the socket a connect record came with (SCM_RIGHTS), or -1.
+  void handle(Connection& conn, const uint8_t* data, size_t len, const ::ucred* cred, int passed);
 
   std::string path_;
   record::EventLog log_;
   UniqueFd listen_fd_;
   UniqueFd epoll_;
-  std::unordered_map<int, Connection> conns_;
+  size_t pidns_depth_ = 1;  // own_pidns_depth(): where a sender's sandbox pid is in its NSpid
+  std::unordered_map<int, std::unique_ptr<Connection>> conns_;
   struct RecvBatch {
     static constexpr int kSize = 32;
     alignas(8) uint8_t data[kSize][wire::kMaxMessage + 64];
-    alignas(cmsghdr) char control[kSize][CMSG_SPACE(sizeof(::ucred))];
+    // Credentials and at most one fd: the kernel closes any further fds a sender attaches.
+    alignas(cmsghdr) char control[kSize][CMSG_SPACE(sizeof(::ucred)) + CMSG_SPACE(sizeof(int))];
     iovec iov[kSize];
     mmsghdr msgs[kSize];
   };

@@ -207,6 +207,10 @@ __attribute__((constructor)) void shim_init(int argc, char** argv, char** envp) 
   errno = saved_errno;
 }
 
+// At exit(): a program that ends right after it started must still be readable by the collector
+// when it reads who sent the records (channel_await_identity).
+__attribute__((destructor)) void shim_fini() { channel_await_identity(); }
+
 }  // namespace
 
 ErrnoGuard::ErrnoGuard() : saved_(errno) {}

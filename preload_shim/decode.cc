@@ -138,7 +138,7 @@ Result<nlohmann::json> decode_message(const uint8_t* data, size_t len,
     off += wire::kFieldHeaderSize + flen;
     bool is_u32 = tag == wire::kArgvTruncated || tag == wire::kErrno || tag == wire::kFlags ||
                   tag == wire::kBacklog || tag == wire::kGaiResult || tag == wire::kChildPid ||
-                  tag == wire::kTargetArgvTruncated;
+                  tag == wire::kTargetArgvTruncated || tag == wire::kChannelFd;
     if (is_u32 && flen != 4) {
       return make_error("shim message field " + std::to_string(tag) + " must be 4 bytes, has " +
                         std::to_string(flen));
@@ -212,6 +212,9 @@ Result<nlohmann::json> decode_message(const uint8_t* data, size_t len,
         break;
       case wire::kHostPath:
         ev["host_path"] = as_string(v, flen);
+        break;
+      case wire::kChannelFd:
+        ev["channel_fd"] = read_u32(v);
         break;
       default:
         break;  // a newer shim's field: skip it

@@ -83,11 +83,11 @@ void stamp_sender(uint8_t* msg) {
   memcpy(msg + wire::kOffPpid, &ppid, 4);
 }
 
-void Event::send() {
+void Event::send(int attach_fd) {
   if (!g_config.have_socket) {
     return;
   }
-  channel_send(buf_, len_);  // stamps pid/ppid once it has a channel to send on
+  channel_send(buf_, len_, attach_fd);  // stamps pid/ppid once it has a channel to send on
 }
 
 bool Event::send_on(int fd) {

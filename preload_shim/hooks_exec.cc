@@ -99,6 +99,7 @@ inline int forward_exec(Fn* real, const char* shown, char* const argv[], const c
   {
     ErrnoGuard guard;
     send_exec_event(shown, argv, via, 0);
+    channel_await_identity();  // this image's records are read as this image, not the next
   }
   int rc = real(args...);
   if (errno == EACCES) {

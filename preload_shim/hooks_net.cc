@@ -21,8 +21,16 @@ wire::Decision decision_for(bool refused) {
   return refused ? wire::kDeny : wire::kAllow;
 }
 
+// Whether closing `fd` could block in close(2) (SO_LINGER with a timeout): such a socket is not
+// passed to the collector, whose close of its copy might then be the last one.
+bool lingers(int fd) {
+  linger l{};
+  socklen_t len = sizeof l;
+  return getsockopt(fd, SOL_SOCKET, SO_LINGER, &l, &len) != 0 || (l.l_onoff != 0 && l.l_linger > 0);
+}
+
 void send_net_event(wire::Kind kind, wire::Decision d, int fd, const sockaddr* remote,
-                    socklen_t remote_len, int err, const char* via) {
+                    socklen_t remote_len, int err, const char* via, bool attach = false) {
   if (!g_config.have_socket) {
     return;  // nothing would be sent: spare the getsockname
   }
@@ -39,7 +47,7 @@ void send_net_event(wire::Kind kind, wire::Decision d, int fd, const sockaddr* r
   if (via != nullptr) {
     ev.add_str(wire::kVia, via, 32);
   }
-  ev.send();
+  ev.send(attach && fd >= 0 && !lingers(fd) ? fd : -1);
 }
 
 // The destination check shared by sendto/sendmsg: refuse in deny mode, report first sight.
@@ -88,9 +96,11 @@ CORDON_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
     return rc;
   }
   // After connect (also EINPROGRESS) the local port is bound: it is what the proxy sees as the
-  // peer, so (pid, local address) joins the two records.
+  // peer, so (pid, local address) joins the two records. The socket goes along: the collector
+  // takes the local address from it, so no process can claim another's connection.
+  const bool connected = rc == 0 || guard.saved() == EINPROGRESS;
   send_net_event(wire::kNetConnect, decision_for(false), fd, addr, len, rc == 0 ? 0 : guard.saved(),
-                 nullptr);
+                 nullptr, connected);
   return rc;
 }
 

@@ -96,7 +96,9 @@ class Event {
   void add_identity();
   void add_argv(char* const argv[], wire::Tag arg_tag, wire::Tag truncated_tag);
   // Hands the message to the channel (which stamps pid/ppid/drop count); never blocks.
-  void send();
+  // `attach_fd`: a connected socket passed along (SCM_RIGHTS) so the collector reads its
+  // addresses from the kernel rather than from the message.
+  void send(int attach_fd = -1);
   // Stamps pid/ppid and sends on `fd` directly (the channel's hello).
   bool send_on(int fd);
 
@@ -107,13 +109,18 @@ class Event {
 
 // Writes the sender's pid and ppid into a message header (two syscalls: only when sending).
 void stamp_sender(uint8_t* msg);
-// Stamps and sends one finished message; returns false when it had to be dropped (counted).
-bool channel_send(uint8_t* msg, size_t len);
+// Stamps and sends one finished message, with `attach_fd` passed along when >= 0 (and without it
+// when the kernel refuses the fd); returns false when it had to be dropped (counted).
+bool channel_send(uint8_t* msg, size_t len, int attach_fd = -1);
+// The hello on a fresh connection `fd`, with `fd` itself passed along (SCM_RIGHTS).
 bool channel_send_raw(int fd, const uint8_t* msg, size_t len);
 // Takes (and zeroes) the number of events dropped since the last successful send.
 uint32_t channel_take_drops();
 void channel_count_drops(uint32_t n);
 void channel_after_fork_in_child();
+// Before the process that opened the channel exits or execs: waits (a few ms at most) until the
+// collector has read its identity from /proc. Returns at once for anyone else, or once done.
+void channel_await_identity();
 
 // ---- advisory network policy (netpolicy.cc) ----
 bool is_inet(const sockaddr* sa, socklen_t len);

@@ -9,8 +9,10 @@
 //   Header (20 bytes), then fields: u8 tag, u8 zero, u16 length, `length` bytes of value.
 // Sockaddr fields carry the raw struct sockaddr bytes; integers are u32.
 // Identity (exe, argv) is per process image, and so is the connection (opened lazily, O_CLOEXEC;
-// forked children share it and the image): it is sent once per connection in kHello and the
-// collector adds it to every record from that connection. Events stay ~100 bytes.
+// forked children share it and the image): it is sent once per connection in kHello. Everything a
+// message says is the sender's claim: the collector takes the sender's pid from the kernel
+// (SCM_CREDENTIALS, per message), its exe and argv from /proc, and the addresses of a connect from
+// the socket itself, passed along (SCM_RIGHTS). Events stay ~100 bytes.
 namespace cordon::preload_shim::wire {
 
 inline constexpr uint32_t kMagic = 0x31534443;  // "CDS1"
@@ -63,7 +65,8 @@ enum Tag : uint8_t {
   kRequested = 20,            // string: the path as the program passed it
   kOp = 21,                   // string: read, write, create, exec, rename, unlink, ...
   kHostPath = 22,             // string: the resolved absolute path
-  kTagMax = 22,
+  kChannelFd = 23,            // u32: the sender's fd number of this connection (kHello)
+  kTagMax = 23,
 };
 
 // Header offsets.

@@ -43,6 +43,31 @@ TEST(ShimAttribution, EachProxyConnectionNamesTheProcessWithItsClientAddress) {
   EXPECT_FALSE(out[1].contains("unattributed"));
 }
 
+// The collector writes "local" only from the socket a record came with; what a process merely
+// claimed sits under "claimed" and must never win the join, even as the latest record.
+TEST(ShimAttribution, AClaimedLocalAddressJoinsNothing) {
+  json forged =
+      shim_connect("2026-11-22T10:00:00.900000Z", "10.0.2.1:40000", 9, "/usr/bin/python3");
+  forged.erase("local");
+  forged["claimed"] = {{"local", "10.0.2.1:40000"}, {"exe", "/usr/bin/git"}, {"pid", 4242}};
+  std::vector<json> ev = {
+      shim_connect("2026-11-22T10:00:00.100000Z", "10.0.2.1:40000", 7, "/usr/bin/curl"),
+      forged,
+      proxy("2026-11-22T10:00:01.000000Z", "net.connect", "10.0.2.1:40000"),
+  };
+  auto out = attribute_connections(ev);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]["pid"], 7);
+  EXPECT_EQ(out[0]["exe"], "/usr/bin/curl");
+  EXPECT_FALSE(out[0].contains("claimed"));
+  // Alone, the claim attributes nothing: the connection is unattributed, not the forger's.
+  out = attribute_connections(
+      {forged, proxy("2026-11-22T10:00:01.000000Z", "net.connect", "10.0.2.1:40000")});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].value("unattributed", false)) << out[0].dump();
+  EXPECT_FALSE(out[0].contains("exe"));
+}
+
 TEST(ShimAttribution, AStaticBinaryIsUnattributedNotGuessed) {
   std::vector<json> ev = {
       shim_connect("2026-11-22T10:00:00.100000Z", "10.0.2.1:40000", 7, "/usr/bin/curl"),
