@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "launcher/companion.h"
 #include "launcher/netns.h"
 #include "launcher/session_text.h"
+#include "policy/base/fd_handoff.h"
 
 namespace cordon::launcher {
 namespace {
@@ -80,7 +82,7 @@ void add_fd_args(std::vector<std::string>& argv, const char* flag, const std::ve
   }
   ::setsid();
   constexpr int kHigh = 512;
-  constexpr size_t kMaxFds = 64;
+  constexpr size_t kMaxFds = 8;
   int moved[kMaxFds];
   if (nfds > kMaxFds) {
     ::_exit(125);
@@ -190,7 +192,7 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   if (binary.empty()) {
     ASSIGN_OR_RETURN(binary, find_netproxy_binary());
   }
-  int ready[2], out[2];
+  int ready[2], out[2], handoff[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
     return sys_error("pipe2() for cordon-netproxy's ready byte");
   }
@@ -199,6 +201,14 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
     return sys_error("pipe2() for cordon-netproxy's stdout");
   }
   UniqueFd out_r(out[0]), out_w(out[1]);
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, handoff) != 0) {
+    return sys_error("socketpair() for cordon-netproxy's fd handoff");
+  }
+  UniqueFd handoff_mine(handoff[0]), handoff_theirs(handoff[1]);
+  int one = 1;
+  if (::setsockopt(handoff_mine.get(), SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0) {
+    return sys_error("setsockopt(SO_PASSCRED) on cordon-netproxy's handoff socket");
+  }
   UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!devnull) {
     return sys_error("open(\"/dev/null\")");
@@ -210,12 +220,21 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
       return sys_error("open(\"" + spec.log_path + "\") for cordon-netproxy's diagnostics");
     }
   }
+  UniqueFd events;
+  if (!spec.events_path.empty()) {
+    events.reset(::open(spec.events_path.c_str(),
+                        O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!events) {
+      return sys_error("open(\"" + spec.events_path + "\", O_APPEND) for cordon-netproxy");
+    }
+  }
 
-  // fds 0-2, then each inherited socket from 3 up, in argument order.
+  // Handed over once the proxy is undumpable: its stdout first, then each socket as fd 4, 5, ...
+  // in argument order (cordon-netproxy --handoff-fd).
   const bool drop_ids = spec.run_uid != static_cast<uid_t>(-1);
   std::vector<std::string> argv = {binary, "--session", spec.session_id};
-  std::vector<int> sources;
-  int next = 3;
+  std::vector<int> sources = {out_w.get()};
+  int next = 4;
   UniqueFd policy_fd;
   if (drop_ids) {
     policy_fd.reset(::open(spec.policy_path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -226,8 +245,8 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   } else {
     argv.insert(argv.end(), {"--policy", spec.policy_path});
   }
-  if (spec.events_fd >= 0) {
-    add_fd_args(argv, "--events-fd", {spec.events_fd}, sources, next);
+  if (events) {
+    add_fd_args(argv, "--events-fd", {events.get()}, sources, next);
   }
   add_fd_args(argv, "--transparent-fd", spec.transparent_fds, sources, next);
   add_fd_args(argv, "--dns-fd", spec.dns_fds, sources, next);
@@ -241,9 +260,10 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
     argv.push_back("--listen");
     argv.push_back("127.0.0.1:0");
   }
-  // The child's fds in order: 0-2, then the sockets from 3 up.
-  std::vector<int> fds = {devnull.get(), out_w.get(), log ? log.get() : STDERR_FILENO};
-  fds.insert(fds.end(), sources.begin(), sources.end());
+  argv.insert(argv.end(), {"--handoff-fd", "3", "--handoff-count", std::to_string(sources.size())});
+  // At exec: /dev/null, /dev/null, the log, the handoff socket. Nothing a thief could use.
+  std::vector<int> fds = {devnull.get(), devnull.get(), log ? log.get() : STDERR_FILENO,
+                          handoff_theirs.get()};
   std::vector<char*> args;
   for (auto& a : argv) {
     args.push_back(a.data());
@@ -262,16 +282,36 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   proc.pid = pid;
   proc.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   proc.log_path = spec.log_path;
-  ready_w.reset();
-  out_w.reset();
+  handoff_theirs.reset();
 
-  // Ready byte, or the proxy's exit, or the deadline.
   auto fail = [&](const std::string& what) -> Error {
     proc.stop(std::chrono::milliseconds(200));
     std::string tail = log_tail(spec.log_path);
     return make_error("cordon-netproxy (" + binary + ") " + what +
                       (tail.empty() ? std::string() : ": " + tail));
   };
+  auto exit_text = [](int st) {
+    return WIFSIGNALED(st) ? text::signal_name(WTERMSIG(st))
+                           : "status " + std::to_string(WEXITSTATUS(st));
+  };
+  if (auto st = hand_over_fds(handoff_mine.get(), pid, sources,
+                              static_cast<int>(spec.ready_timeout.count()));
+      !st.ok()) {
+    if (proc.pidfd) {
+      pollfd pp{proc.pidfd.get(), POLLIN, 0};
+      ::poll(&pp, 1, 1000);  // its socket closes before its exit is reapable
+    }
+    if (auto x = proc.exited(); x) {
+      return fail("exited (" + exit_text(*x) + ") before it was ready");
+    }
+    return fail("did not take its sockets: " + st.error().to_string());
+  }
+  handoff_mine.reset();
+  ready_w.reset();
+  out_w.reset();
+  events.reset();
+
+  // Ready byte, or the proxy's exit, or the deadline.
   auto deadline = std::chrono::steady_clock::now() + spec.ready_timeout;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -296,10 +336,7 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
         ::poll(&pp, 1, 1000);
       }
       if (auto st = proc.exited(); st) {
-        return fail("exited (" +
-                    (WIFSIGNALED(*st) ? text::signal_name(WTERMSIG(*st))
-                                      : "status " + std::to_string(WEXITSTATUS(*st))) +
-                    ") before it was ready");
+        return fail("exited (" + exit_text(*st) + ") before it was ready");
       }
       return fail("closed its ready fd without being ready");
     }
@@ -349,7 +386,7 @@ Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& ne
   NetproxySpawn spec;
   spec.policy_path = net.policy_path;
   spec.session_id = net.session_id;
-  spec.events_fd = net.events_fd;
+  spec.events_path = net.events_path;
   spec.log_path = net.log_path;
   spec.binary = net.binary;
   spec.run_uid = net.run_uid;

@@ -19,7 +19,9 @@ namespace cordon::launcher {
 struct NetproxySpawn {
   std::string policy_path;  // the session's policy.json (the effective policy)
   std::string session_id;
-  int events_fd = -1;  // an O_APPEND fd to the session's events.jsonl (inherited by the proxy)
+  // The session's events.jsonl: the proxy gets an open of its own (O_APPEND), so that the record's
+  // cap can tell writers apart (policy/record/limiter.h). "" = no events.
+  std::string events_path;
   std::vector<int> transparent_fds, dns_fds, dns_tcp_fds;
   std::vector<int> listen_fds;  // explicit HTTP proxy + SOCKS5 listeners
   int nflog_fd = -1;            // NFLOG socket of the sandbox's namespace (--nflog-fd), or -1
@@ -65,9 +67,11 @@ struct NetproxyProcess {
 // looked at.
 Result<std::string> find_netproxy_binary();
 
-// Starts cordon-netproxy and waits for its ready byte. The fds in `spec` stay the caller's: close
-// them afterwards, so that the proxy holds the only copies (its death then refuses connections).
-// An error names the failure and quotes the proxy's last diagnostics.
+// Starts cordon-netproxy and waits for its ready byte. The proxy execs with nothing but
+// /dev/null, its log and a handoff socket; every other fd reaches it only once it is no longer
+// dumpable (policy/base/fd_handoff.h). The fds in `spec` stay the caller's: close them afterwards,
+// so that the proxy holds the only copies (its death then refuses connections). An error names the
+// failure and quotes the proxy's last diagnostics.
 Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec);
 
 // `cordon run`'s side, right after the child is released: waits on the report channel for the
@@ -76,8 +80,8 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec);
 // error is returned as it came; the proxy's own failures read "network: ...".
 struct SandboxNet {
   std::string policy_path, session_id, log_path;
-  int events_fd = -1;  // the session's events.jsonl (O_APPEND); dup'ed into the proxy
-  std::string binary;  // find_netproxy_binary(), looked up before the clone
+  std::string events_path;  // the session's events.jsonl (NetproxySpawn::events_path)
+  std::string binary;       // find_netproxy_binary(), looked up before the clone
   uid_t run_uid = static_cast<uid_t>(-1);  // NetproxySpawn::run_uid/run_gid
   gid_t run_gid = static_cast<gid_t>(-1);
 };

@@ -344,14 +344,10 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   extra_env["CORDON_SHIM_DENY_NET"] = "1";
   extra_env["CORDON_SESSION"] = session->id();
   if (!pol.network.allow.empty()) {
-    UniqueFd events(::open(session->paths().events.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
-    if (!events) {
-      return setup_failed("open(\"" + session->paths().events + "\", O_APPEND) for the proxy");
-    }
     NetproxySpawn spec;
     spec.policy_path = session->paths().policy;
     spec.session_id = session->id();
-    spec.events_fd = events.get();
+    spec.events_path = session->paths().events;
     spec.listen_on_host = true;
     spec.log_path = session->paths().dir + "/netproxy.log";
     if (ids.drop) {

@@ -1,6 +1,7 @@
 // `cordon run`: overrides -> Policy -> LaunchPlan -> clone -> supervise -> exit status. The one
 // place cordon's own failures are reported ("cordon: ...", exit 125).
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 #include "launcher/shim_setup.h"
 #include "launcher/supervise.h"
 #include "launcher/userns.h"
+#include "policy/base/hardening.h"
 #include "policy/loader.h"
 
 namespace cordon::launcher {
@@ -186,6 +188,11 @@ void abandon(const ClonedChild& c) {
 
 int run_command(const RunOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
+  // cordon holds the session's fds (events.jsonl, the copy-on-write layer, the proxy's sockets)
+  // from here on: no other process of its uid may take them (pidfd_getfd) or read its memory.
+  if (auto s = make_undumpable(); !s.ok()) {
+    return fail(s.error().to_string());
+  }
   // Overlaps cgroup v1's first-migration grace period with everything up to clone.
   CgroupAttachWarmup warmup = CgroupAttachWarmup::start();
   HostFacts host = HostFacts::current();
@@ -334,10 +341,21 @@ int run_command(const RunOptions& opts) {
   const Limits& lim = *limits;
   const SeccompProgram& sc = *seccomp;
   int child_end = channel->child.get();
+  // The child starts as a copy of us, and an undumpable process's /proc files belong to root: a
+  // rootless cordon could not write the child's id maps. So dumpable across the clone alone; the
+  // child is then what its own steps make it (init makes itself undumpable, the program's exec
+  // dumpable, as without cordon).
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   auto child = clone_sandbox([&] {
     channel->parent.reset();
     contain({lp, lim, sc, child_end, host_mask});
   });
+  if (auto s = make_undumpable(); !s.ok()) {
+    if (child.ok()) {
+      abandon(*child);
+    }
+    return setup_failed(s.error().to_string());
+  }
   channel->child.reset();
   if (!child.ok()) {
     int e = child.error().code;
@@ -376,7 +394,7 @@ int run_command(const RunOptions& opts) {
   if (lp.network) {
     // The sandbox's capture sockets -> cordon-netproxy in the host's network namespace.
     SandboxNet net{session->paths().policy, session->id(), session->paths().dir + "/netproxy.log",
-                   session->events().fd(), *netproxy_bin};
+                   session->paths().events, *netproxy_bin};
     if (!lp.ids.rootless) {
       // Host root: the proxy runs as the sandbox's user, not as root.
       net.run_uid = lp.ids.uid;

@@ -1,8 +1,9 @@
 // `cordon-netproxy`: the egress proxy daemon. Parses the command line, loads the policy, serves.
+#include <fcntl.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,8 @@
 #include <string>
 
 #include "netproxy/proxy.h"
+#include "policy/base/fd_handoff.h"
+#include "policy/base/hardening.h"
 #include "policy/loader.h"
 
 using namespace cordon;
@@ -45,9 +48,49 @@ std::optional<std::string> read_policy_fd(int fd) {
   return text;
 }
 
+// --handoff-fd: the fds cordon hands over once we are undumpable (policy/base/fd_handoff.h). The
+// first becomes stdout; the rest take fds 4, 5, ... in order, which the other options name.
+bool take_handed_fds(int handoff_fd, size_t count) {
+  auto got = cordon::receive_handed_fds(handoff_fd, count, 10000);
+  ::close(handoff_fd);
+  if (!got.ok()) {
+    std::fprintf(stderr, "cordon-netproxy: --handoff-fd %d: %s\n", handoff_fd,
+                 got.error().to_string().c_str());
+    return false;
+  }
+  // Each moved above every target first, so that placing one never overwrites another.
+  std::vector<cordon::UniqueFd> high;
+  for (auto& fd : *got) {
+    high.emplace_back(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 1024));
+    if (!high.back()) {
+      std::perror("cordon-netproxy: fcntl(F_DUPFD_CLOEXEC)");
+      return false;
+    }
+    fd.reset();
+  }
+  for (size_t i = 0; i < high.size(); ++i) {
+    int target = i == 0 ? STDOUT_FILENO : static_cast<int>(3 + i);
+    if (::dup3(high[i].get(), target, O_CLOEXEC) != target) {
+      std::perror("cordon-netproxy: dup3(handed fd)");
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First: no other process of our uid may take our fds (pidfd_getfd) or memory from here on;
+  // and nothing we hold reaches anything we might run.
+  if (auto st = cordon::make_undumpable(); !st.ok()) {
+    std::fprintf(stderr, "cordon-netproxy: %s\n", st.error().to_string().c_str());
+    return 1;
+  }
+  if (auto st = cordon::cloexec_from(3); !st.ok()) {
+    std::fprintf(stderr, "cordon-netproxy: %s\n", st.error().to_string().c_str());
+    return 1;
+  }
   CLI::App app{
       "cordon-netproxy " CORDON_VERSION
       " - cordon's egress proxy. Decides every TCP connection and\n"
@@ -61,7 +104,8 @@ int main(int argc, char** argv) {
   std::string policy_file, events_file, session = "standalone", log_level = "warn";
   std::vector<std::string> listen;
   std::vector<int> listen_fds, transparent_fds, dns_fds, dns_tcp_fds;
-  int events_fd = -1, ready_fd = -1, nflog_fd = -1, policy_fd = -1;
+  int events_fd = -1, ready_fd = -1, nflog_fd = -1, policy_fd = -1, handoff_fd = -1;
+  size_t handoff_count = 0;
   auto* pol_file = app.add_option("--policy,-p", policy_file,
                                   "Policy file (JSON with comments); its network "
                                   "section is enforced");
@@ -94,7 +138,16 @@ int main(int argc, char** argv) {
   app.add_option("--ready-fd", ready_fd,
                  "Write one byte to this fd (then close it) once every socket is set up");
   app.add_option("--log-level", log_level, "Diagnostics on stderr: trace|debug|info|warn|error");
+  app.add_option("--handoff-fd", handoff_fd,
+                 "Ask on this inherited socket for --handoff-count fds, once this process is no "
+                 "longer dumpable: the first becomes stdout, the others fds 4, 5, ... (how cordon "
+                 "starts the proxy, so no fd of a session is exposed while it starts)");
+  app.add_option("--handoff-count", handoff_count, "How many fds --handoff-fd brings")
+      ->check(CLI::Range(1, 32));
   CLI11_PARSE(app, argc, argv);
+  if (handoff_fd >= 0 && !take_handed_fds(handoff_fd, handoff_count)) {
+    return 1;
+  }
   if (policy_file.empty() && policy_fd < 0) {
     std::fprintf(stderr, "cordon-netproxy: --policy FILE (or --policy-fd N) is required\n");
     return 2;

@@ -1060,20 +1060,16 @@ TEST(NetSidecar, HostListenerServesAndStopsWithItsOwner) {
   write_text(policy, R"({"version": 1, "network": {"allow": ["api.test:)" +
                          std::to_string(up.port("http")) +
                          R"("], "resolve": {"api.test": "127.0.0.1"}}})");
-  int events =
-      ::open((dir / "events.jsonl").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  ASSERT_GE(events, 0);
   launcher::NetproxySpawn spec;
   spec.policy_path = policy;
   spec.binary = build_path("netproxy/cordon-netproxy");
   spec.session_id = "sidecar-test";
-  spec.events_fd = events;
+  spec.events_path = dir / "events.jsonl";
   spec.listen_on_host = true;
   spec.log_path = dir / "netproxy.log";
   pid_t pid;
   {
     auto proxy = launcher::spawn_netproxy(spec);
-    ::close(events);
     ASSERT_TRUE(proxy.ok()) << proxy.error().to_string();
     pid = proxy->pid;
     ASSERT_GT(proxy->host_port, 0);

@@ -438,6 +438,8 @@ TEST_F(NetproxyExplicit, Socks5HalfCloseIsPassedOn) {
 // Tunnels that carried data and went idle hold no pipe (the splice pipes are lent per chunk): the
 // proxy's pipe descriptors stay at its small pool, not two per tunnel.
 TEST_F(NetproxyExplicit, IdleTunnelsHoldNoPipes) {
+  // cordon-netproxy makes itself undumpable: only root may list its fds.
+  CORDON_REQUIRE(::geteuid() == 0, "root (to list the undumpable proxy's fds)");
   ProxyUnderTest proxy(dir_, policy(R"("max_connections_per_host": 64)"),
                        {"--listen", "127.0.0.1:0"});
   std::vector<int> fds;
