@@ -2,10 +2,13 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
 
 #include "launcher/net_summary.h"
 #include "launcher/session.h"
@@ -144,6 +147,78 @@ std::string pretty(const nlohmann::json& ev, bool color) {
   return line;
 }
 
+// A refused read of another process's /proc entry (`ps aux` walking /proc/N/environ, top, pgrep):
+// the kernel's own permission check on a probe, nothing cordon decided. Such records are grouped
+// in the listing so they do not bury the refusals that matter; --json keeps every line. The key
+// is the same probe by the same program: source, kind, path with the pids as "*", error, exe.
+std::optional<std::string> benign_probe(const nlohmann::json& ev) {
+  auto num = ev.find("errno");
+  if (str_field(ev, "kind") != "fs.open" || str_field(ev, "decision") == "deny" ||
+      num == ev.end() || !num->is_number_unsigned() ||
+      (num->get<uint64_t>() != EACCES && num->get<uint64_t>() != EPERM)) {
+    return std::nullopt;
+  }
+  std::string path = str_field(ev, "path");
+  if (path.rfind("/proc/", 0) != 0) {
+    return std::nullopt;
+  }
+  std::string pattern = "/proc/";
+  size_t i = 6;
+  size_t digits = path.find_first_not_of("0123456789", i);
+  if (digits == i || digits == std::string::npos || path[digits] != '/') {
+    return std::nullopt;  // not a process's directory
+  }
+  pattern += "*" + path.substr(digits);
+  return str_field(ev, "source") + "\n" + pattern + "\n" + std::to_string(num->get<uint64_t>()) +
+         "\n" + str_field(ev, "exe");
+}
+
+// Benign probes held back until the next other event (or the end), then shown as one line each.
+class ProbeGroups {
+ public:
+  // False when `ev` is not a probe (the caller prints it, after flush()).
+  bool add(const nlohmann::json& ev) {
+    auto key = benign_probe(ev);
+    if (!key) {
+      return false;
+    }
+    for (auto& g : groups_) {
+      if (g.key == *key) {
+        ++g.count;
+        return true;
+      }
+    }
+    if (groups_.size() >= kMaxGroups) {
+      return false;
+    }
+    groups_.push_back({*key, ev, 1});
+    return true;
+  }
+  void flush(std::ostream& out, bool color) {
+    for (const auto& g : groups_) {
+      out << pretty(g.first, color);
+      if (g.count > 1) {
+        std::string path = str_field(g.first, "path");
+        size_t rest = path.find('/', 6);
+        out << "  (and " << g.count - 1 << " more like it: benign probes of /proc/*"
+            << text::one_line(rest == std::string::npos ? "" : path.substr(rest), 80)
+            << ", grouped; --json lists each)";
+      }
+      out << "\n";
+    }
+    groups_.clear();
+  }
+
+ private:
+  static constexpr size_t kMaxGroups = 64;
+  struct Group {
+    std::string key;
+    nlohmann::json first;
+    uint64_t count;
+  };
+  std::vector<Group> groups_;
+};
+
 Status copy_raw(int fd, std::ostream& out) {
   char chunk[65536];
   char last = '\n';
@@ -206,6 +281,7 @@ int log_command(const std::string& root, const std::string& id, const LogOptions
     }
     return 0;
   }
+  ProbeGroups probes;
   auto st =
       store::for_each_line(fd->get(), 0, [&](size_t number, std::string_view line, bool complete) {
         if (line.empty() && complete) {
@@ -217,6 +293,7 @@ int log_command(const std::string& root, const std::string& id, const LogOptions
         }
         if (!complete || ev.is_discarded() || !ev.is_object()) {
           if (opts.filter.empty()) {
+            probes.flush(out, opts.color);
             out << "(unparseable line " << number << ")\n";
           }
           return;
@@ -226,10 +303,12 @@ int log_command(const std::string& root, const std::string& id, const LogOptions
         }
         if (opts.json) {
           out << line << "\n";
-        } else {
+        } else if (!probes.add(ev)) {
+          probes.flush(out, opts.color);
           out << pretty(ev, opts.color) << "\n";
         }
       });
+  probes.flush(out, opts.color);
   out.flush();
   if (!st.ok()) {
     err << "cordon: session " << *resolved << ": " << st.error().to_string() << "\n";

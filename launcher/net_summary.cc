@@ -15,6 +15,8 @@ namespace {
 
 constexpr size_t kMaxScanBytes = 16u << 20;
 constexpr size_t kField = 120;  // characters of a hostile string shown
+// The status column of plain-HTTP requests cordon refused (each got a 403 with the rule).
+constexpr char kRefusedStatus[] = "403 (refused by cordon)";
 
 std::string str(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
@@ -96,6 +98,11 @@ void account(NetStats& s, const nlohmann::json& ev) {
     }
     ++s.hosts[host_of(ev)].refused;
     add_refusal(s, ev, std::move(what), str(ev, "reason"));
+    // A plain-HTTP request cordon refused is a request too: its method, answered 403 by cordon.
+    if (std::string m = str(ev, "method"); !m.empty()) {
+      ++s.methods[m];
+      ++s.statuses[kRefusedStatus];
+    }
   } else if (kind == "net.dns") {
     if (str(ev, "decision") == "deny") {
       ++s.dns_refused;

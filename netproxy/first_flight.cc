@@ -78,6 +78,9 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
     }
     out.kind = head.status == ParseStatus::Done ? "http" : "opaque";
     out.claimed = head.host;
+    if (head.status == ParseStatus::Done) {
+      out.method = head.method;
+    }
     break;
   }
   if (out.kind == "silent" && buf.size() > 0) {

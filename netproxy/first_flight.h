@@ -17,6 +17,7 @@ struct FirstFlight {
   std::string kind = "silent";  // tls | http | opaque | silent
   std::string claimed;          // SNI or Host, normalised; empty if none
   bool claimed_raw_ip = false;
+  std::string method;  // http: the request's method (refusal events name it)
 };
 
 // Reads the first flight into `buf` (which keeps every byte, for relaying later) until it parses

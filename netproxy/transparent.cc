@@ -63,6 +63,7 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
   dest.peek = peeked.kind;
   if (peeked.kind == "http") {
     dest.host_header = peeked.claimed;
+    dest.method = peeked.method;  // a refused plain-HTTP request still counts as one (log --net)
   }
 
   if (!entries.empty()) {
@@ -79,16 +80,20 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
         std::string msg = "cordon: " + std::string(peeked.kind == "tls" ? "TLS SNI" : "Host") +
                           " \"" + peeked.claimed + "\" does not match " + entries.front().name +
                           ", the name " + orig_text + " was resolved from (domain fronting)";
-        ctx.emit("net.refused", {{"name", peeked.claimed},
-                                 {"address", orig_text},
-                                 {"port", orig.port},
-                                 {"mode", "transparent"},
-                                 {"decision", "deny"},
-                                 {"rule", "network (name mismatch)"},
-                                 {"resolved_name", entries.front().name},
-                                 {"client", dest.client},
-                                 {"peek", peeked.kind},
-                                 {"reason", msg}});
+        nlohmann::json ev = {{"name", peeked.claimed},
+                             {"address", orig_text},
+                             {"port", orig.port},
+                             {"mode", "transparent"},
+                             {"decision", "deny"},
+                             {"rule", "network (name mismatch)"},
+                             {"resolved_name", entries.front().name},
+                             {"client", dest.client},
+                             {"peek", peeked.kind},
+                             {"reason", msg}};
+        if (!peeked.method.empty()) {
+          ev["method"] = peeked.method;
+        }
+        ctx.emit("net.refused", std::move(ev));
         co_await refuse_first_flight(s, peeked, msg);
         co_return;
       }

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "launcher/session.h"
 #include "policy/loader.h"
+#include "tests/support/sink_netns.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 
@@ -337,6 +339,124 @@ TEST_F(LogTest, LsTruncatesLongCommands) {
   EXPECT_LT(lines[1].size(), 160u) << lines[1];
   EXPECT_NE(lines[1].find("python3 -c xxx"), std::string::npos) << lines[1];
   EXPECT_NE(lines[1].find("..."), std::string::npos) << lines[1];
+}
+
+// The proxy's refusal of a plain-HTTP request (as transparent.cc writes it) is a request too:
+// `log --net` counts its method and cordon's 403 instead of "no plaintext HTTP requests".
+TEST_F(LogTest, NetReportCountsRefusedPlainHttpRequests) {
+  auto s = Session::create(policy::default_policy(), {"curl"}, "/w");
+  ASSERT_TRUE(s.ok());
+  auto proxy = record::EventLog::open(s->paths().events, s->id(), "netproxy", {});
+  ASSERT_TRUE(proxy.ok());
+  for (const char* method : {"GET", "GET", "POST"}) {
+    ASSERT_TRUE(proxy
+                    ->emit("net.refused", {{"name", "198.51.100.7"},
+                                           {"address", "198.51.100.7"},
+                                           {"port", 80},
+                                           {"mode", "transparent"},
+                                           {"decision", "deny"},
+                                           {"rule", "network.allow (no match)"},
+                                           {"peek", "http"},
+                                           {"method", method},
+                                           {"client", "10.0.2.1:40000"}})
+                    .ok());
+  }
+  // A refused TLS connection has no method: not a plaintext request.
+  ASSERT_TRUE(
+      proxy
+          ->emit("net.refused",
+                 {{"name", "evil.test"}, {"port", 443}, {"decision", "deny"}, {"peek", "tls"}})
+          .ok());
+  LogOptions opts;
+  opts.net = true;
+  std::string out, err;
+  ASSERT_EQ(log(s->id(), opts, &out, &err), 0) << err;
+  EXPECT_EQ(out.find("no plaintext HTTP requests"), std::string::npos) << out;
+  EXPECT_NE(out.find("Methods:\n  GET       2\n  POST      1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Statuses:\n  403 (refused by cordon) 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Refused (4):"), std::string::npos) << out;
+}
+
+// The same through the real proxy: a plain-HTTP GET to an address the policy does not allow,
+// refused by cordon-netproxy (a 403 the client reads), shows up under Methods and Statuses.
+TEST_F(LogTest, EndToEndRefusedPlainHttpGetIsCountedByLogNet) {
+  std::string cordon = cordon::testing::build_path("launcher/cordon");
+  CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
+  std::unique_ptr<cordon::testing::SinkNetns> sink;
+  if (::geteuid() == 0) {
+    sink = std::make_unique<cordon::testing::SinkNetns>();
+    CORDON_REQUIRE(sink->ok(), "the sink network namespace (ip, nft)");
+  }
+  TempDir ws;
+  std::string policy = tmp_ / "p.json";
+  { std::ofstream(policy) << R"({"version": 1, "network": {"allow": ["api.test:9"]}})"; }
+  cordon::testing::RunSpec spec;
+  spec.deadline = std::chrono::seconds(60);
+  auto run = cordon::testing::run_program(
+      {cordon, "run", "-q", "--mode", "ro", "-w", ws.path(), "--policy", policy, "--", "curl",
+       "-sS", "-m", "20", "--noproxy", "*", "http://198.51.100.7/"},
+      spec);
+  ASSERT_FALSE(run.timed_out);
+  EXPECT_NE(run.out.find("cordon: "), std::string::npos) << run.out << run.err;
+  auto net = cordon::testing::run_program({cordon, "log", "last", "--net"}, spec);
+  ASSERT_EQ(net.exit_code(), 0) << net.err;
+  EXPECT_EQ(net.out.find("no plaintext HTTP requests"), std::string::npos) << net.out;
+  EXPECT_NE(net.out.find("Methods:\n  GET       1\n"), std::string::npos) << net.out;
+  EXPECT_NE(net.out.find("403 (refused by cordon) 1"), std::string::npos) << net.out;
+  if (sink) {
+    EXPECT_EQ(sink->hits(), 0);
+  }
+}
+
+// `ps aux` in the sandbox reads every /proc/N/environ it may not: one "Permission denied" record
+// each. They are grouped (one line, with the count), not dropped, and a real refusal among them
+// stays on its own line; --json keeps every record.
+TEST_F(LogTest, BenignProcProbesAreGroupedNotDropped) {
+  auto s = Session::create(policy::default_policy(), {"ps", "aux"}, "/w");
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->started(1, "").ok());
+  auto shim = record::EventLog::open(s->paths().events, s->id(), "shim", {});
+  ASSERT_TRUE(shim.ok());
+  auto probe = [&](int pid) {
+    return shim->emit("fs.open", {{"path", "/proc/" + std::to_string(pid) + "/environ"},
+                                  {"errno", EACCES},
+                                  {"error", "Permission denied"},
+                                  {"flags", 0},
+                                  {"pid", 7},
+                                  {"exe", "/usr/bin/ps"}});
+  };
+  for (int pid : {1, 2, 3}) {
+    ASSERT_TRUE(probe(pid).ok());
+  }
+  auto fs = record::EventLog::open(s->paths().events, s->id(), "fusefs", {});
+  ASSERT_TRUE(fs.ok());
+  ASSERT_TRUE(fs->emit("fs.refused", {{"decision", "deny"},
+                                      {"rule", "filesystem.deny[0]"},
+                                      {"path", ".env"},
+                                      {"op", "open"}})
+                  .ok());
+  for (int pid : {40, 41, 42, 43, 44}) {
+    ASSERT_TRUE(probe(pid).ok());
+  }
+  // Not a probe: a path of cordon's choosing, or the program's own /proc/self.
+  ASSERT_TRUE(shim->emit("fs.open", {{"path", "/proc/self/environ"}, {"errno", EACCES}}).ok());
+  std::string out, err;
+  ASSERT_EQ(log(s->id(), {}, &out, &err), 0) << err;
+  auto lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 5u) << out;
+  EXPECT_NE(lines[0].find("session.start"), std::string::npos) << out;
+  EXPECT_NE(lines[1].find("path=/proc/1/environ"), std::string::npos) << out;
+  EXPECT_NE(lines[1].find("(and 2 more like it: benign probes of /proc/*/environ, grouped"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(lines[2].find("fs.refused"), std::string::npos) << out;
+  EXPECT_NE(lines[3].find("path=/proc/40/environ"), std::string::npos) << out;
+  EXPECT_NE(lines[3].find("(and 4 more like it"), std::string::npos) << out;
+  EXPECT_NE(lines[4].find("path=/proc/self/environ"), std::string::npos) << out;
+  LogOptions json_opts;
+  json_opts.json = true;
+  ASSERT_EQ(log(s->id(), json_opts, &out, &err), 0) << err;
+  EXPECT_EQ(lines_of(out).size(), 11u) << out;
 }
 
 // The whole binary: a real `cordon run`, then `cordon ls` and `cordon log last` see it.
