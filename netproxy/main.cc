@@ -16,6 +16,7 @@
 #include "netproxy/proxy.h"
 #include "policy/base/fd_handoff.h"
 #include "policy/base/hardening.h"
+#include "policy/base/read_up_to.h"
 #include "policy/loader.h"
 
 using namespace cordon;
@@ -25,26 +26,14 @@ namespace {
 // The whole policy from an inherited fd (bounded: a policy is a few KiB), or nullopt with errno.
 std::optional<std::string> read_policy_fd(int fd) {
   constexpr size_t kMax = 4u << 20;
-  std::string text;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return std::nullopt;
-    }
-    if (n == 0) {
-      break;
-    }
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMax) {
-      errno = EFBIG;
-      return std::nullopt;
-    }
-  }
+  auto text = cordon::read_up_to(fd, kMax + 1);
+  int saved = errno;
   ::close(fd);
+  errno = saved;
+  if (text && text->size() > kMax) {
+    errno = EFBIG;
+    return std::nullopt;
+  }
   return text;
 }
 

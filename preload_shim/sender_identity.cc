@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "policy/base/read_up_to.h"
 #include "policy/base/unique_fd.h"
 
 namespace cordon::preload_shim {
@@ -18,26 +19,7 @@ namespace {
 // Reads at most `max` bytes of a /proc file.
 std::optional<std::string> read_proc(const std::string& path, size_t max) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd) {
-    return std::nullopt;
-  }
-  std::string out(max, '\0');
-  size_t got = 0;
-  while (got < max) {
-    ssize_t n = ::read(fd.get(), out.data() + got, max - got);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return std::nullopt;
-    }
-    if (n == 0) {
-      break;
-    }
-    got += static_cast<size_t>(n);
-  }
-  out.resize(got);
-  return out;
+  return fd ? read_up_to(fd.get(), max) : std::nullopt;
 }
 
 std::string proc_path(pid_t pid, const char* leaf) {

@@ -34,6 +34,22 @@ Result<bool> wait_readable(int fd, std::chrono::steady_clock::time_point deadlin
   }
 }
 
+// Every message of the handoff: one byte, with room for credentials and the fds.
+struct Message {
+  char byte = 'F';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  msghdr msg{};
+  Message() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  Message(const Message&) = delete;  // msg points into it
+  Message& operator=(const Message&) = delete;
+};
+
 // The fds of an SCM_RIGHTS message (received with MSG_CMSG_CLOEXEC), owned.
 std::vector<UniqueFd> fds_of(msghdr& msg, const ucred** cred) {
   std::vector<UniqueFd> out;
@@ -68,20 +84,14 @@ bool is_seqpacket_unix(int fd) {
 }
 
 Status send_fds(int sock, const int* fds, size_t n) {
-  char byte = 'F';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  Message m;
+  m.msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+  cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int) * n);
   std::memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
-  if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != 1) {
+  if (::sendmsg(sock, &m.msg, MSG_NOSIGNAL) != 1) {
     return sys_error("sendmsg(SCM_RIGHTS, " + std::to_string(n) + " fds) on the handoff socket");
   }
   return {};
@@ -103,15 +113,8 @@ Status hand_over_fds(int sock, pid_t pid, const std::vector<int>& fds, int timeo
       return make_error("the daemon (pid " + std::to_string(pid) +
                         ") did not ask for its fds within " + std::to_string(timeout_ms) + " ms");
     }
-    char byte;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    Message m;
+    ssize_t n = ::recvmsg(sock, &m.msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0) {
       if (errno == EAGAIN || errno == EINTR) {
         continue;
@@ -123,10 +126,10 @@ Status hand_over_fds(int sock, pid_t pid, const std::vector<int>& fds, int timeo
                         ") closed its handoff socket before asking for its fds");
     }
     const ucred* cred = nullptr;
-    std::vector<UniqueFd> got = fds_of(msg, &cred);
+    std::vector<UniqueFd> got = fds_of(m.msg, &cred);
     // The kernel's credentials, not a claim: only the daemon itself can send with its pid.
     if (cred == nullptr || cred->pid != pid || got.size() != 1 ||
-        (msg.msg_flags & MSG_CTRUNC) != 0 || !is_seqpacket_unix(got[0].get())) {
+        (m.msg.msg_flags & MSG_CTRUNC) != 0 || !is_seqpacket_unix(got[0].get())) {
       continue;
     }
     return send_fds(got[0].get(), fds.data(), fds.size());
@@ -152,20 +155,13 @@ Result<std::vector<UniqueFd>> receive_handed_fds(int sock, size_t count, int tim
   if (!ready) {
     return make_error("no fds from cordon within " + std::to_string(timeout_ms) + " ms");
   }
-  char byte;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n = ::recvmsg(mine.get(), &msg, MSG_CMSG_CLOEXEC);
+  Message m;
+  ssize_t n = ::recvmsg(mine.get(), &m.msg, MSG_CMSG_CLOEXEC);
   if (n < 0) {
     return sys_error("recvmsg(fd handoff socket)");
   }
-  std::vector<UniqueFd> got = fds_of(msg, nullptr);
-  if (n != 1 || (msg.msg_flags & MSG_CTRUNC) != 0 || got.size() != count) {
+  std::vector<UniqueFd> got = fds_of(m.msg, nullptr);
+  if (n != 1 || (m.msg.msg_flags & MSG_CTRUNC) != 0 || got.size() != count) {
     return make_error("the fd handoff brought " + std::to_string(got.size()) + " fds, expected " +
                       std::to_string(count));
   }
