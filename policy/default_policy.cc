@@ -121,6 +121,12 @@ constexpr std::string_view kDefaultText =
     "exec_allow": [],                 // programs that may be executed; empty = any
     "seccomp": { "allow": [], "deny": [] },  // syscalls lifted from / added to the built-in list
     "hostname": "cordon"              // the sandbox's hostname
+  },
+
+  // The session's record, events.jsonl: bounded, so no program can fill the disk through it.
+  "record": {
+    "max_bytes": "256M",              // the file's cap (at least 1M; it cannot be lifted)
+    "events_per_second": 1000         // per writer and kind family, burst of 10 s; 0 = no limit
   }
 }
 )json";
