@@ -15,11 +15,19 @@ namespace {
 
 using nlohmann::json;
 
-// Four seconds of refused opens of the workspace's .env (filesystem.deny) and name lookups, then
-// a last line: proof that the program kept running.
+// Four seconds of refused opens of the workspace's .env (filesystem.deny), name lookups and
+// proc.exec records written straight to the shim's socket (no shim, no hello: what any process
+// inside can do), then a last line: proof that the program kept running.
 constexpr char kFlood[] = R"(
-import os, socket, time
-t = time.time(); n = 0
+import os, socket, struct, time
+def field(tag, value):
+    return struct.pack('<BBH', tag, 0, len(value)) + value
+forged = struct.pack('<IBBBBIII', 0x31534443, 1, 2, 0, 0, os.getpid(), 1, 0) + \
+    field(4, b'/usr/bin/' + b'x' * 200) + field(5, b'x')
+raw = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+raw.connect('/run/cordon/shim.sock')
+raw.settimeout(1)
+t = time.time(); n = 0; sent = 0
 while time.time() - t < 4:
     try:
         os.close(os.open('.env', os.O_RDONLY))
@@ -29,7 +37,12 @@ while time.time() - t < 4:
         socket.getaddrinfo('flood.invalid', 80)
     except OSError:
         pass
-print('flooded', 'yes' if n > 1000 else n)
+    for _ in range(4):
+        try:
+            raw.send(forged); sent += 1
+        except OSError:
+            pass
+print('flooded', 'yes' if n > 1000 and sent > 4000 else (n, sent))
 )";
 
 struct Record {
@@ -95,8 +108,11 @@ TEST_F(RecordBounds, ARateLimitedFloodIsCountedNotWritten) {
   const uint64_t duration_s = rec.summary.value("duration_ms", 0u) / 1000 + 2;
   const uint64_t allowed = 10 * kRate + kRate * duration_s;
   // Each writer's share of each family stays within its bucket, whatever the program did.
-  for (const auto& [source, kind] : std::vector<std::pair<std::string, std::string>>{
-           {"shim", "fs.open"}, {"shim", "net.dns"}, {"fusefs", "fs.refused"}}) {
+  for (const auto& [source, kind] :
+       std::vector<std::pair<std::string, std::string>>{{"shim", "fs.open"},
+                                                        {"shim", "net.dns"},
+                                                        {"shim", "proc.exec"},
+                                                        {"fusefs", "fs.refused"}}) {
     EXPECT_LE(count(rec, source, kind), allowed) << source << " " << kind;
   }
   // The drops are in the record and in the summary, by writer and family.
@@ -105,6 +121,7 @@ TEST_F(RecordBounds, ARateLimitedFloodIsCountedNotWritten) {
   EXPECT_GT(s.value("dropped", 0u), 10000u) << s.dump(2);
   EXPECT_FALSE(s.value("limit_hit", true));
   EXPECT_GT(s["dropped_by"]["shim"]["fs"].value("rate_limited", 0u), 0u) << s.dump(2);
+  EXPECT_GT(s["dropped_by"]["shim"]["proc"].value("rate_limited", 0u), 0u) << s.dump(2);
   size_t reports = 0;
   for (const auto& e : rec.events) {
     reports += e.value("kind", "") == "record.dropped" && e.value("source", "") == "shim";
@@ -137,6 +154,7 @@ TEST_F(RecordBounds, TheCapIsOneLimitHitAndTheSessionEndsInsideIt) {
   EXPECT_TRUE(s.value("limit_hit", false)) << s.dump(2);
   EXPECT_EQ(s.value("max_bytes", 0u), 1u << 20);
   EXPECT_GT(s["dropped_by"]["shim"]["fs"].value("over_cap", 0u), 1000u) << s.dump(2);
+  EXPECT_GT(s["dropped_by"]["shim"]["proc"].value("over_cap", 0u), 1000u) << s.dump(2);
   EXPECT_EQ(s.value("bytes", 0u), rec.bytes);
 }
 
