@@ -47,10 +47,12 @@ bool take_handed_fds(int handoff_fd, size_t count) {
                  got.error().to_string().c_str());
     return false;
   }
-  // Each moved above every target first, so that placing one never overwrites another.
+  // Each moved above every target first (the highest is 2 + count), so that placing one never
+  // overwrites another. Not far above: F_DUPFD fails past RLIMIT_NOFILE, often 1024 soft.
+  const int above = static_cast<int>(3 + count);
   std::vector<cordon::UniqueFd> high;
   for (auto& fd : *got) {
-    high.emplace_back(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 1024));
+    high.emplace_back(::fcntl(fd.get(), F_DUPFD_CLOEXEC, above));
     if (!high.back()) {
       std::perror("cordon-netproxy: fcntl(F_DUPFD_CLOEXEC)");
       return false;
