@@ -222,6 +222,25 @@ Decision FilesystemPolicy::decide_write(std::string_view path) const {
   return {false, "filesystem.write (no match)"};
 }
 
+std::optional<size_t> FilesystemPolicy::protect_rule(std::string_view path, bool is_dir) const {
+  for (size_t i = 0; i < protect.size(); ++i) {
+    if (deny_matches(protect[i], path) || (!is_dir && protect[i].names_beneath(path))) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+Decision FilesystemPolicy::decide_create(std::string_view path, bool is_dir) const {
+  Decision d = decide_write(path);
+  if (d.allow && !is_dir && is_workspace_path(path)) {
+    if (auto i = protect_rule(path, false)) {
+      return {false, indexed("filesystem.protect", *i)};
+    }
+  }
+  return d;
+}
+
 bool EnvPolicy::is_denied(std::string_view name) const {
   for (const auto& pat : deny) {
     if (env_glob(pat, name)) {

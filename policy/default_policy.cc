@@ -18,31 +18,37 @@ constexpr std::string_view kDeniedSecrets[] = {
 
 // Workspace files that make the host run code later: when the user opens the folder in an editor,
 // runs git, enters it with direnv, starts a shell there, or pushes to CI. An agent rewriting them
-// is how a sandbox escape becomes persistent. Deliberately absent: Makefile, package.json,
+// is how a sandbox escape becomes persistent. Every entry holds at any depth ("**/"): a nested
+// repository or project folder is opened by the same tools. A file or symlink standing at one of
+// these directory names (a `.git` file pointing git at another directory, a `.github` symlink) is
+// protected too (FilesystemPolicy::protect_rule). Deliberately absent: Makefile, package.json,
 // setup.py, Cargo.toml and friends also run code, but editing them is an agent's everyday job, so
-// protecting them would make the sandbox useless; `cordon diff` flags them for review instead.
+// protecting them would make the sandbox useless; `cordon diff` shows them for review instead.
+// The rest of .git (objects, refs, index) stays writable so an agent can commit in its view.
 constexpr std::string_view kProtected[] = {
-    ".git/hooks/**",            // run by every git commit/checkout/merge on the host
-    ".git/config",              // core.fsmonitor, core.hooksPath, filters, aliases
-    ".git/config.worktree",     // the same, per worktree (extensions.worktreeConfig)
-    ".git/commondir",           // points git at another directory's config and hooks
-    ".git/modules/**",          // submodules' own config and hooks
-    ".git/worktrees/**",        // linked worktrees' commondir, config and HEAD
-    ".gitmodules",              // submodule URLs and update commands
-    "**/.envrc",                // direnv runs it on cd
-    ".vscode/**",               // tasks.json, settings (terminal/interpreter paths)
-    ".idea/**",                 // run configurations, external tools
-    ".devcontainer/**",         // postCreateCommand runs when the editor reopens it
-    ".mcp.json",                // MCP servers an agent client will start
-    ".claude/**",               // agent hooks and settings
-    ".cursor/**",               // agent rules and MCP servers
-    "**/.bashrc",               // interactive bash started in the workspace
-    "**/.bash_profile",         // bash login shells
-    "**/.profile",              // sh and other login shells
-    "**/.zshrc",                // zsh
-    ".github/workflows/**",     // CI jobs with repository secrets
-    ".pre-commit-config.yaml",  // installed into the git hooks
-    ".husky/**",                // git hooks managed by husky
+    "**/.git/hooks/**",            // run by every git commit/checkout/merge on the host
+    "**/.git/config",              // core.fsmonitor, core.hooksPath, filters, aliases
+    "**/.git/config.worktree",     // the same, per worktree (extensions.worktreeConfig)
+    "**/.git/commondir",           // points git at another directory's config and hooks
+    "**/.git/modules/**",          // submodules' own config and hooks
+    "**/.git/worktrees/**",        // linked worktrees' commondir, config and HEAD
+    "**/.gitmodules",              // submodule URLs and update commands
+    "**/.envrc",                   // direnv runs it on cd
+    "**/.vscode/**",               // tasks.json, settings (terminal/interpreter paths)
+    "**/.idea/**",                 // run configurations, external tools
+    "**/.devcontainer/**",         // postCreateCommand runs when the editor reopens it
+    "**/.zed/**",                  // Zed tasks and settings
+    "**/.mcp.json",                // MCP servers an agent client will start
+    "**/.claude/**",               // agent hooks and settings
+    "**/.cursor/**",               // agent rules and MCP servers
+    "**/.gemini/**",               // Gemini CLI project settings and MCP servers
+    "**/.bashrc",                  // interactive bash started in the workspace
+    "**/.bash_profile",            // bash login shells
+    "**/.profile",                 // sh and other login shells
+    "**/.zshrc",                   // zsh
+    "**/.github/workflows/**",     // CI jobs with repository secrets
+    "**/.pre-commit-config.yaml",  // installed into the git hooks
+    "**/.husky/**",                // git hooks managed by husky
 };
 
 constexpr std::string_view kDefaultText =
@@ -86,13 +92,15 @@ constexpr std::string_view kDefaultText =
     ],
     "deny_write": [],                 // readable but never writable
     // Workspace files that would run code on the host later (git hooks, editor tasks, shell rc
-    // files, CI workflows): write-protected and flagged by `cordon diff`. [] lifts it.
+    // files, CI workflows), at any depth: write-protected in the sandbox, flagged by `cordon
+    // diff`, and left out by `cordon commit` unless named. [] lifts it.
     "protect": [
-      ".git/hooks/**", ".git/config", ".git/config.worktree", ".git/commondir",
-      ".git/modules/**", ".git/worktrees/**", ".gitmodules", "**/.envrc", ".vscode/**", ".idea/**",
-      ".devcontainer/**", ".mcp.json", ".claude/**", ".cursor/**", "**/.bashrc",
-      "**/.bash_profile", "**/.profile", "**/.zshrc", ".github/workflows/**",
-      ".pre-commit-config.yaml", ".husky/**"
+      "**/.git/hooks/**", "**/.git/config", "**/.git/config.worktree", "**/.git/commondir",
+      "**/.git/modules/**", "**/.git/worktrees/**", "**/.gitmodules", "**/.envrc",
+      "**/.vscode/**", "**/.idea/**", "**/.devcontainer/**", "**/.zed/**", "**/.mcp.json",
+      "**/.claude/**", "**/.cursor/**", "**/.gemini/**", "**/.bashrc", "**/.bash_profile",
+      "**/.profile", "**/.zshrc", "**/.github/workflows/**", "**/.pre-commit-config.yaml",
+      "**/.husky/**"
     ],
     "deny_style": "eacces",           // denied workspace files: "eacces" (unreadable) or "hide"
     "quota": { "bytes": "1G", "inodes": 100000 },  // what the session may add to the workspace

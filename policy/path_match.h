@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <string_view>
 
@@ -84,6 +85,55 @@ inline bool segments_match(std::string_view pat, std::string_view path) {
     p.next();
   }
   return p.done();
+}
+
+// Whether something strictly beneath `path` could match `pat` with `path`'s own last segment
+// named by the pattern (a literal or glob segment, not swallowed by a "**"): ".git" for
+// "**/.git/config", ".github" for "**/.github/workflows/**". A file or symlink standing at such a
+// name stands for what the pattern protects (a `.git` file points git at another directory, a
+// `.github` symlink at another tree). "**" alone never makes a name stand for anything, or every
+// file would. A set of pattern positions is simulated (an NFA over segments), so it is exact and
+// O(|pat| * |path|) without allocation; patterns of more than 63 segments answer true.
+inline bool segments_name_prefix(std::string_view pat, std::string_view path) {
+  std::string_view tok[64];
+  size_t n = 0;
+  for (SegmentCursor p(pat); !p.done(); p.next()) {
+    if (n == 63) {
+      return true;  // unreasonably deep: fail towards protection
+    }
+    tok[n++] = p.peek();
+  }
+  // Positions reachable without consuming a segment: a "**" may match nothing.
+  auto closure = [&](uint64_t set) {
+    for (size_t i = 0; i < n; ++i) {
+      if ((set >> i & 1) && tok[i] == "**") {
+        set |= uint64_t{1} << (i + 1);
+      }
+    }
+    return set;
+  };
+  uint64_t any = closure(1), named = 0;
+  bool consumed = false;
+  for (SegmentCursor s(path); !s.done(); s.next()) {
+    uint64_t next = 0, by_name = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!(any >> i & 1)) {
+        continue;
+      }
+      if (tok[i] == "**") {
+        next |= uint64_t{1} << i;
+      } else if (glob_match(tok[i], s.peek())) {
+        next |= uint64_t{1} << (i + 1);
+        by_name |= uint64_t{1} << (i + 1);
+      }
+    }
+    any = closure(next);
+    named = closure(by_name);
+    consumed = true;
+  }
+  // Some pattern segment is left to match beneath `path` after a name matched its last segment.
+  uint64_t unfinished = n == 0 ? 0 : (uint64_t{1} << n) - 1;
+  return consumed && (named & unfinished) != 0;
 }
 
 }  // namespace cordon::policy

@@ -135,7 +135,14 @@ std::optional<PathPattern> PathPattern::parse(std::string_view text, std::string
   return p;
 }
 
-bool PathPattern::matches(std::string_view path) const {
+bool PathPattern::matches(std::string_view path) const { return match_with(path, segments_match); }
+
+bool PathPattern::names_beneath(std::string_view path) const {
+  return match_with(path, segments_name_prefix);
+}
+
+bool PathPattern::match_with(std::string_view path,
+                             bool (*segments)(std::string_view, std::string_view)) const {
   std::optional<std::string> resolved;
   if (has_dotdot(path)) {
     resolved = resolve_dotdot(path);
@@ -150,13 +157,13 @@ bool PathPattern::matches(std::string_view path) const {
     if (text.empty() || text.front() != '~' || (path.size() > 1 && path[1] != '/')) {
       return false;
     }
-    return segments_match(text, path);
+    return segments(text, path);
   }
   bool abs_path = !path.empty() && path.front() == '/';
   if (abs_path != absolute) {
     return false;
   }
-  return segments_match(expanded, path);
+  return segments(expanded, path);
 }
 
 }  // namespace cordon::policy

@@ -24,7 +24,15 @@ struct PathPattern {
   // `path`: absolute host path for absolute patterns, workspace-relative ("a/b", no leading "/")
   // for relative ones. Passing the other kind never matches.
   bool matches(std::string_view path) const;
+  // Whether `path`'s last segment is named by the pattern with more of it to match beneath
+  // (segments_name_prefix): a non-directory at such a path stands for what the pattern covers.
+  bool names_beneath(std::string_view path) const;
   bool operator==(const PathPattern&) const = default;
+
+ private:
+  // ".." resolution and the "~"/absolute/relative rules shared by both questions.
+  bool match_with(std::string_view path,
+                  bool (*segments)(std::string_view, std::string_view)) const;
 };
 
 }  // namespace cordon::policy

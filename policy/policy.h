@@ -107,6 +107,13 @@ struct FilesystemPolicy {
   // Deny wins; read is allowed otherwise (the workspace is readable by definition).
   Decision decide_read(std::string_view path) const;
   Decision decide_write(std::string_view path) const;  // deny, deny_write, protect, then mode
+  // The protect entry covering an entry at workspace-relative `path`, if any: the path matches
+  // one, or the entry is not a directory and stands at a name a pattern continues beneath (a
+  // `.git` file or symlink, a `.github` symlink: what git or CI would read through it).
+  std::optional<size_t> protect_rule(std::string_view path, bool is_dir) const;
+  // decide_write for creating an entry (create, mkdir, symlink, link, rename target): adds the
+  // non-directory case of protect_rule.
+  Decision decide_create(std::string_view path, bool is_dir) const;
   bool operator==(const FilesystemPolicy&) const = default;
 };
 

@@ -129,21 +129,47 @@ TEST(DefaultPolicy, ProtectsFilesThatRunCodeOnTheHost) {
         ".pre-commit-config.yaml", ".devcontainer/devcontainer.json", ".husky/pre-push",
         // Files that point git at another config or hooks directory (found by attack).
         ".git/commondir", ".git/config.worktree", ".git/modules/lib/config",
-        ".git/modules/lib/hooks/post-checkout", ".git/worktrees/wt/commondir"}) {
+        ".git/modules/lib/hooks/post-checkout", ".git/worktrees/wt/commondir",
+        // At any depth: a nested repository or project is opened by the same tools.
+        "sub/.git/config", "a/b/.git/hooks/pre-commit", "sub/.gitmodules", "sub/.vscode/tasks.json",
+        "sub/.claude/settings.json", "sub/.mcp.json", "pkg/.github/workflows/ci.yml",
+        "pkg/.husky/pre-commit", "x/.idea/workspace.xml", "x/.gemini/settings.json"}) {
     Decision d = p.filesystem.decide_write(path);
     EXPECT_FALSE(d.allow) << path;
     EXPECT_EQ(d.rule.rfind("filesystem.protect[", 0), 0u) << path << " " << d.rule;
     EXPECT_TRUE(p.filesystem.decide_read(path).allow) << path;  // readable, just not writable
   }
-  for (const char* path : {"Makefile", ".git/objects/ab/cdef", ".git/HEAD", "src/config",
-                           ".github/CODEOWNERS", "package.json"}) {
+  for (const char* path :
+       {"Makefile", ".git/objects/ab/cdef", ".git/HEAD", "src/config", ".github/CODEOWNERS",
+        "package.json", "sub/.git/index", "sub/.git/refs/heads/main"}) {
     EXPECT_TRUE(p.filesystem.decide_write(path).allow) << path;
+    EXPECT_TRUE(p.filesystem.decide_create(path, false).allow) << path;
+  }
+}
+
+TEST(DefaultPolicy, AFileOrSymlinkAtAProtectedDirectoryNameIsProtected) {
+  Policy p = default_policy(opts());
+  // A `.git` file is a gitdir pointer; a `.github` or `.vscode` symlink leads to another tree.
+  for (const char* path : {".git", "sub/.git", ".github", "a/.github", ".vscode", "x/.claude",
+                           "a/.github/workflows", "a/.git/hooks", "a/.git/modules"}) {
+    Decision d = p.filesystem.decide_create(path, false);
+    EXPECT_FALSE(d.allow) << path;
+    EXPECT_EQ(d.rule.rfind("filesystem.protect[", 0), 0u) << path << " " << d.rule;
+    EXPECT_TRUE(p.filesystem.protect_rule(path, false).has_value()) << path;
+  }
+  // As directories they are fine: a repository's .git is where an agent commits.
+  for (const char* path : {".git", "sub/.git", ".github", "a/.github/other", ".git/objects"}) {
+    EXPECT_TRUE(p.filesystem.decide_create(path, true).allow) << path;
+    EXPECT_FALSE(p.filesystem.protect_rule(path, true).has_value()) << path;
+  }
+  for (const char* path : {"src/main.c", "git", "a/github", ".gitignore", ".github/CODEOWNERS"}) {
+    EXPECT_TRUE(p.filesystem.decide_create(path, false).allow) << path;
   }
 }
 
 TEST(DefaultPolicy, EveryDefaultPatternParses) {
   // default_protected()/default_denied() skip entries that fail to parse; make sure none do.
-  EXPECT_EQ(default_protected().size(), 21u);
+  EXPECT_EQ(default_protected().size(), 23u);
   EXPECT_EQ(default_denied("/home/alice").size(), 18u);
   // With no usable home the "~" entries are left out, never expanded against "/".
   auto no_home = default_denied("");

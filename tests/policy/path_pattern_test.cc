@@ -171,6 +171,78 @@ TEST(PathPattern, AgreesWithABruteForceMatcherOnSmallCases) {
   EXPECT_GT(checked, 10000u);
 }
 
+TEST(PathPattern, NamesBeneathOnlyWhenTheLastSegmentIsNamed) {
+  PathPattern git = must_parse("**/.git/config");
+  EXPECT_TRUE(git.names_beneath(".git"));
+  EXPECT_TRUE(git.names_beneath("sub/deep/.git"));
+  EXPECT_FALSE(git.names_beneath("src/main.c")) << "a \"**\" alone names nothing";
+  EXPECT_FALSE(git.names_beneath(".git/config")) << "nothing is left beneath it";
+  EXPECT_FALSE(git.names_beneath(".gitx"));
+  EXPECT_FALSE(git.names_beneath(""));
+  PathPattern wf = must_parse("**/.github/workflows/**");
+  EXPECT_TRUE(wf.names_beneath(".github"));
+  EXPECT_TRUE(wf.names_beneath("a/.github/workflows"));
+  EXPECT_FALSE(wf.names_beneath("a/.github/workflows/x.yml")) << "swallowed by the last \"**\"";
+  EXPECT_TRUE(wf.matches("a/.github/workflows/x.yml"));
+  EXPECT_FALSE(wf.names_beneath("a/github"));
+  PathPattern anchored = must_parse(".git/hooks/**");
+  EXPECT_TRUE(anchored.names_beneath(".git"));
+  EXPECT_FALSE(anchored.names_beneath("sub/.git"));
+  PathPattern home = must_parse("~/.claude/**");
+  EXPECT_TRUE(home.names_beneath("/home/alice/.claude"));
+  EXPECT_FALSE(home.names_beneath(".claude")) << "relative paths never meet absolute patterns";
+}
+
+TEST(PathPattern, NamesBeneathAgreesWithABruteForceDefinition) {
+  // Some alignment consumes every path segment, the last one by a non-"**" segment of the
+  // pattern, and pattern segments are left over.
+  std::function<bool(const std::vector<std::string>&, size_t, const std::vector<std::string>&,
+                     size_t, bool)>
+      ref = [&](const std::vector<std::string>& pat, size_t pi,
+                const std::vector<std::string>& path, size_t si, bool named) -> bool {
+    if (si == path.size()) {
+      return named && pi < pat.size();
+    }
+    if (pi == pat.size()) {
+      return false;
+    }
+    if (pat[pi] == "**") {
+      return ref(pat, pi + 1, path, si, named) || ref(pat, pi, path, si + 1, false);
+    }
+    return (pat[pi] == "*" || pat[pi] == path[si]) && ref(pat, pi + 1, path, si + 1, true);
+  };
+  const std::vector<std::string> alphabet = {"a", "b", "*", "**"};
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) {
+      s += (i ? "/" : "") + v[i];
+    }
+    return s;
+  };
+  size_t checked = 0;
+  for (int plen = 1; plen <= 4; ++plen) {
+    for (int pcode = 0; pcode < (1 << (2 * plen)); ++pcode) {
+      std::vector<std::string> pat;
+      for (int i = 0; i < plen; ++i) {
+        pat.push_back(alphabet[static_cast<size_t>((pcode >> (2 * i)) & 3)]);
+      }
+      PathPattern pp = must_parse(join(pat));
+      for (int slen = 0; slen <= 5; ++slen) {
+        for (int scode = 0; scode < (1 << slen); ++scode) {
+          std::vector<std::string> path;
+          for (int i = 0; i < slen; ++i) {
+            path.push_back((scode >> i) & 1 ? "b" : "a");
+          }
+          ASSERT_EQ(pp.names_beneath(join(path)), ref(pat, 0, path, 0, false))
+              << join(pat) << " vs " << join(path);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000u);
+}
+
 TEST(PathPattern, RelativeQueriesCannotLeaveTheWorkspace) {
   PathPattern all = must_parse("**");
   EXPECT_TRUE(all.matches("x"));
