@@ -1,10 +1,17 @@
 // Path policy inside the workspace and its refusal events.
 #include "fusefs/access_control.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <memory>
+#include <vector>
+
+#include "fusefs/layer_names.h"
 
 namespace cordon::fusefs {
 
@@ -66,6 +73,91 @@ int AccessControl::check_write(std::string_view path, std::string_view op,
   }
   refused(path, op, d.rule, who);
   return -EACCES;
+}
+
+int AccessControl::check_create(std::string_view path, bool is_dir, std::string_view op,
+                                const Caller& who) const {
+  if (policy_.mode == policy::WorkspaceMode::Ro) {
+    return check_write(path, op, who);
+  }
+  policy::Decision d = policy_.decide_create(path, is_dir);
+  if (d.allow) {
+    return 0;
+  }
+  refused(path, op, d.rule, who);
+  return -EACCES;
+}
+
+namespace {
+
+using DirPtr = std::unique_ptr<DIR, int (*)(DIR*)>;
+
+// A DIR stream on `name` in `dirfd` (".": dirfd itself), never following a symlink.
+DirPtr open_dir_stream(int dirfd, const char* name) {
+  int fd = ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+  if (d == nullptr && fd >= 0) {
+    ::close(fd);
+  }
+  return DirPtr(d, ::closedir);
+}
+
+}  // namespace
+
+int AccessControl::check_moved_tree(int dirfd, std::string_view path, std::string_view op,
+                                    const Caller& who) const {
+  // Depth-first with an explicit stack of open directories: no recursion on a tree the sandbox
+  // shaped, and the entry budget bounds both the time and the fds held (one per level).
+  struct Level {
+    DirPtr dir;
+    std::string path;
+  };
+  std::vector<Level> stack;
+  if (DirPtr d = open_dir_stream(dirfd, ".")) {
+    stack.push_back({std::move(d), std::string(path)});
+  } else {
+    return -EIO;
+  }
+  size_t seen = 0;
+  while (!stack.empty()) {
+    errno = 0;
+    dirent* e = ::readdir(stack.back().dir.get());
+    if (e == nullptr) {
+      if (errno != 0) {
+        return -EIO;
+      }
+      stack.pop_back();
+      continue;
+    }
+    std::string_view name = e->d_name;
+    if (name == "." || name == ".." || is_reserved_name(name)) {
+      continue;
+    }
+    if (++seen > kMaxMovedTree) {
+      return -EXDEV;
+    }
+    int parent = ::dirfd(stack.back().dir.get());
+    bool is_dir = e->d_type == DT_DIR;
+    if (e->d_type == DT_UNKNOWN) {
+      struct stat st;
+      if (::fstatat(parent, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        continue;  // gone meanwhile: nothing lands there
+      }
+      is_dir = S_ISDIR(st.st_mode);
+    }
+    std::string child = stack.back().path + "/" + std::string(name);
+    if (int rc = check_create(child, is_dir, op, who); rc != 0) {
+      return rc;
+    }
+    if (is_dir) {
+      DirPtr sub = open_dir_stream(parent, e->d_name);
+      if (!sub) {
+        return -EIO;
+      }
+      stack.push_back({std::move(sub), std::move(child)});
+    }
+  }
+  return 0;
 }
 
 bool AccessControl::visible(std::string_view path) const {

@@ -31,6 +31,19 @@ class AccessControl {
   int check_read(std::string_view path, std::string_view op, const Caller& who) const;
   // 0 if `path` may be written/created/removed; -EACCES (or -EROFS in ro mode) after an event.
   int check_write(std::string_view path, std::string_view op, const Caller& who) const;
+  // check_write for an entry about to exist at `path` (create, mkdir, symlink, link, the target
+  // of a rename): a file or symlink at a protected directory name (a `.git` gitdir pointer) is
+  // refused as protect would refuse what it stands for.
+  int check_create(std::string_view path, bool is_dir, std::string_view op,
+                   const Caller& who) const;
+  // A directory tree (the open upper-layer directory `dirfd`) about to appear at `path`, by
+  // rename: every entry it carries is checked as if created there, so `mv gitdir .git` cannot
+  // plant what `.git/hooks/x` written directly could not. Visits at most kMaxMovedTree entries;
+  // a bigger tree gets -EXDEV (mv(1) then copies, and each copy is checked as it is created).
+  int check_moved_tree(int dirfd, std::string_view path, std::string_view op,
+                       const Caller& who) const;
+  static constexpr size_t kMaxMovedTree = 20000;
+
   // Whether readdir shows `path` (false only for read-denied paths in hide style). No event.
   bool visible(std::string_view path) const;
 

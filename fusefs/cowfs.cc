@@ -529,7 +529,8 @@ struct CowFs::Impl {
     }
     *path = self->table_.child_path(dir->node, name);
     Caller who = caller(req);
-    if (int rc = self->access_.check_write(*path, op, who); rc != 0) {
+    if (int rc = self->access_.check_create(*path, std::string_view(op) == "mkdir", op, who);
+        rc != 0) {
       return rc;
     }
     bool merges_lower = dir->lower >= 0 && !dir->opaque;
@@ -1014,6 +1015,21 @@ struct CowFs::Impl {
     return 0;
   }
 
+  // An entry about to appear at `path` by rename: checked as created there, and a directory
+  // (upper-only: one with lower content was refused with EXDEV) with its whole tree.
+  static int check_landing(CowFs* self, const Found& f, const std::string& path,
+                           const Caller& who) {
+    bool is_dir = S_ISDIR(f.st.st_mode);
+    if (int rc = self->access_.check_create(path, is_dir, "rename", who); rc != 0) {
+      return rc;
+    }
+    if (!is_dir || !f.has_upper) {
+      return 0;
+    }
+    UniqueFd d(reopen_fd(f.upper.get(), O_RDONLY | O_DIRECTORY));
+    return d ? self->access_.check_moved_tree(d.get(), path, "rename", who) : -EIO;
+  }
+
   static int do_rename(fuse_req_t req, fuse_ino_t parent, const char* cname, fuse_ino_t newparent,
                        const char* cnewname, unsigned int flags) {
     CowFs* self = fs(req);
@@ -1074,6 +1090,16 @@ struct CowFs::Impl {
     }
     if ((flags & RENAME_EXCHANGE) && S_ISDIR(dst.st.st_mode) && dst.lower_shadowed) {
       return -EXDEV;
+    }
+    // What lands at a name must be creatable there, with all it carries: `mv gitdir .git` must
+    // not plant the .git/config and hooks that writing them directly may not.
+    if (int rc = check_landing(self, src, dst_path, who); rc != 0) {
+      return rc;
+    }
+    if (flags & RENAME_EXCHANGE) {
+      if (int rc = check_landing(self, dst, src_path, who); rc != 0) {
+        return rc;
+      }
     }
     if (dst_exists && !(flags & RENAME_EXCHANGE)) {
       bool dst_is_dir = S_ISDIR(dst.st.st_mode);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "tests/fusefs/mount_fixture.h"
@@ -143,6 +144,115 @@ TEST(CowFsPolicy, ProtectedPathsReadableButNotWritable) {
   EXPECT_EQ(read_file(m.lower(".git/hooks/pre-commit")), "#!/bin/sh\nexit 0\n");
   auto ev = events_of(m, "fs.refused");
   EXPECT_GE(ev.size(), 8u);
+}
+
+// Protection holds however a path comes to exist (default protect list): a directory prepared
+// aside and renamed into place, a rename exchange, a symlink or file at a protected directory
+// name (a `.git` gitdir pointer), a hard link, at any depth.
+TEST(CowFsPolicy, ProtectedPathsCannotBePreparedAsideAndMovedIn) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(R"({"filesystem": {"deny": []}})");
+  write_file(m.lower("plain"), "p");
+  ASSERT_EQ(m.start(), "");
+  auto mk = [&](const std::string& rel) { return ::mkdir(m.mnt(rel).c_str(), 0755); };
+  // `git init -q g && mv g/.git gitdir`, a hook and a config, then `mv gitdir .git`.
+  ASSERT_EQ(mk("gitdir"), 0);
+  ASSERT_EQ(mk("gitdir/hooks"), 0);
+  ASSERT_EQ(mk("gitdir/objects"), 0);
+  write_file(m.mnt("gitdir/hooks/pre-commit"), "#!/bin/sh\necho pwned\n");
+  write_file(m.mnt("gitdir/config"), "[core]\n\tfsmonitor = echo pwned\n");
+  write_file(m.mnt("gitdir/HEAD"), "ref: refs/heads/main\n");
+  EXPECT_NE(::rename(m.mnt("gitdir").c_str(), m.mnt(".git").c_str()), 0);
+  EXPECT_EQ(errno, EACCES);
+  EXPECT_NE(::access(m.mnt(".git").c_str(), F_OK), 0);
+  // Deeper, and by exchange with an existing directory.
+  ASSERT_EQ(mk("sub"), 0);
+  EXPECT_NE(::rename(m.mnt("gitdir").c_str(), m.mnt("sub/.git").c_str()), 0);
+  EXPECT_EQ(errno, EACCES);
+  ASSERT_EQ(mk("sub/.git"), 0);  // an empty .git directory is fine
+  EXPECT_NE(::renameat2(AT_FDCWD, m.mnt("gitdir").c_str(), AT_FDCWD, m.mnt("sub/.git").c_str(),
+                        RENAME_EXCHANGE),
+            0);
+  EXPECT_EQ(errno, EACCES);
+  // `mv gh .github` with workflows inside; a single file moved to a protected name.
+  ASSERT_EQ(mk("gh"), 0);
+  ASSERT_EQ(mk("gh/workflows"), 0);
+  write_file(m.mnt("gh/workflows/a.yml"), "on: push\n");
+  EXPECT_NE(::rename(m.mnt("gh").c_str(), m.mnt(".github").c_str()), 0);
+  EXPECT_EQ(errno, EACCES);
+  ASSERT_EQ(mk("p"), 0);
+  EXPECT_NE(mk("p/.vscode"), 0) << "the directory itself is covered by **/.vscode/**";
+  EXPECT_NE(::rename(m.mnt("plain").c_str(), m.mnt("sub/.git/config").c_str()), 0);
+  EXPECT_EQ(errno, EACCES);
+  // A file or symlink where a protected directory would be: git or CI would read through it.
+  int ok = ::open(m.mnt("sub/.gitx").c_str(), O_CREAT | O_WRONLY, 0644);  // a near miss is fine
+  EXPECT_GE(ok, 0);
+  ::close(ok);
+  EXPECT_LT(::open(m.mnt("p/.git").c_str(), O_CREAT | O_WRONLY, 0644), 0);
+  EXPECT_EQ(errno, EACCES);
+  EXPECT_NE(::symlink("gitdir", m.mnt("p/.git").c_str()), 0);
+  EXPECT_EQ(errno, EACCES);
+  EXPECT_NE(::symlink("gh", m.mnt(".github").c_str()), 0);
+  EXPECT_EQ(errno, EACCES);
+  EXPECT_NE(::link(m.mnt("plain").c_str(), m.mnt("p/.git").c_str()), 0);
+  EXPECT_EQ(errno, EACCES);
+  write_file(m.mnt("gitfile"), "gitdir: ../gitdir\n");
+  EXPECT_NE(::rename(m.mnt("gitfile").c_str(), m.mnt(".git").c_str()), 0);
+  EXPECT_EQ(errno, EACCES);
+  // Nested repositories: config and hooks refused, the rest of .git is the agent's to write.
+  EXPECT_LT(::open(m.mnt("sub/.git/config").c_str(), O_CREAT | O_WRONLY, 0644), 0);
+  EXPECT_EQ(errno, EACCES);
+  ASSERT_EQ(mk("sub/.git/objects"), 0);
+  write_file(m.mnt("sub/.git/HEAD"), "ref: refs/heads/main\n");
+  EXPECT_EQ(read_file(m.mnt("sub/.git/HEAD")), "ref: refs/heads/main\n");
+  // What carries nothing protected still moves.
+  ASSERT_EQ(mk("objs"), 0);
+  ASSERT_EQ(mk("objs/pack"), 0);
+  write_file(m.mnt("objs/pack/x"), "x");
+  EXPECT_EQ(::rename(m.mnt("objs").c_str(), m.mnt("sub/.git/objects2").c_str()), 0);
+  EXPECT_EQ(::rename(m.mnt("gitdir/objects").c_str(), m.mnt("moved-objects").c_str()), 0);
+  // Nothing protected reached the upper layer.
+  for (const char* p :
+       {".git", ".github", "sub/.git/config", "sub/.git/hooks", "p/.git", "p/.vscode"}) {
+    EXPECT_NE(::access(m.upper(p).c_str(), F_OK), 0) << p;
+  }
+  // Each refusal is an event naming the path that would have been protected.
+  bool hook = false, workflow = false;
+  for (auto& e : events_of(m, "fs.refused")) {
+    if (e.value("op", "") != "rename") continue;
+    hook = hook || e.value("path", "").rfind(".git/", 0) == 0;
+    workflow = workflow || e.value("path", "") == ".github/workflows" ||
+               e.value("path", "") == ".github/workflows/a.yml";
+    EXPECT_EQ(e.value("rule", "").rfind("filesystem.protect[", 0), 0u) << e.dump();
+  }
+  EXPECT_TRUE(hook) << m.events();
+  EXPECT_TRUE(workflow) << m.events();
+}
+
+// The subtree of a renamed directory is checked entry by entry up to a bound; beyond it the
+// rename is refused with EXDEV (mv(1) then copies, every copy checked as it is created).
+TEST(CowFsPolicy, RenamingAHugeTreeFallsBackToCopy) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(R"({"filesystem": {"deny": [], "quota": {"inodes": 0}}})");
+  ASSERT_EQ(m.start(), "");
+  ASSERT_EQ(::mkdir(m.mnt("big").c_str(), 0755), 0);
+  // Built in the upper layer directly (the daemon reads it on lookup): fast, and the same tree.
+  constexpr size_t kDirs = 101, kFiles = 200;  // 101 * (1 + 200) = 20301 entries > 20000
+  for (size_t d = 0; d < kDirs; ++d) {
+    std::string dir = m.upper("big/d" + std::to_string(d));
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+    for (size_t f = 0; f < kFiles; ++f) {
+      int fd = ::open((dir + "/f" + std::to_string(f)).c_str(), O_CREAT | O_WRONLY, 0644);
+      ASSERT_GE(fd, 0);
+      ::close(fd);
+    }
+  }
+  EXPECT_NE(::rename(m.mnt("big").c_str(), m.mnt("big2").c_str()), 0);
+  EXPECT_EQ(errno, EXDEV);
+  // Under the bound it moves.
+  ASSERT_EQ(::unlink(m.upper("big/d0/f0").c_str()), 0);
+  ASSERT_EQ(::system(("rm -rf " + m.upper("big/d1") + " " + m.upper("big/d2")).c_str()), 0);
+  EXPECT_EQ(::rename(m.mnt("big").c_str(), m.mnt("big2").c_str()), 0) << std::strerror(errno);
 }
 
 }  // namespace
