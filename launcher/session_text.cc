@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -103,31 +104,86 @@ std::string local_clock(std::string_view ts) {
   return buf;
 }
 
-std::string one_line(std::string_view s, size_t max) {
+namespace {
+
+// Length of the UTF-8 sequence at s[i] and its code point; 0 when the bytes there are not valid
+// UTF-8 (overlong forms, surrogates, beyond U+10FFFF, truncated or stray continuation bytes).
+size_t decode_utf8(std::string_view s, size_t i, char32_t* cp) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  size_t n = c < 0x80             ? 1
+             : (c & 0xe0) == 0xc0 ? 2
+             : (c & 0xf0) == 0xe0 ? 3
+             : (c & 0xf8) == 0xf0 ? 4
+                                  : 0;
+  if (n == 0 || i + n > s.size()) {
+    return 0;
+  }
+  char32_t v = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xc0) != 0x80) {
+      return 0;
+    }
+    v = (v << 6) | (b(i + k) & 0x3f);
+  }
+  static constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (v < kMin[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) {
+    return 0;
+  }
+  *cp = v;
+  return n;
+}
+
+// Characters that change how the text around them is drawn without being seen themselves.
+bool reorders_or_hides(char32_t cp) {
+  return (cp >= 0x200b && cp <= 0x200f) ||  // zero-width space/joiners, LRM, RLM
+         (cp >= 0x202a && cp <= 0x202e) ||  // bidi embeddings and overrides
+         (cp >= 0x2066 && cp <= 0x2069) ||  // bidi isolates
+         cp == 0x2028 || cp == 0x2029 ||    // line and paragraph separators
+         cp == 0x061c || cp == 0x2060 || cp == 0xfeff;
+}
+
+}  // namespace
+
+std::string escaped(std::string_view s, EscapeOptions o) {
   std::string out;
-  out.reserve(s.size() < max ? s.size() : max);
-  for (size_t i = 0; i < s.size(); ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (out.size() >= max) {
-      out += "...";
-      break;
-    }
-    // C0 controls, DEL, and the C1 controls U+0080..U+009F (UTF-8 C2 80..C2 9F: CSI is one).
-    bool c1 = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
-              static_cast<unsigned char>(s[i + 1]) <= 0x9f;
-    if (c < 0x20 || c == 0x7f || c1) {
-      char buf[16];
-      if (c1) {
-        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(s[++i]));
-      } else {
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      }
+  out.reserve(s.size());
+  char buf[16];
+  for (size_t i = 0; i < s.size();) {
+    char32_t cp = 0;
+    size_t n = decode_utf8(s, i, &cp);
+    if (n == 0) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(s[i]));
       out += buf;
-    } else {
-      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
     }
+    if ((cp < 0x20 && !(o.keep_tab && cp == '\t')) || cp == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
+      out += buf;
+    } else if ((cp >= 0x80 && cp <= 0x9f) || reorders_or_hides(cp)) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+    } else if (cp == '\\' && o.escape_backslash) {
+      out += "\\\\";
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n;
   }
   return out;
+}
+
+std::string one_line(std::string_view s, size_t max) {
+  std::string out = escaped(s.substr(0, std::min(s.size(), max * 4 + 4)));
+  if (out.size() <= max) {
+    return out;
+  }
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xc0) == 0x80) {
+    --cut;  // never split a character
+  }
+  return out.substr(0, cut) + "...";
 }
 
 }  // namespace cordon::launcher::text

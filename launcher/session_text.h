@@ -19,8 +19,18 @@ std::string signal_name(int sig);
 std::string local_datetime(int64_t unix_seconds);
 // "2026-11-22T10:57:47.123456Z" -> "11:57:47.123" in local time; the input unchanged otherwise.
 std::string local_clock(std::string_view rfc3339);
-// Control characters (ESC sequences a sandboxed program put in a path or a hostname) become
-// \xNN, so printing an event can never drive the terminal. Cut to `max` characters with "...".
+// The one function that makes bytes a sandboxed program chose (file names, symlink targets, file
+// contents, hostnames) safe to show on a terminal: what it prints can neither drive the terminal
+// nor look like something else. C0 controls and DEL become \xNN (ESC, CR, BS, NUL...), C1
+// controls U+0080..U+009F become \u00NN (0x9b CSI among them), bytes that are not valid UTF-8
+// become \xNN, and characters that reorder or hide text (bidi overrides and isolates, zero-width
+// characters, line and paragraph separators) become \uNNNN. Everything else passes as is.
+struct EscapeOptions {
+  bool keep_tab = false;          // diff lines: a tab only moves right, and code is full of them
+  bool escape_backslash = false;  // names: "\\" so a literal "\x1b" cannot pass for an escape
+};
+std::string escaped(std::string_view s, EscapeOptions o = {});
+// escaped(s), cut to `max` bytes (at a character boundary) with "...": one line of an event.
 std::string one_line(std::string_view s, size_t max = 4096);
 
 }  // namespace cordon::launcher::text

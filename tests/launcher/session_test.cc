@@ -367,11 +367,57 @@ TEST(SessionText, UnitsAndEscapes) {
             "ok \\x1b[1m\\x7f\\u009b\xc3\xa9")
       << "C0, DEL and C1 escaped; other UTF-8 kept";
   EXPECT_EQ(text::one_line(std::string(50, 'a'), 10), std::string(10, 'a') + "...");
+  EXPECT_EQ(text::one_line("\xc3\xa9\xc3\xa9\xc3\xa9", 3), "\xc3\xa9...")
+      << "cut between characters";
+
   // Not an RFC 3339 stamp: shown escaped, never interpreted.
   EXPECT_EQ(text::local_clock("\x1b]0;x"), "\\x1b]0;x");
   std::string clock = text::local_clock("2026-11-22T10:57:47.123456Z");
   ASSERT_EQ(clock.size(), 12u) << clock;
   EXPECT_EQ(clock.substr(5), ":47.123");
+}
+
+// The review output's escaping, byte for byte: what a hostile file name or line becomes.
+TEST(SessionText, EscapedShowsHostileBytesExactly) {
+  // ESC[2J (clear screen), CR, BS, C1 CSI as UTF-8 and as a raw byte, and bytes 0x80-0xff.
+  std::string name =
+      "zz\x1b[2J\x1b[3J\rfake\b\xc2\x9b"
+      "31m\x9b"
+      "31m\x80\xff\xfe";
+  EXPECT_EQ(text::escaped(name),
+            "zz\\x1b[2J\\x1b[3J\\x0dfake\\x08\\u009b31m\\x9b31m\\x80\\xff\\xfe");
+  // Invalid UTF-8 of every kind: overlong, surrogate, beyond U+10FFFF, truncated, stray.
+  EXPECT_EQ(text::escaped("\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x82|\x82"),
+            "\\xc0\\xaf|\\xed\\xa0\\x80|\\xf4\\x90\\x80\\x80|\\xe2\\x82|\\x82");
+  // Text that reorders or hides itself: RLO, an isolate, a zero-width joiner, a BOM.
+  EXPECT_EQ(text::escaped("a\xe2\x80\xae"
+                          "b\xe2\x81\xa6"
+                          "c\xe2\x80\x8d"
+                          "d\xef\xbb\xbf"),
+            "a\\u202eb\\u2066c\\u200dd\\ufeff");
+  // Valid text passes unchanged, NUL and DEL do not.
+  EXPECT_EQ(text::escaped("caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x98\x80");
+  EXPECT_EQ(text::escaped(std::string("a\0b\x7f", 4)), "a\\x00b\\x7f");
+  // Names escape the backslash so a literal "\x1b" cannot pass for an escaped ESC; diff lines
+  // keep tabs.
+  EXPECT_EQ(text::escaped("a\\x1b\tb", {.escape_backslash = true}), "a\\\\x1b\\x09b");
+  EXPECT_EQ(text::escaped("\tx = 1;\r", {.keep_tab = true}), "\tx = 1;\\x0d");
+  // Whatever the input, the output holds nothing that escaping would change again (no control
+  // character, no invalid UTF-8) and no byte below 0x20 or DEL.
+  std::string all;
+  for (int i = 0; i < 256; ++i) {
+    all.push_back(static_cast<char>(i));
+    all += "\xc2";
+    all.push_back(static_cast<char>(i));
+    all += "\xe2\x80";
+    all.push_back(static_cast<char>(i));
+  }
+  std::string out = text::escaped(all);
+  EXPECT_EQ(text::escaped(out), out);
+  for (unsigned char c : out) {
+    EXPECT_TRUE(c >= 0x20 && c != 0x7f) << static_cast<int>(c);
+  }
 }
 
 TEST(Summary, CleanExit) {
