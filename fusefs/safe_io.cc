@@ -7,6 +7,7 @@
 #include <linux/openat2.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -147,7 +148,7 @@ int clone_or_copy(int in_fd, int out_fd) {
   return copy_data(in_fd, out_fd);
 }
 
-int copy_xattrs(int in_fd, int out_fd) {
+int copy_xattrs(int in_fd, int out_fd, bool (*keep)(std::string_view name)) {
   ssize_t size = ::flistxattr(in_fd, nullptr, 0);
   if (size <= 0) {
     return (size < 0 && errno != ENOTSUP && errno != ENODATA) ? -errno : 0;
@@ -161,6 +162,9 @@ int copy_xattrs(int in_fd, int out_fd) {
   for (size_t i = 0; i < static_cast<size_t>(size);) {
     const char* name = names.data() + i;
     i += std::strlen(name) + 1;
+    if (keep != nullptr && !keep(name)) {
+      continue;
+    }
     ssize_t vlen = ::fgetxattr(in_fd, name, nullptr, 0);
     if (vlen < 0) {
       continue;
@@ -374,6 +378,11 @@ int copy_tree_inner(int src, int dst, std::map<std::pair<dev_t, ino_t>, UniqueFd
     } else if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
       if (int rc = copy_node(st, dst, n); rc != 0) {
         return rc;
+      }
+    } else if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+      // A kernel overlayfs whiteout (the cow fallback's layer); any user may make one.
+      if (::mknodat(dst, n.c_str(), S_IFCHR | 0600, makedev(0, 0)) != 0) {
+        return -errno;
       }
     }
     // Device nodes cannot be created through the view; nothing to copy.

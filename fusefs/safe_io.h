@@ -41,7 +41,8 @@ int copy_data(int in_fd, int out_fd, uint64_t len = UINT64_MAX);
 int clone_or_copy(int in_fd, int out_fd);
 
 // Copies user/trusted/security xattrs from an open fd to another; unsupported -> ignored. 0/-errno.
-int copy_xattrs(int in_fd, int out_fd);
+// With `keep`, only the names it accepts.
+int copy_xattrs(int in_fd, int out_fd, bool (*keep)(std::string_view name) = nullptr);
 
 // Recreates the symlink `src_name` in src_dirfd (described by `st`; "" when src_dirfd is an O_PATH
 // fd of the link itself) as `dst_name` in dst_dirfd, with its owner (where the caller may give

@@ -1,5 +1,5 @@
-// The session workflow on a stopped (or running) session's layers: diff, commit, snapshot,
-// rollback and discard as library functions. `cordon diff/commit/rollback/snapshot/discard` are
+// The session workflow on a stopped (or running) session's layers: diff, snapshot, rollback and
+// discard as library functions (commit: commit.h). `cordon diff/snapshot/rollback/discard` are
 // thin wrappers; while cordon-fs runs, snapshot/rollback go through its control socket instead
 // (CowFs::snapshot_to / rollback_to) so the kernel's caches are invalidated.
 #pragma once
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fusefs/layer_format.h"
 #include "policy/base/result.h"
 #include "policy/policy.h"
 
@@ -17,33 +18,30 @@ enum class ChangeKind { Added, Modified, Deleted };
 
 struct Change {
   ChangeKind kind;
-  std::string path;     // workspace-relative, '/'-separated
-  char type = 'f';      // f regular, d directory, l symlink, p fifo (of the new object; old for Deleted)
-  uint64_t size = 0;    // new size for Added/Modified files
-  bool is_protected = false;  // matches filesystem.protect: would run code on the host; review it
+  std::string path;  // workspace-relative, '/'-separated
+  // Of the new object (the old one for Deleted): f regular, d directory, l symlink, p fifo,
+  // s unix socket, c/b device node.
+  char type = 'f';
+  char old_type = 0;          // Modified: the type of what the workspace has there ('f', 'd', ...)
+  uint64_t size = 0;          // new size for Added/Modified files
+  uint32_t mode = 0;          // permission bits (07777) of the new object; Added/Modified
+  uint32_t old_mode = 0;      // permission bits of the workspace's object; Modified/Deleted
+  bool is_protected = false;  // filesystem.protect covers it: would run code on the host
+  std::string protect_rule;   // "filesystem.protect[N]" when is_protected
 };
 
 const char* change_kind_name(ChangeKind k);  // "added" | "modified" | "deleted"
 
 // What the upper layer changes relative to the lower directory, sorted by path. A file whose
-// bytes and mode equal the lower's (a metadata-only copy-up, e.g. touch) is not a change.
-// `policy` (may be null) marks protected paths.
+// bytes and mode equal the lower's (a metadata-only copy-up, e.g. touch) is not a change. A
+// deleted or replaced directory lists every entry beneath it as deleted too. `policy` (may be
+// null) marks protected paths (FilesystemPolicy::protect_rule, by the type of what is there).
 Result<std::vector<Change>> diff_layers(const std::string& lower, const std::string& upper,
-                                        const policy::FilesystemPolicy* policy = nullptr);
+                                        const policy::FilesystemPolicy* policy = nullptr,
+                                        LayerFormat format = LayerFormat::CordonFs);
 
-struct CommitReport {
-  std::vector<std::string> applied;    // paths written to / removed from the real workspace
-  std::vector<std::string> conflicts;  // "path: why" — nothing was applied when non-empty
-};
-
-// Applies the changes (only those at or under `only` paths; empty = all) to the real workspace:
-// each file written under a temp name in its directory and renamed into place, deletions
-// removed. Refuses (applying nothing, listing them in `conflicts`) when a real file changed since
-// the session first touched it (its origin record: inode, size, mtime) or appeared since.
-// Committed entries are then dropped from the upper layer. Never follows symlinks in either tree.
-// Must not run while cordon-fs serves the session.
-Result<CommitReport> commit_layers(const std::string& lower, const std::string& upper,
-                                   const std::vector<std::string>& only = {});
+// Marks the changes `policy` protects (diff_layers does it when given a policy).
+void mark_protected(std::vector<Change>* changes, const policy::FilesystemPolicy& policy);
 
 // Copies the upper layer into `dest` (must not exist), reflinking where possible.
 Status snapshot_layer(const std::string& upper, const std::string& dest);

@@ -18,8 +18,11 @@ int policy_explain_command(const std::string& file);
 // still running, no such snapshot, not a cow session), 125 cordon failed (bad id, I/O error).
 int snapshot_command(const std::string& id, const std::string& name);  // name "" = timestamp
 int rollback_command(const std::string& id, const std::string& name);  // name "" = the start
-int diff_command(const std::string& id, bool stat_only, const std::vector<std::string>& paths);
-int commit_command(const std::string& id, const std::vector<std::string>& paths);
+int diff_command(const std::string& id, bool stat_only,
+                 const std::vector<std::string>& paths);  // diff_cmd.cc
+// Protected changes go only when named in `paths` or with `include_protected`.
+int commit_command(const std::string& id, const std::vector<std::string>& paths,
+                   bool include_protected);
 int discard_command(const std::string& id);
 
 // Session retention (prune.cc): removes finished sessions' records; exit 0 done, 1 refused

@@ -195,9 +195,16 @@ int main(int argc, char** argv) {
   diff_cmd->footer(wf_footer);
   auto* commit_cmd = app.add_subcommand(
       "commit",
-      "Apply a finished cow session's changes to the workspace (refuses conflicts)");
+      "Apply a finished cow session's changes to the workspace: all or nothing, refuses "
+      "conflicts, leaves protected paths out unless named");
   commit_cmd->add_option("ID", wf_id, "Session")->required();
-  commit_cmd->add_option("PATH", wf_paths, "Only these workspace-relative paths (and beneath)");
+  commit_cmd->add_option("PATH", wf_paths,
+                         "Only these workspace-relative paths (and beneath); naming a protected "
+                         "path (or a protected directory above it) commits it");
+  bool include_protected = false;
+  commit_cmd->add_flag("--include-protected", include_protected,
+                       "Also commit the protected paths (git hooks and config, editor and agent "
+                       "settings, CI workflows) that a plain commit leaves out");
   commit_cmd->footer(wf_footer);
   auto* discard_cmd = app.add_subcommand(
       "discard", "Drop every change and snapshot of a finished cow session");
@@ -263,7 +270,7 @@ int main(int argc, char** argv) {
     return diff_command(wf_id, diff_stat, wf_paths);
   }
   if (*commit_cmd) {
-    return commit_command(wf_id, wf_paths);
+    return commit_command(wf_id, wf_paths, include_protected);
   }
   if (*discard_cmd) {
     return discard_command(wf_id);

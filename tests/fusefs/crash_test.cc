@@ -16,8 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "fusefs/commit.h"
 #include "fusefs/workflow.h"
 #include "policy/base/unique_fd.h"
+#include "tests/fusefs/commit_fixture.h"
 #include "tests/fusefs/mount_fixture.h"
 #include "tests/fusefs/write_model.h"
 
@@ -258,7 +260,7 @@ TEST(CowFsCrash, KillDuringHeavyWritesLeavesOnlyModelStatesAndWorkflowWorks) {
   auto changes = diff_layers(m.lower(), m.upper());
   ASSERT_TRUE(changes.ok()) << changes.error().to_string();
   EXPECT_FALSE(changes->empty());
-  auto report = commit_layers(m.lower(), m.upper());
+  auto report = commit_layers(m.lower(), m.upper(), commit_opts(m));
   ASSERT_TRUE(report.ok()) << report.error().to_string();
   EXPECT_TRUE(report->conflicts.empty()) << report->conflicts.front();
   EXPECT_EQ(tree_manifest(m.lower()), final_view);

@@ -1,5 +1,7 @@
 // Snapshots and rollback while mounted (control socket, kernel caches invalidated), and the
 // offline workflow: diff, commit with conflict detection, snapshot/restore/discard.
+#include "fusefs/workflow.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -7,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fusefs/workflow.h"
-#include "tests/fusefs/mount_fixture.h"
+#include "fusefs/commit.h"
+#include "tests/fusefs/commit_fixture.h"
 
 namespace cordon::fusefs::testing {
 namespace {
@@ -97,7 +99,7 @@ TEST(CowFsWorkflow, DiffAndCommitApplyChangesAtomically) {
   EXPECT_EQ(got, (std::vector<std::string>{"deleted docs/readme", "added newdir", "added newdir/link",
                                            "added newdir/new.txt", "modified src/main.c",
                                            "modified src/util.c"}));
-  auto report = commit_layers(m.lower(), m.upper());
+  auto report = commit_layers(m.lower(), m.upper(), commit_opts(m));
   ASSERT_TRUE(report.ok()) << report.error().to_string();
   EXPECT_TRUE(report->conflicts.empty());
   EXPECT_EQ(tree_manifest(m.lower()), view);
@@ -120,7 +122,7 @@ TEST(CowFsWorkflow, CommitRefusesFilesChangedInTheWorkspaceSinceCopyUp) {
   write_file(m.lower("fresh"), "user made this too");
   write_file(m.lower("top"), "user changed top\n");
   std::string lower_before = tree_manifest(m.lower());
-  auto report = commit_layers(m.lower(), m.upper());
+  auto report = commit_layers(m.lower(), m.upper(), commit_opts(m));
   ASSERT_TRUE(report.ok()) << report.error().to_string();
   ASSERT_EQ(report->conflicts.size(), 3u) << ::testing::PrintToString(report->conflicts);
   EXPECT_NE(report->conflicts[0].find("fresh"), std::string::npos);
@@ -130,7 +132,9 @@ TEST(CowFsWorkflow, CommitRefusesFilesChangedInTheWorkspaceSinceCopyUp) {
   EXPECT_EQ(tree_manifest(m.lower()), lower_before) << "a refused commit must change nothing";
   // Committing only a path without conflicts works.
   write_file(m.upper("other"), "o");
-  report = commit_layers(m.lower(), m.upper(), {"other"});
+  CommitOptions only = commit_opts(m);
+  only.only = {"other"};
+  report = commit_layers(m.lower(), m.upper(), only);
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->conflicts.empty());
   EXPECT_EQ(read_file(m.lower("other")), "o");
