@@ -375,14 +375,18 @@ class Transaction {
     }
     ASSIGN_OR_RETURN(op.stage, stage_for(dir));
     op.name = "n" + std::to_string(journal_.ops.size());
+    if (e.real_exists) {
+      op.old_ino = e.real.st_ino;
+      op.old_size = static_cast<uint64_t>(e.real.st_size);
+      op.old_mtime_ns =
+          static_cast<int64_t>(e.real.st_mtim.tv_sec) * 1000000000 + e.real.st_mtim.tv_nsec;
+    }
     if (c.kind == ChangeKind::Deleted) {
       op.kind = OpKind::Remove;
-      op.old_ino = e.real.st_ino;
       journal_.ops.push_back(std::move(op));
       return {};
     }
     op.kind = e.real_exists ? OpKind::Swap : OpKind::Put;
-    op.old_ino = e.real_exists ? e.real.st_ino : 0;
     UniqueFd udir = open_dir_at(upper_, dir);
     UniqueFd real_parent = open_dir_at(lower_, dir);
     struct stat ust;
@@ -540,10 +544,16 @@ class Transaction {
   // ran, so this also serves a journal whose commit was killed at an unknown point.
   Status undo() {
     std::vector<std::string> failed;
+    std::string validated;
     for (auto it = journal_.ops.rbegin(); it != journal_.ops.rend(); ++it) {
       if (!undo_one(*it)) {
         failed.push_back(it->path);
+      } else if (it->kind == OpKind::Swap || it->kind == OpKind::Remove) {
+        validated += back_in_place(*it);
       }
+    }
+    if (!validated.empty()) {
+      TRY(record_validated(validated));
     }
     if (failed.empty()) {
       return {};
@@ -601,6 +611,27 @@ class Transaction {
         break;
     }
     return true;
+  }
+
+  // The record of a validated workspace object an undo put back ("" if something else is
+  // there): putting it back moved its ctime, and the next commit must still know it.
+  std::string back_in_place(const JournalOp& op) const {
+    auto [dir, base] = split_path(op.path);
+    UniqueFd parent = open_dir_at(lower_, dir);
+    struct stat st {};
+    if (!parent || !lstat_at(parent.get(), base, &st) || st.st_ino != op.old_ino) {
+      return "";
+    }
+    return validated_line(op.path, op.old_ino, op.old_size, op.old_mtime_ns) + "\n";
+  }
+
+  Status record_validated(const std::string& lines) {
+    std::string path = o_.session_dir + "/" + kCommitValidated;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd) {
+      return sys_error("opening " + path);
+    }
+    return append_journal(fd.get(), lines);
   }
 
   Error undo_after(Error failure) {

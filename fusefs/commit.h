@@ -57,8 +57,10 @@ struct CommitReport {
   std::string recovered;               // what an interrupted earlier commit left, and what was done
 };
 
-// The journal's name in the session directory, and the staging directories' name.
+// The journal's and the validated records' names in the session directory (commit_journal.h),
+// and the staging directories' name.
 inline constexpr const char* kCommitJournal = "commit.journal";
+inline constexpr const char* kCommitValidated = "commit.validated";
 std::string staging_dir_name(const std::string& session_id);
 
 // Applies the session's changes; first completes or undoes an interrupted earlier commit. An

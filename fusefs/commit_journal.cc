@@ -42,13 +42,14 @@ std::string op_line(const JournalOp& op) {
   auto n = [](uint64_t v) { return std::to_string(v); };
   std::string path = journal_encode(op.path);
   std::string where = std::to_string(op.stage) + " " + journal_encode(op.name) + " " + path;
+  std::string old = n(op.old_ino) + " " + n(op.old_size) + " " + std::to_string(op.old_mtime_ns);
   switch (op.kind) {
     case OpKind::Put:
       return "put " + where + " " + n(op.new_ino) + "\n";
     case OpKind::Swap:
-      return "swap " + where + " " + n(op.new_ino) + " " + n(op.old_ino) + "\n";
+      return "swap " + where + " " + n(op.new_ino) + " " + old + "\n";
     case OpKind::Remove:
-      return "remove " + where + " " + n(op.old_ino) + "\n";
+      return "remove " + where + " " + old + "\n";
     case OpKind::Chmod: {
       char modes[32];
       std::snprintf(modes, sizeof modes, "%o %o", op.old_mode, op.new_mode);
@@ -67,7 +68,7 @@ bool parse_op(std::string_view kw, const std::vector<std::string_view>& f, size_
            number(f[3], &op->old_mode, 8) && number(f[4], &op->new_mode, 8) &&
            op->old_mode <= 07777 && op->new_mode <= 07777;
   }
-  size_t want = kw == "put" ? 5 : kw == "swap" ? 6 : kw == "remove" ? 5 : 0;
+  size_t want = kw == "put" ? 5 : kw == "swap" ? 8 : kw == "remove" ? 7 : 0;
   if (want == 0 || f.size() != want || !number(f[1], &op->stage) || op->stage >= stages ||
       !journal_decode(f[2], &op->name) || !journal_decode(f[3], &op->path)) {
     return false;
@@ -76,12 +77,17 @@ bool parse_op(std::string_view kw, const std::vector<std::string_view>& f, size_
     op->kind = OpKind::Put;
     return number(f[4], &op->new_ino);
   }
+  size_t old = 4;
+  op->kind = OpKind::Remove;
   if (kw == "swap") {
     op->kind = OpKind::Swap;
-    return number(f[4], &op->new_ino) && number(f[5], &op->old_ino);
+    if (!number(f[4], &op->new_ino)) {
+      return false;
+    }
+    old = 5;
   }
-  op->kind = OpKind::Remove;
-  return number(f[4], &op->old_ino);
+  return number(f[old], &op->old_ino) && number(f[old + 1], &op->old_size) &&
+         number(f[old + 2], &op->old_mtime_ns);
 }
 
 // A workspace-relative path a journal may name: no empty, "." or ".." component, not absolute.
@@ -227,6 +233,34 @@ Result<Journal> parse_journal(std::string_view text) {
     }
   }
   return j;
+}
+
+std::string validated_line(const std::string& path, uint64_t ino, uint64_t size, int64_t mtime_ns) {
+  return journal_encode(path) + " " + std::to_string(ino) + " " + std::to_string(size) + " " +
+         std::to_string(mtime_ns);
+}
+
+Result<std::map<std::string, std::string>> parse_validated(std::string_view text) {
+  std::map<std::string, std::string> out;
+  size_t line_no = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) {
+      break;  // torn
+    }
+    std::vector<std::string_view> f = fields_of(text.substr(pos, nl - pos));
+    pos = nl + 1;
+    ++line_no;
+    std::string path;
+    uint64_t ino = 0, size = 0;
+    int64_t mtime = 0;
+    if (f.size() != 4 || !journal_decode(f[0], &path) || !relative_path(path, false) ||
+        !number(f[1], &ino) || !number(f[2], &size) || !number(f[3], &mtime)) {
+      return make_error("commit.validated line " + std::to_string(line_no) + " does not parse");
+    }
+    out[path] = std::to_string(ino) + " " + std::to_string(size) + " " + std::to_string(mtime);
+  }
+  return out;
 }
 
 Status append_journal(int fd, std::string_view text) {

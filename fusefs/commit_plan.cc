@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "fusefs/commit_journal.h"
 #include "fusefs/layer_names.h"
 #include "fusefs/safe_io.h"
 
@@ -115,6 +116,7 @@ class Planner {
       : lower_(lower_root), upper_(upper_root), lower_len_(lower_path.size()), o_(o) {}
 
   Result<CommitPlan> run(std::vector<Change> changes) {
+    TRY(load_validated());
     for (auto& c : changes) {
       plan_.index[c.path] = plan_.entries.size();
       plan_.entries.push_back({std::move(c)});
@@ -229,9 +231,17 @@ class Planner {
       return;
     }
     bool dir_mode_only = c.kind == ChangeKind::Modified && c.type == 'd' && c.old_type == 'd';
+    // What the session saw: cordon-fs's origin record of a file it copied up, or what an earlier,
+    // undone commit validated and put back.
     std::string origin;
-    if (!S_ISDIR(e.real.st_mode) && o_.format == LayerFormat::CordonFs &&
-        read_origin(upper_, c.path, &origin)) {
+    bool recorded = !S_ISDIR(e.real.st_mode) && o_.format == LayerFormat::CordonFs &&
+                    read_origin(upper_, c.path, &origin);
+    if (!recorded) {
+      auto it = validated_.find(c.path);
+      recorded = it != validated_.end();
+      origin = recorded ? it->second : "";
+    }
+    if (recorded) {
       if (origin != origin_of(e.real)) {
         conflict(e, "changed in the workspace since the session read it");
       }
@@ -252,6 +262,24 @@ class Planner {
       // go by: the real file appeared after the session made its own.
       conflict(e, "created in the workspace since the session started");
     }
+  }
+
+  Status load_validated() {
+    if (o_.session_dir.empty()) {
+      return {};
+    }
+    std::string path = o_.session_dir + "/" + kCommitValidated;
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) {
+      return errno == ENOENT ? Status() : Status(sys_error("opening " + path));
+    }
+    std::string text;
+    char buf[65536];
+    for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) > 0;) {
+      text.append(buf, static_cast<size_t>(n));
+    }
+    ASSIGN_OR_RETURN(validated_, parse_validated(text));
+    return {};
   }
 
   bool parent_ok(const std::string& dir) {
@@ -279,6 +307,7 @@ class Planner {
   const CommitOptions& o_;
   CommitPlan plan_;
   std::map<std::string, bool> parents_;
+  std::map<std::string, std::string> validated_;  // path -> "ino size mtime_ns"
 };
 
 }  // namespace

@@ -347,6 +347,9 @@ TEST(CommitTransaction, KilledAtAnyStepIsUndoneByDiscardOrCompletedByTheNextComm
       make_changes(m);
       const std::string before = full_state(m.lower());
       CommitOptions o = commit_opts(m);
+      // Checked against the session's start as the CLI does: the workspace was made before it,
+      // and what an undone commit moved back must not count as changed since.
+      o.since = stamp_now(m.base("started"));
       pid_t child = ::fork();
       if (child == 0) {
         o.before_step = [k](size_t i) {
@@ -512,10 +515,25 @@ TEST(CommitTransaction, APartialCommitLeavesTheViewShowingWhatIsLeft) {
 TEST(CommitJournal, RoundTripsAnyNameAndRefusesDamage) {
   Journal j;
   j.stages = {"", "mnt/point"};
-  j.ops.push_back({OpKind::Remove, "a b/\x1b[2J\n%", 0, "n0", 0, 77});
-  j.ops.push_back({OpKind::Put, "new/\xff\xfe", 1, "n1", 12, 0});
-  j.ops.push_back({OpKind::Swap, "x", 0, "n2", 13, 14});
-  j.ops.push_back({OpKind::Chmod, "dir", 0, "", 0, 15, 0755, 02700});
+  j.ops.push_back({.kind = OpKind::Remove,
+                   .path = "a b/\x1b[2J\n%",
+                   .stage = 0,
+                   .name = "n0",
+                   .old_ino = 77,
+                   .old_size = 5,
+                   .old_mtime_ns = -1000000001});
+  j.ops.push_back(
+      {.kind = OpKind::Put, .path = "new/\xff\xfe", .stage = 1, .name = "n1", .new_ino = 12});
+  j.ops.push_back({.kind = OpKind::Swap,
+                   .path = "x",
+                   .stage = 0,
+                   .name = "n2",
+                   .new_ino = 13,
+                   .old_ino = 14,
+                   .old_size = 1 << 20,
+                   .old_mtime_ns = 1764180000123456789});
+  j.ops.push_back(
+      {.kind = OpKind::Chmod, .path = "dir", .old_ino = 15, .old_mode = 0755, .new_mode = 02700});
   j.drop = {"a b/\x1b[2J\n%", "x"};
   j.clear_upper = false;
   std::string text(kJournalHeader);
@@ -539,9 +557,18 @@ TEST(CommitJournal, RoundTripsAnyNameAndRefusesDamage) {
         std::string(kJournalHeader) + "remove 0 n0 x 1\n",
         text.substr(0, text.find("ops-end")) + "put 0 n9 a/./b 1\n",
         text.substr(0, text.find("ops-end")) + "put 0 a/b x 1\n",
-        text.substr(0, text.find("ops-end")) + "chmod x 1 99999 0\n"}) {
+        text.substr(0, text.find("ops-end")) + "chmod x 1 99999 0\n",
+        text.substr(0, text.find("ops-end")) + "swap 0 n9 x 1 2 3\n"}) {
     EXPECT_FALSE(parse_journal(bad).ok()) << bad;
   }
+  // The validated records of an undone commit.
+  std::string v =
+      validated_line("a b/\x1b", 7, 8, -9) + "\n" + validated_line("c", 1, 2, 3) + "\n" + "torn 1";
+  auto recs = parse_validated(v);
+  ASSERT_TRUE(recs.ok()) << recs.error().to_string();
+  EXPECT_EQ(*recs, (std::map<std::string, std::string>{{"a b/\x1b", "7 8 -9"}, {"c", "1 2 3"}}));
+  EXPECT_FALSE(parse_validated("../x 1 2 3\n").ok());
+  EXPECT_FALSE(parse_validated("x 1 2\n").ok());
 }
 
 TEST(Renames, PairsIdenticalContentOnlyAndNeverEmptyFiles) {
