@@ -154,6 +154,22 @@ void record_committed(const CowSession& s, size_t n) {
   std::ofstream(s.dir + "/committed", std::ios::app) << n << "\n";
 }
 
+// One line per held-back change, except that what lies beneath a held-back directory is
+// counted on that directory's line (a whole .git/hooks is one line, not twenty).
+void print_held(const std::vector<fusefs::Held>& held) {
+  for (size_t i = 0; i < held.size();) {
+    const fusefs::Held& top = held[i];
+    size_t beneath = 0;
+    size_t j = i + 1;
+    for (; j < held.size() && held[j].path.rfind(top.path + "/", 0) == 0; ++j) {
+      ++beneath;
+    }
+    std::string more = beneath == 0 ? "" : " (and " + std::to_string(beneath) + " beneath it)";
+    std::printf("  %s: %s%s\n", shown(top.path).c_str(), shown(top.why).c_str(), more.c_str());
+    i = j;
+  }
+}
+
 const char* letter(const Change& c) {
   switch (c.kind) {
     case ChangeKind::Added:
@@ -294,9 +310,7 @@ int commit_command(const std::string& id, const std::vector<std::string>& paths,
   if (!r->held.empty()) {
     std::printf("cordon: held back %zu change%s; they stay in the session (`cordon diff %s`):\n",
                 r->held.size(), r->held.size() == 1 ? "" : "s", s.id.c_str());
-    for (const auto& h : r->held) {
-      std::printf("  %s: %s\n", shown(h.path).c_str(), shown(h.why).c_str());
-    }
+    print_held(r->held);
   }
   return kDone;
 }
