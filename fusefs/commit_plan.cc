@@ -257,7 +257,8 @@ class Planner {
       if (!before(e.real.st_ctim, *o_.since)) {
         conflict(e, "changed in the workspace since the session started");
       }
-    } else if (c.kind == ChangeKind::Modified && !S_ISDIR(e.real.st_mode)) {
+    } else if (o_.format == LayerFormat::CordonFs && c.kind == ChangeKind::Modified &&
+               !S_ISDIR(e.real.st_mode)) {
       // cordon-fs records every real file the session shadows; none here, and no start time to
       // go by: the real file appeared after the session made its own.
       conflict(e, "created in the workspace since the session started");

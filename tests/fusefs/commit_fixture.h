@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "fusefs/commit.h"
 #include "tests/fusefs/mount_fixture.h"
@@ -17,8 +19,10 @@
 namespace cordon::fusefs::testing {
 
 // The session's start as commit sees it: the mtime of a file written now (the launcher uses its
-// cow.json the same way), on the same coarse clock as every other timestamp.
+// cow.json the same way), on the same coarse clock as every other timestamp. A tick later than
+// what the caller wrote just before: commit counts a tie as "changed since".
 inline timespec stamp_now(const std::string& path) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   write_file(path, "started\n");
   struct stat st {};
   ::stat(path.c_str(), &st);

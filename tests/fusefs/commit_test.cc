@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -510,6 +511,66 @@ TEST(CommitTransaction, APartialCommitLeavesTheViewShowingWhatIsLeft) {
   EXPECT_EQ((*left)[0].path, "x/new2");
   EXPECT_EQ((*left)[1].path, "x/old2");
   EXPECT_EQ((*left)[1].kind, ChangeKind::Deleted);
+}
+
+// The kernel overlayfs format, built by hand: 0/0 character-device and xattr whiteouts, opaque
+// directories, a device node; and the overlayfs features cordon cannot read back refused.
+TEST(OverlayLayers, WhiteoutsOpaqueDirectoriesAndDevicesAreRead) {
+  cordon::testing::TempDir dir;
+  auto at = [&](const std::string& rel) { return dir.path() + "/" + rel; };
+  for (const char* d : {"lower", "lower/d", "lower/e", "upper", "upper/d", "upper/e", "session"}) {
+    ASSERT_EQ(::mkdir(at(d).c_str(), 0755), 0) << d;
+  }
+  for (const char* f : {"lower/a", "lower/b", "lower/d/x", "lower/d/y", "lower/e/z", "lower/e/w"}) {
+    write_file(at(f), f);
+  }
+  timespec since = stamp_now(at("session/started"));
+  ASSERT_EQ(::mknod(at("upper/a").c_str(), S_IFCHR | 0600, makedev(0, 0)), 0);
+  write_file(at("upper/b"), "b, changed");
+  ASSERT_EQ(::setxattr(at("upper/d").c_str(), "user.overlay.opaque", "y", 1, 0), 0);
+  write_file(at("upper/d/new"), "new");
+  ASSERT_EQ(::setxattr(at("upper/e").c_str(), "user.overlay.opaque", "x", 1, 0), 0);
+  write_file(at("upper/e/z"), "");
+  ASSERT_EQ(::setxattr(at("upper/e/z").c_str(), "user.overlay.whiteout", "", 0, 0), 0);
+  bool devices = ::mknod(at("upper/null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;
+  auto diff = diff_layers(at("lower"), at("upper"), nullptr, LayerFormat::Overlay);
+  ASSERT_TRUE(diff.ok()) << diff.error().to_string();
+  std::vector<std::string> got;
+  for (auto& c : *diff) {
+    got.push_back(std::string(change_kind_name(c.kind)) + " " + c.path + " " + c.type);
+  }
+  std::vector<std::string> want = {"deleted a f",   "modified b f",  "added d/new f",
+                                   "deleted d/x f", "deleted d/y f", "deleted e/z f"};
+  if (devices) {
+    want.push_back("added null c");
+  }
+  EXPECT_EQ(got, want);
+  CommitOptions o;
+  o.format = LayerFormat::Overlay;
+  o.session_dir = at("session");
+  o.session_id = "t-2";
+  o.since = since;
+  auto r = commit_layers(at("lower"), at("upper"), o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_TRUE(r->conflicts.empty()) << ::testing::PrintToString(r->conflicts);
+  EXPECT_EQ(::access(at("lower/a").c_str(), F_OK), -1);
+  EXPECT_EQ(read_file(at("lower/b")), "b, changed");
+  EXPECT_EQ(read_file(at("lower/d/new")), "new");
+  EXPECT_EQ(::access(at("lower/d/x").c_str(), F_OK), -1);
+  EXPECT_EQ(::access(at("lower/e/z").c_str(), F_OK), -1);
+  EXPECT_EQ(read_file(at("lower/e/w")), "lower/e/w");
+  EXPECT_EQ(::access(at("lower/null").c_str(), F_OK), -1) << "a device node was committed";
+  if (devices) {
+    ASSERT_EQ(r->held.size(), 1u);
+    EXPECT_NE(r->held[0].why.find("device nodes are never committed"), std::string::npos);
+  }
+  // A redirect (redirect_dir) or metacopy layer was not written by cordon's fallback: refused.
+  ASSERT_EQ(::mkdir(at("upper/moved").c_str(), 0755), 0);
+  ASSERT_EQ(::setxattr(at("upper/moved").c_str(), "user.overlay.redirect", "/d", 2, 0), 0);
+  auto refused = diff_layers(at("lower"), at("upper"), nullptr, LayerFormat::Overlay);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().to_string().find("moved uses overlayfs redirect"), std::string::npos)
+      << refused.error().to_string();
 }
 
 TEST(CommitJournal, RoundTripsAnyNameAndRefusesDamage) {
