@@ -30,6 +30,18 @@ const char* change_kind_name(ChangeKind k) {
   return "?";
 }
 
+const char* change_letter(ChangeKind k) {
+  switch (k) {
+    case ChangeKind::Added:
+      return "A";
+    case ChangeKind::Modified:
+      return "M";
+    case ChangeKind::Deleted:
+      return "D";
+  }
+  return "?";
+}
+
 namespace {
 
 char type_char(mode_t m) {

@@ -31,6 +31,7 @@ struct Change {
 };
 
 const char* change_kind_name(ChangeKind k);  // "added" | "modified" | "deleted"
+const char* change_letter(ChangeKind k);     // "A" | "M" | "D"
 
 // What the upper layer changes relative to the lower directory, sorted by path. A file whose
 // bytes and mode equal the lower's (a metadata-only copy-up, e.g. touch) is not a change. A

@@ -170,18 +170,7 @@ std::string flags(const Change& c, const Colors& col) {
 }
 
 const char* letter(const DiffEntry& e) {
-  if (!e.renamed_from.empty()) {
-    return "R";
-  }
-  switch (e.change.kind) {
-    case ChangeKind::Added:
-      return "A";
-    case ChangeKind::Modified:
-      return "M";
-    case ChangeKind::Deleted:
-      return "D";
-  }
-  return "?";
+  return e.renamed_from.empty() ? fusefs::change_letter(e.change.kind) : "R";
 }
 
 const char* label(const DiffEntry& e) {

@@ -170,18 +170,6 @@ void print_held(const std::vector<fusefs::Held>& held) {
   }
 }
 
-const char* letter(const Change& c) {
-  switch (c.kind) {
-    case ChangeKind::Added:
-      return "A";
-    case ChangeKind::Modified:
-      return "M";
-    case ChangeKind::Deleted:
-      return "D";
-  }
-  return "?";
-}
-
 }  // namespace
 
 int snapshot_command(const std::string& id, const std::string& name_arg) {
@@ -300,7 +288,7 @@ int commit_command(const std::string& id, const std::vector<std::string>& paths,
     return kRefused;
   }
   for (const auto& c : r->applied) {
-    std::printf("  %s %s\n", letter(c), shown(c.path).c_str());
+    std::printf("  %s %s\n", fusefs::change_letter(c.kind), shown(c.path).c_str());
   }
   if (!r->applied.empty()) {
     record_committed(s, r->applied.size());

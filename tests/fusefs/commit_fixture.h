@@ -1,20 +1,16 @@
 // What the commit tests share: a session directory beside a MountedFs, the session's start
-// stamp, and a tree state precise enough to prove "nothing changed" (owners, modes, times,
-// contents, xattrs).
+// stamp, and tree_state() to prove "nothing changed".
 #pragma once
 
 #include <sys/stat.h>
-#include <sys/xattr.h>
 
 #include <chrono>
-#include <filesystem>
-#include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "fusefs/commit.h"
 #include "tests/fusefs/mount_fixture.h"
+#include "tests/support/tree_state.h"
 
 namespace cordon::fusefs::testing {
 
@@ -41,36 +37,6 @@ inline CommitOptions commit_opts(const MountedFs& m,
   return o;
 }
 
-// Every entry under root: type and mode, owner, size, mtime, content hash, link target, xattrs.
-inline std::string full_state(const std::string& root) {
-  namespace fs = std::filesystem;
-  std::map<std::string, std::string> entries;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    std::string p = it->path().string();
-    struct stat st {};
-    ::lstat(p.c_str(), &st);
-    std::ostringstream e;
-    e << std::oct << st.st_mode << std::dec << " " << st.st_uid << ":" << st.st_gid << " "
-      << st.st_size << " " << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec;
-    if (S_ISREG(st.st_mode)) {
-      e << " " << std::hash<std::string>()(read_file(p));
-    } else if (S_ISLNK(st.st_mode)) {
-      e << " -> " << fs::read_symlink(p, ec).string();
-    }
-    char names[4096];
-    ssize_t n = ::llistxattr(p.c_str(), names, sizeof names);
-    for (ssize_t i = 0; i > -1 && i < n; i += static_cast<ssize_t>(std::strlen(names + i)) + 1) {
-      e << " x:" << (names + i);
-    }
-    entries[p.substr(root.size())] = e.str();
-  }
-  std::string out;
-  for (const auto& [k, v] : entries) {
-    out += k + " = " + v + "\n";
-  }
-  return out;
-}
+using cordon::testing::tree_state;  // everything a write could change about a tree
 
 }  // namespace cordon::fusefs::testing

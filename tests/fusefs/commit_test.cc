@@ -294,7 +294,7 @@ TEST(CommitTransaction, AFailureAtAnyStepPutsTheWorkspaceBackExactly) {
     SCOPED_TRACE("failing step " + std::to_string(k));
     MountedFs m(kOpenPolicy);
     make_changes(m);
-    const std::string before = full_state(m.lower());
+    const std::string before = tree_state(m.lower());
     auto upper_diff = diff_layers(m.lower(), m.upper());
     ASSERT_TRUE(upper_diff.ok());
     CommitOptions o = commit_opts(m);
@@ -326,7 +326,7 @@ TEST(CommitTransaction, AFailureAtAnyStepPutsTheWorkspaceBackExactly) {
               std::string::npos)
         << r.error().to_string();
     user->restore();
-    EXPECT_EQ(full_state(m.lower()), before);
+    EXPECT_EQ(tree_state(m.lower()), before);
     EXPECT_EQ(::access(m.lower(".cordon-commit-t-1").c_str(), F_OK), -1);
     EXPECT_EQ(::access(m.base("session/commit.journal").c_str(), F_OK), -1);
     auto again = diff_layers(m.lower(), m.upper());
@@ -346,7 +346,7 @@ TEST(CommitTransaction, KilledAtAnyStepIsUndoneByDiscardOrCompletedByTheNextComm
                    std::to_string(k));
       MountedFs m(kOpenPolicy);
       make_changes(m);
-      const std::string before = full_state(m.lower());
+      const std::string before = tree_state(m.lower());
       CommitOptions o = commit_opts(m);
       // Checked against the session's start as the CLI does: the workspace was made before it,
       // and what an undone commit moved back must not count as changed since.
@@ -375,7 +375,7 @@ TEST(CommitTransaction, KilledAtAnyStepIsUndoneByDiscardOrCompletedByTheNextComm
         auto j_done = rec->find("completed") != std::string::npos;
         if (!j_done) {
           EXPECT_NE(rec->find("undone"), std::string::npos) << *rec;
-          EXPECT_EQ(full_state(m.lower()), before);
+          EXPECT_EQ(tree_state(m.lower()), before);
         }
       } else {
         auto r = commit_layers(m.lower(), m.upper(), o);
@@ -410,7 +410,7 @@ TEST(CommitTransaction, ChangesBelowADeletedDirectoryAreConflicts) {
   // The user, meanwhile: a new file in one deleted directory, an edit in the other.
   write_file(m.lower("docs/new.md"), "the user's newer work");
   write_file(m.lower("old/b.md"), "b, edited by the user");
-  const std::string before = full_state(m.lower());
+  const std::string before = tree_state(m.lower());
   CommitOptions o = commit_opts(m);
   o.since = since;
   auto r = commit_layers(m.lower(), m.upper(), o);
@@ -421,7 +421,7 @@ TEST(CommitTransaction, ChangesBelowADeletedDirectoryAreConflicts) {
   EXPECT_NE(all.find("docs/new.md"), std::string::npos) << all;
   EXPECT_NE(all.find("old/b.md"), std::string::npos) << all;
   EXPECT_TRUE(r->applied.empty());
-  EXPECT_EQ(full_state(m.lower()), before) << "nothing of a refused commit may be applied";
+  EXPECT_EQ(tree_state(m.lower()), before) << "nothing of a refused commit may be applied";
 }
 
 TEST(CommitTransaction, ProtectedChangesGoOnlyWhenNamed) {

@@ -28,6 +28,14 @@ namespace fs = std::filesystem;
 // The uid committed files must belong to in a workspace the fixture handed to its user.
 uid_t workspace_owner() { return ::geteuid() == 0 ? SandboxFixture::kTestUid : ::geteuid(); }
 
+// As root, hands everything under `path` to the workspace's user (the sandbox runs as it).
+void give_to_owner(const std::string& path) {
+  if (::geteuid() == 0) {
+    std::string id = std::to_string(SandboxFixture::kTestUid);
+    run_program({"chown", "-R", id + ":" + id, path});
+  }
+}
+
 // Every path under root with a setuid or setgid bit.
 std::vector<std::string> special_bits(const std::string& root) {
   std::vector<std::string> out;
@@ -233,14 +241,7 @@ TEST_P(ReviewAttack, HostileNamesTargetsAndLinesArePrintedEscaped) {
 TEST_P(ReviewAttack, DeletedDirectoryConflictsWithTheUsersNewerFiles) {
   ::mkdir((f_.ws() + "/docs").c_str(), 0755);
   write_text(f_.ws() + "/docs/a.md", "a\n");
-  if (::geteuid() == 0) {
-    ASSERT_EQ(
-        ::chown((f_.ws() + "/docs").c_str(), SandboxFixture::kTestUid, SandboxFixture::kTestUid),
-        0);
-    ASSERT_EQ(::chown((f_.ws() + "/docs/a.md").c_str(), SandboxFixture::kTestUid,
-                      SandboxFixture::kTestUid),
-              0);
-  }
+  give_to_owner(f_.ws());
   auto r = f_.run({"-q"}, {"/bin/sh", "-c", "rm -rf docs && echo x > x.txt"});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   write_text(f_.ws() + "/docs/new.md", "the user's newer work\n");
@@ -289,10 +290,7 @@ TEST_P(ReviewAttack, CommitKilledMidwayIsUndoneByDiscardOrFinishedByCommit) {
   for (int i = 0; i < kFiles; ++i) {
     write_text(f_.ws() + "/f" + std::to_string(i), "old " + std::to_string(i) + "\n");
   }
-  if (::geteuid() == 0) {
-    std::string id = std::to_string(SandboxFixture::kTestUid);
-    run_program({"chown", "-R", id + ":" + id, f_.ws()});
-  }
+  give_to_owner(f_.ws());
   const std::string before = tree_state(f_.ws());
   auto r = f_.run({"-q"}, {"/usr/bin/python3", "-c",
                            "for i in range(3000): open('f%d' % i, 'w').write('new %d\\n' % i)"});
@@ -363,10 +361,7 @@ TEST_P(ReviewAttack, DiffOfThousandsOfDeletesAndAddsIsNearLinear) {
   for (int i = 0; i < kFiles; ++i) {
     write_text(f_.ws() + "/a/" + std::to_string(10000 + i), "old " + std::to_string(10000 + i));
   }
-  if (::geteuid() == 0) {
-    std::string id = std::to_string(SandboxFixture::kTestUid);
-    run_program({"chown", "-R", id + ":" + id, f_.ws()});
-  }
+  give_to_owner(f_.ws());
   auto r = f_.run({"-q"}, {"/usr/bin/python3", "-c",
                            "import os, shutil\nshutil.rmtree('a')\nos.mkdir('b')\n"
                            "for i in range(3000): open('b/%d' % (20000 + i), 'w').write('new %d' % "

@@ -44,6 +44,16 @@ const char* kEdits =
     "mod.txt; rm mod.txt.new; rm del.txt; mv ren.txt renamed.txt; echo fresh > new.txt;"
     " printf '\\0\\377\\0\\377\\0' > blob.bin; mkdir newdir; echo deep > newdir/deep.txt";
 
+// `cordon diff --stat` of kEdits, after its count line.
+const char* kEditsStat =
+    "M blob.bin  (5 bytes)\n"
+    "D del.txt\n"
+    "M mod.txt  (29 bytes)\n"
+    "A new.txt  (6 bytes, 0644)\n"
+    "A newdir/  (0755)\n"
+    "A newdir/deep.txt  (5 bytes, 0644)\n"
+    "R ren.txt -> renamed.txt  (10 bytes, 0644)\n";
+
 TEST(WorkflowCli, RunThenDiffShowsEveryKindOfChangeWithContent) {
   REQUIRE_FUSE();
   SandboxFixture f;
@@ -64,15 +74,8 @@ TEST(WorkflowCli, RunThenDiffShowsEveryKindOfChangeWithContent) {
   ASSERT_EQ(stat.exit_code(), 0) << stat.err;
   // The counts first; new entries with their modes.
   EXPECT_EQ(stat.out, "7 changes in session " + stat.out.substr(stat.out.find("session ") + 8, 22) +
-                          " against " + f.ws() +
-                          ": 3 added, 2 modified, 1 deleted, 1 renamed\n"
-                          "M blob.bin  (5 bytes)\n"
-                          "D del.txt\n"
-                          "M mod.txt  (29 bytes)\n"
-                          "A new.txt  (6 bytes, 0644)\n"
-                          "A newdir/  (0755)\n"
-                          "A newdir/deep.txt  (5 bytes, 0644)\n"
-                          "R ren.txt -> renamed.txt  (10 bytes, 0644)\n");
+                          " against " + f.ws() + ": 3 added, 2 modified, 1 deleted, 1 renamed\n" +
+                          kEditsStat);
 
   auto full = cordon(f, {"diff", "last"});
   ASSERT_EQ(full.exit_code(), 0) << full.err;
@@ -264,15 +267,7 @@ TEST(WorkflowCli, OverlayFallbackIsStatedAndItsLayerReviewable) {
       << r.err;
   auto d = cordon(f, {"diff", "last", "--stat"});
   ASSERT_EQ(d.exit_code(), 0) << d.err;
-  EXPECT_EQ(d.out.substr(d.out.find('\n') + 1),
-            "M blob.bin  (5 bytes)\n"
-            "D del.txt\n"
-            "M mod.txt  (29 bytes)\n"
-            "A new.txt  (6 bytes, 0644)\n"
-            "A newdir/  (0755)\n"
-            "A newdir/deep.txt  (5 bytes, 0644)\n"
-            "R ren.txt -> renamed.txt  (10 bytes, 0644)\n")
-      << d.out;
+  EXPECT_EQ(d.out.substr(d.out.find('\n') + 1), kEditsStat) << d.out;
   auto c = cordon(f, {"commit", "last"});
   ASSERT_EQ(c.exit_code(), 0) << c.err << c.out;
   EXPECT_EQ(read_text(f.ws() + "/mod.txt"), "line one\nline TWO\nline three\n");

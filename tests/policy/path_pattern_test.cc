@@ -25,6 +25,42 @@ std::string refusal(std::string_view text, std::string_view home = kHome) {
   return why;
 }
 
+using Segments = std::vector<std::string>;
+
+std::string join(const Segments& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    s += (i ? "/" : "") + v[i];
+  }
+  return s;
+}
+
+// Every pattern of 1-4 segments from {a, b, *, **} against every path of 0-5 segments from
+// {a, b}: the exhaustive small cases a brute-force definition can check. Returns the count.
+size_t for_each_small_case(const std::function<void(const Segments&, const Segments&)>& check) {
+  const Segments alphabet = {"a", "b", "*", "**"};
+  size_t checked = 0;
+  for (int plen = 1; plen <= 4; ++plen) {
+    for (int pcode = 0; pcode < (1 << (2 * plen)); ++pcode) {
+      Segments pat;
+      for (int i = 0; i < plen; ++i) {
+        pat.push_back(alphabet[static_cast<size_t>((pcode >> (2 * i)) & 3)]);
+      }
+      for (int slen = 0; slen <= 5; ++slen) {
+        for (int scode = 0; scode < (1 << slen); ++scode) {
+          Segments path;
+          for (int i = 0; i < slen; ++i) {
+            path.push_back((scode >> i) & 1 ? "b" : "a");
+          }
+          check(pat, path);
+          ++checked;
+        }
+      }
+    }
+  }
+  return checked;
+}
+
 TEST(PathPattern, ExpandsHomeAndNormalizes) {
   PathPattern p = must_parse("~/.ssh");
   EXPECT_TRUE(p.absolute);
@@ -138,37 +174,11 @@ TEST(PathPattern, AgreesWithABruteForceMatcherOnSmallCases) {
     return si < path.size() && (pat[pi] == "*" || pat[pi] == path[si]) &&
            ref(pat, pi + 1, path, si + 1);
   };
-  const std::vector<std::string> alphabet = {"a", "b", "*", "**"};
-  const std::vector<std::string> names = {"a", "b"};
-  auto join = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i) {
-      s += (i ? "/" : "") + v[i];
-    }
-    return s;
-  };
-  size_t checked = 0;
-  for (int plen = 1; plen <= 4; ++plen) {
-    for (int pcode = 0; pcode < (1 << (2 * plen)); ++pcode) {
-      std::vector<std::string> pat;
-      for (int i = 0; i < plen; ++i) {
-        pat.push_back(alphabet[static_cast<size_t>((pcode >> (2 * i)) & 3)]);
-      }
-      PathPattern pp = must_parse(join(pat));
-      for (int slen = 0; slen <= 5; ++slen) {
-        for (int scode = 0; scode < (1 << slen); ++scode) {
-          std::vector<std::string> path;
-          for (int i = 0; i < slen; ++i) {
-            path.push_back(names[static_cast<size_t>((scode >> i) & 1)]);
-          }
-          ASSERT_EQ(pp.matches(join(path)), ref(pat, 0, path, 0))
-              << join(pat) << " vs " << join(path);
-          ++checked;
-        }
-      }
-    }
-  }
-  EXPECT_GT(checked, 10000u);
+  EXPECT_GT(for_each_small_case([&](const Segments& pat, const Segments& path) {
+              ASSERT_EQ(must_parse(join(pat)).matches(join(path)), ref(pat, 0, path, 0))
+                  << join(pat) << " vs " << join(path);
+            }),
+            10000u);
 }
 
 TEST(PathPattern, NamesBeneathOnlyWhenTheLastSegmentIsNamed) {
@@ -211,36 +221,12 @@ TEST(PathPattern, NamesBeneathAgreesWithABruteForceDefinition) {
     }
     return (pat[pi] == "*" || pat[pi] == path[si]) && ref(pat, pi + 1, path, si + 1, true);
   };
-  const std::vector<std::string> alphabet = {"a", "b", "*", "**"};
-  auto join = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size(); ++i) {
-      s += (i ? "/" : "") + v[i];
-    }
-    return s;
-  };
-  size_t checked = 0;
-  for (int plen = 1; plen <= 4; ++plen) {
-    for (int pcode = 0; pcode < (1 << (2 * plen)); ++pcode) {
-      std::vector<std::string> pat;
-      for (int i = 0; i < plen; ++i) {
-        pat.push_back(alphabet[static_cast<size_t>((pcode >> (2 * i)) & 3)]);
-      }
-      PathPattern pp = must_parse(join(pat));
-      for (int slen = 0; slen <= 5; ++slen) {
-        for (int scode = 0; scode < (1 << slen); ++scode) {
-          std::vector<std::string> path;
-          for (int i = 0; i < slen; ++i) {
-            path.push_back((scode >> i) & 1 ? "b" : "a");
-          }
-          ASSERT_EQ(pp.names_beneath(join(path)), ref(pat, 0, path, 0, false))
-              << join(pat) << " vs " << join(path);
-          ++checked;
-        }
-      }
-    }
-  }
-  EXPECT_GT(checked, 10000u);
+  EXPECT_GT(
+      for_each_small_case([&](const Segments& pat, const Segments& path) {
+        ASSERT_EQ(must_parse(join(pat)).names_beneath(join(path)), ref(pat, 0, path, 0, false))
+            << join(pat) << " vs " << join(path);
+      }),
+      10000u);
 }
 
 TEST(PathPattern, RelativeQueriesCannotLeaveTheWorkspace) {
