@@ -315,21 +315,41 @@ std::string literal_prefix(const std::string& pattern) {
   return out;
 }
 
+// A relative pattern as it applies below one directory: "**/.git/commondir" holds at any depth,
+// so below each directory named ".git" it means ".git/commondir"; an anchored pattern applies
+// at the workspace root only. "" when the pattern says nothing there.
+std::string anchored_at(const policy::PathPattern& pat, bool root) {
+  const std::string& e = pat.expanded;
+  if (e.rfind("**/", 0) == 0) {
+    return e.substr(3);
+  }
+  return root ? e : "";
+}
+
 // rw mode: a protected path that does not exist yet (".git/commondir", which would point the
 // host's git at a planted config) cannot be covered by a bind, so its nearest existing directory
 // below the workspace root becomes read-only instead. In practice `.git` turns read-only in rw
 // mode: agents that commit belong in cow mode, where nothing reaches the host before review.
-void protect_absent_paths(const std::string& ws, const std::vector<policy::PathPattern>& pats,
+// `base` is where the pattern applies: "" for the workspace root, or the parent of a directory
+// the walk found whose name starts a "**/" pattern (`sub` for `sub/.git`: a nested repository).
+void protect_absent_paths(const std::string& ws, const std::string& base,
+                          const std::vector<policy::PathPattern>& pats,
                           std::set<std::string>& pinned, std::set<std::string>& sealed,
-                          LaunchPlan& plan) {
+                          LaunchPlan& plan, const std::string& first_segment = "") {
   for (const auto& pat : pats) {
     if (pat.absolute) {
       continue;
     }
-    std::string lit = literal_prefix(pat.expanded);
+    std::string lit = literal_prefix(anchored_at(pat, base.empty() && first_segment.empty()));
+    if (lit.empty() || (!first_segment.empty() && lit.substr(0, lit.find('/')) != first_segment)) {
+      continue;
+    }
+    if (!base.empty()) {
+      lit = base + "/" + lit;
+    }
     struct stat st {};
-    if (lit.empty() || ::lstat((ws + "/" + lit).c_str(), &st) == 0) {
-      continue;  // nothing literal, or it exists and the walk covered it
+    if (::lstat((ws + "/" + lit).c_str(), &st) == 0) {
+      continue;  // it exists and the walk covered it
     }
     while (!lit.empty()) {
       size_t cut = lit.rfind('/');
@@ -376,8 +396,8 @@ Status plan_workspace_rules(const std::string& ws, const DenyCtx& ctx, LaunchPla
   size_t n = 0;
   std::set<std::string> pinned, sealed;
   if (ctx.direct) {
-    protect_absent_paths(ws, f.protect, pinned, sealed, plan);
-    protect_absent_paths(ws, f.deny_write, pinned, sealed, plan);
+    protect_absent_paths(ws, "", f.protect, pinned, sealed, plan);
+    protect_absent_paths(ws, "", f.deny_write, pinned, sealed, plan);
   }
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (ec) {
@@ -402,6 +422,13 @@ Status plan_workspace_rules(const std::string& ws, const DenyCtx& ctx, LaunchPla
       continue;
     }
     bool dir = fs::is_directory(st);
+    if (ctx.direct && dir && rel.find('/') != std::string::npos) {
+      // A nested `.git` (or `.vscode`, ...): the "**/" patterns' absent paths below it too.
+      std::string name = rel.substr(rel.rfind('/') + 1);
+      std::string parent = rel.substr(0, rel.rfind('/'));
+      protect_absent_paths(ws, parent, f.protect, pinned, sealed, plan, name);
+      protect_absent_paths(ws, parent, f.deny_write, pinned, sealed, plan, name);
+    }
     if (any_match(f.deny, rel, abs)) {
       plan.mounts.push_back({dir ? MountKind::MaskDir : MountKind::MaskFile, "", abs});
       if (dir) {

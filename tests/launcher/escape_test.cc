@@ -671,6 +671,31 @@ TEST(Escape, GitCannotBeRedirectedToAPlantedConfig) {
   EXPECT_EQ(host_git_fsmonitor(a), "") << "the host's git would run the sandbox's command";
 }
 
+// The same at any depth: filesystem.protect's "**/.git/commondir" covers a nested repository,
+// whose `.git` becomes read-only in rw mode while its commondir does not exist.
+TEST(Escape, NestedRepositoryCannotBeRedirectedEither) {
+  Attack a;
+  make_repo(a);
+  ASSERT_EQ(run_program({"git", "init", "-q", a.ws() + "/sub"}).exit_code(), 0);
+  if (::geteuid() == 0) {
+    ASSERT_EQ(run_program({"chown", "-R",
+                           std::to_string(kWorkspaceUid) + ":" + std::to_string(kWorkspaceUid),
+                           a.ws() + "/sub"})
+                  .exit_code(),
+              0);
+  }
+  auto r = a.bash(
+      "mkdir -p .cache/g && cp -a sub/.git/HEAD sub/.git/objects sub/.git/refs .cache/g/ && "
+      "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = \"touch pwned; "
+      "false\"\\n' > .cache/g/config && echo ../../.cache/g > sub/.git/commondir && echo PLANTED; "
+      "echo done");
+  EXPECT_NE(r.out.find("done"), std::string::npos) << describe(r);
+  EXPECT_EQ(r.out.find("PLANTED"), std::string::npos) << describe(r);
+  auto git = run_program({"git", "-c", "safe.directory=*", "-C", a.ws() + "/sub", "config", "--get",
+                          "core.fsmonitor"});
+  EXPECT_EQ(git.out, "") << "the host's git would run the sandbox's command";
+}
+
 // ───────────────────────────── processes ─────────────────────────────
 
 TEST(Escape, HostProcessesAreInvisibleAndUnsignallable) {
