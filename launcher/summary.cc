@@ -71,7 +71,7 @@ std::string format_summary(const std::string& id, const SessionEnd& end) {
            (n == 1 && !end.cow_changed_more ? " file" : " files") +
            " changed in the copy-on-write layer (the workspace is untouched): " + end.cow_upper +
            "\n";
-    if (n > 0 && end.cow_fallback.empty()) {
+    if (n > 0) {
       out += "cordon: review: cordon diff " + id + "   apply: cordon commit " + id +
              "   undo: cordon rollback " + id + "\n";
     }
@@ -79,7 +79,8 @@ std::string format_summary(const std::string& id, const SessionEnd& end) {
   if (!end.cow_fallback.empty()) {
     out += "cordon: copy-on-write ran on kernel overlayfs, not cordon-fs (" +
            text::one_line(end.cow_fallback, 200) +
-           "): deny rules covered only files present at start; no live snapshot/rollback\n";
+           "): deny rules covered only files present at start, protected paths are held back "
+           "at commit instead; no live snapshot/rollback\n";
   }
   if (!end.workspace_unwritable.empty()) {
     out += "cordon: " + end.workspace_unwritable + "\n";

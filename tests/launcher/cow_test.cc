@@ -463,7 +463,7 @@ TEST(Cow, StaleMountAfterACrashIsDetachedByTheNextCommand) {
   auto d = run_program({cordon_bin(), "diff", "last", "--stat"},
                        RunSpec{.env = f.env(), .cwd = f.ws()});
   EXPECT_EQ(d.exit_code(), 0) << d.err;
-  EXPECT_NE(d.out.find("A k.txt  (2 bytes)\n"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("A k.txt  (2 bytes, 0644)\n"), std::string::npos) << d.out;
   EXPECT_FALSE(mounted_below(session)) << "cordon diff did not detach the stale mount";
 }
 
@@ -524,6 +524,12 @@ TEST(Cow, SummaryLineSaysHowManyAndWhere) {
             std::string::npos);
   EXPECT_NE(launcher::format_summary("X", end).find(
                 "cordon: review: cordon diff X   apply: cordon commit X   undo: cordon rollback X\n"),
+            std::string::npos);
+  // An overlayfs-fallback session is reviewed the same way.
+  end.cow_fallback = "/dev/fuse not usable";
+  EXPECT_NE(launcher::format_summary("X", end).find("cordon: review: cordon diff X"),
+            std::string::npos);
+  EXPECT_NE(launcher::format_summary("X", end).find("protected paths are held back at commit"),
             std::string::npos);
   end.cow_changed = 100000;
   end.cow_changed_more = true;
