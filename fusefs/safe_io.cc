@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <sys/ioctl.h>
@@ -281,16 +282,55 @@ int remove_tree_at(int dirfd, const std::string& name, unsigned flags) {
   if (errno != EISDIR && errno != EPERM) {
     return errno == ENOENT ? 0 : -errno;
   }
-  int sub = open_dir_to_clear(dirfd, name, flags);
-  if (sub < 0) {
+  // Depth-first without recursion and with one open directory at a time, climbing back with
+  // "..": a tree the sandbox nested 100000 levels deep must neither overflow the stack nor run
+  // out of file descriptors (this is how discard drops a layer).
+  struct Level {
+    std::string name;                // this directory's name in its parent
+    std::vector<std::string> names;  // its entries, listed on the way down
+    size_t next = 0;
+  };
+  UniqueFd cur(open_dir_to_clear(dirfd, name, flags));
+  if (!cur) {
     return -errno;
   }
-  int rc = clear_dir(sub, flags);
-  ::close(sub);
-  if (rc != 0) {
-    return rc;
+  std::vector<Level> path;
+  int err = 0;
+  path.push_back({name, list_dir(cur.get(), &err)});
+  while (err == 0) {
+    Level& l = path.back();
+    if (l.next < l.names.size()) {
+      const std::string& n = l.names[l.next++];
+      if (::unlinkat(cur.get(), n.c_str(), 0) == 0 || errno == ENOENT) {
+        continue;
+      }
+      if (errno != EISDIR && errno != EPERM) {
+        return -errno;
+      }
+      UniqueFd sub(open_dir_to_clear(cur.get(), n, flags));
+      if (!sub) {
+        return -errno;
+      }
+      cur = std::move(sub);
+      path.push_back({n, list_dir(cur.get(), &err)});
+      continue;
+    }
+    std::string done = l.name;
+    path.pop_back();
+    if (path.empty()) {
+      cur.reset();
+      return ::unlinkat(dirfd, done.c_str(), AT_REMOVEDIR) == 0 ? 0 : -errno;
+    }
+    UniqueFd up(::openat(cur.get(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!up) {
+      return -errno;
+    }
+    cur = std::move(up);
+    if (::unlinkat(cur.get(), done.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+      return -errno;
+    }
   }
-  return ::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) == 0 ? 0 : -errno;
+  return -err;
 }
 
 int clear_dir(int dirfd, unsigned flags) {
@@ -319,8 +359,15 @@ int copy_meta(int src_fd, int dst_fd, const struct stat& st) {
   return ::futimens(dst_fd, times) == 0 ? 0 : -errno;
 }
 
+// Nothing nested deeper fits in a path; the copy recurses, so it stops there (a layer the sandbox
+// nested deeper fails to copy with ENAMETOOLONG instead of overflowing the stack).
+constexpr size_t kMaxCopyDepth = PATH_MAX / 2;
+
 int copy_tree_inner(int src, int dst, std::map<std::pair<dev_t, ino_t>, UniqueFd>* links,
-                    const std::string& rel) {
+                    const std::string& rel, size_t depth) {
+  if (depth > kMaxCopyDepth) {
+    return -ENAMETOOLONG;
+  }
   int err = 0;
   for (const auto& n : list_dir(src, &err)) {
     struct stat st;
@@ -337,7 +384,7 @@ int copy_tree_inner(int src, int dst, std::map<std::pair<dev_t, ino_t>, UniqueFd
       if (!s || !d) {
         return -errno;
       }
-      if (int rc = copy_tree_inner(s.get(), d.get(), links, child_rel); rc != 0) {
+      if (int rc = copy_tree_inner(s.get(), d.get(), links, child_rel, depth + 1); rc != 0) {
         return rc;
       }
       if (int rc = copy_meta(s.get(), d.get(), st); rc != 0) {
@@ -394,7 +441,7 @@ int copy_tree_inner(int src, int dst, std::map<std::pair<dev_t, ino_t>, UniqueFd
 
 int copy_tree(int src_dirfd, int dst_dirfd) {
   std::map<std::pair<dev_t, ino_t>, UniqueFd> links;
-  return copy_tree_inner(src_dirfd, dst_dirfd, &links, "");
+  return copy_tree_inner(src_dirfd, dst_dirfd, &links, "", 0);
 }
 
 }  // namespace cordon::fusefs
