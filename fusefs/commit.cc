@@ -278,65 +278,72 @@ class Transaction {
       return -errno;
     }
     if (S_ISREG(ust.st_mode)) {
-      UniqueFd src(open_beneath(udir.get(), base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-      UniqueFd out(
-          ::openat(dst, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-      struct stat now {};
-      if (!src || !out || ::fstat(src.get(), &now) != 0) {
-        return -errno;
-      }
-      if (!S_ISREG(now.st_mode)) {
-        return -ESTALE;  // swapped since the diff
-      }
-      if (int rc = clone_or_copy(src.get(), out.get()); rc != 0) {
-        return rc;
-      }
-      if (int rc = copy_xattrs(src.get(), out.get(), xattr_commits); rc != 0) {
-        return rc;
-      }
-      return set_owner_and_mode(out.get(), ust, owner);
+      return build_file(udir.get(), base, ust, dst, name, owner);
     }
+    if (S_ISLNK(ust.st_mode) || S_ISFIFO(ust.st_mode)) {
+      return build_node(udir.get(), base, ust, dst, name, owner);
+    }
+    if (S_ISDIR(ust.st_mode)) {
+      return build_dir(udir.get(), rel, ust, dst, name, owner);
+    }
+    return -EOPNOTSUPP;  // the plan holds sockets and devices back; never reached
+  }
+
+  static int build_file(int udir, const std::string& base, const struct stat& ust, int dst,
+                        const std::string& name, const Owner& owner) {
+    UniqueFd src(open_beneath(udir, base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+    UniqueFd out(
+        ::openat(dst, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    struct stat now {};
+    if (!src || !out || ::fstat(src.get(), &now) != 0) {
+      return -errno;
+    }
+    if (!S_ISREG(now.st_mode)) {
+      return -ESTALE;  // swapped since the diff
+    }
+    if (int rc = clone_or_copy(src.get(), out.get()); rc != 0) {
+      return rc;
+    }
+    if (int rc = copy_xattrs(src.get(), out.get(), xattr_commits); rc != 0) {
+      return rc;
+    }
+    return set_owner_and_mode(out.get(), ust, owner);
+  }
+
+  // A symlink (its target copied as text, never followed) or a fifo.
+  static int build_node(int udir, const std::string& base, const struct stat& ust, int dst,
+                        const std::string& name, const Owner& owner) {
     if (S_ISLNK(ust.st_mode)) {
-      char target[PATH_MAX + 1];
-      ssize_t n = ::readlinkat(udir.get(), base.c_str(), target, PATH_MAX);
+      std::string target(PATH_MAX + 1, '\0');  // heap: build() recurses
+      ssize_t n = ::readlinkat(udir, base.c_str(), target.data(), PATH_MAX);
       if (n < 0) {
         return -errno;
       }
-      target[n] = '\0';
-      if (::symlinkat(target, dst, name.c_str()) != 0) {
+      target.resize(static_cast<size_t>(n));
+      if (::symlinkat(target.c_str(), dst, name.c_str()) != 0) {
         return -errno;
       }
-      if (owner.set && ::fchownat(dst, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW)) {
-        return -errno;
-      }
-      timespec times[2] = {ust.st_atim, ust.st_mtim};
-      return ::utimensat(dst, name.c_str(), times, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+    } else if (::mkfifoat(dst, name.c_str(), 0600) != 0) {
+      return -errno;
     }
-    if (S_ISFIFO(ust.st_mode)) {
-      if (::mkfifoat(dst, name.c_str(), 0600) != 0) {
-        return -errno;
-      }
-      if (owner.set && ::fchownat(dst, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW)) {
-        return -errno;
-      }
-      if (::fchmodat(dst, name.c_str(), committed_mode(ust, owner), 0) != 0) {
-        return -errno;
-      }
-      timespec times[2] = {ust.st_atim, ust.st_mtim};
-      return ::utimensat(dst, name.c_str(), times, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+    if (owner.set && ::fchownat(dst, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW)) {
+      return -errno;
     }
-    if (!S_ISDIR(ust.st_mode)) {
-      return -EOPNOTSUPP;  // the plan holds sockets and devices back; never reached
+    if (S_ISFIFO(ust.st_mode) && ::fchmodat(dst, name.c_str(), committed_mode(ust, owner), 0)) {
+      return -errno;
     }
+    timespec times[2] = {ust.st_atim, ust.st_mtim};
+    return ::utimensat(dst, name.c_str(), times, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+  }
+
+  int build_dir(int udir, const std::string& rel, const struct stat& ust, int dst,
+                const std::string& name, const Owner& owner) {
     if (::mkdirat(dst, name.c_str(), 0700) != 0) {
       return -errno;
     }
     UniqueFd d(open_beneath(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
-    if (!d) {
-      return -errno;
-    }
-    UniqueFd usrc(open_beneath(udir.get(), base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
-    if (!usrc) {
+    UniqueFd usrc(open_beneath(udir, split_path(rel).second, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+    if (!d || !usrc) {
       return -errno;
     }
     if (int rc = copy_xattrs(usrc.get(), d.get(), xattr_commits); rc != 0) {

@@ -70,10 +70,11 @@ bool same_content(int dir_a, int dir_b, const std::string& name, const struct st
     return false;
   }
   if (S_ISLNK(a.st_mode)) {
-    char ta[PATH_MAX], tb[PATH_MAX];
-    ssize_t na = ::readlinkat(dir_a, name.c_str(), ta, sizeof(ta));
-    ssize_t nb = ::readlinkat(dir_b, name.c_str(), tb, sizeof(tb));
-    return na == nb && na >= 0 && std::memcmp(ta, tb, static_cast<size_t>(na)) == 0;
+    // On the heap: this runs inside a recursive walk, whose frames must stay small.
+    std::string ta(PATH_MAX, '\0'), tb(PATH_MAX, '\0');
+    ssize_t na = ::readlinkat(dir_a, name.c_str(), ta.data(), ta.size());
+    ssize_t nb = ::readlinkat(dir_b, name.c_str(), tb.data(), tb.size());
+    return na == nb && na >= 0 && std::memcmp(ta.data(), tb.data(), static_cast<size_t>(na)) == 0;
   }
   if (!S_ISREG(a.st_mode)) {
     return true;
@@ -112,7 +113,15 @@ class DiffWalk {
  public:
   DiffWalk(LayerFormat format, std::vector<Change>* out) : format_(format), out_(out) {}
 
-  Status walk(int upper, int lower, const std::string& rel) {
+  Status walk(int upper, int lower, const std::string& rel, size_t depth = 0) {
+    // Nothing nested deeper fits in PATH_MAX, so nothing deeper could be committed; and the
+    // walk recurses, so a layer the sandbox nested 100000 levels deep must not exhaust the stack.
+    if (depth > kMaxDepth) {
+      return make_error("the upper layer nests directories deeper than " +
+                            std::to_string(kMaxDepth) + " levels at " + rel.substr(0, 200) + "...",
+                        "nothing that deep fits in a path; discard the session, or remove that "
+                        "tree from its upper/ by hand");
+    }
     int err = 0;
     std::vector<std::string> names = list_dir(upper, &err);
     if (err != 0) {
@@ -158,7 +167,7 @@ class DiffWalk {
       }
     }
     for (const auto& [n, ust] : entries) {
-      TRY(entry(upper, lower, rel, n, ust));
+      TRY(entry(upper, lower, rel, n, ust, depth));
     }
     return {};
   }
@@ -219,7 +228,7 @@ class DiffWalk {
   }
 
   Status entry(int upper, int lower, const std::string& rel, const std::string& n,
-               const struct stat& ust) {
+               const struct stat& ust, size_t depth) {
     std::string path = join(rel, n);
     struct stat lst;
     bool in_lower = lower >= 0 && ::fstatat(lower, n.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0;
@@ -243,7 +252,7 @@ class DiffWalk {
         emit(in_lower ? ChangeKind::Modified : ChangeKind::Added, path, &ust,
              in_lower ? &lst : nullptr);
       }
-      return walk(usub.get(), lsub ? lsub.get() : -1, path);
+      return walk(usub.get(), lsub ? lsub.get() : -1, path, depth + 1);
     }
     if (format_ == LayerFormat::Overlay && S_ISREG(ust.st_mode)) {
       UniqueFd f(open_beneath(upper, n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
@@ -263,6 +272,7 @@ class DiffWalk {
     return {};
   }
 
+  static constexpr size_t kMaxDepth = PATH_MAX / 2;  // "a/" per level
   LayerFormat format_;
   std::vector<Change>* out_;
 };
@@ -306,7 +316,8 @@ Result<std::vector<Change>> diff_layers(const std::string& lower, const std::str
   if (auto st = walk.walk(u.get(), l.get(), ""); !st.ok()) {
     return std::move(st).error().with_context("comparing " + upper + " with " + lower);
   }
-  std::sort(out.begin(), out.end(), [](const Change& a, const Change& b) { return a.path < b.path; });
+  std::sort(out.begin(), out.end(),
+            [](const Change& a, const Change& b) { return a.path < b.path; });
   if (policy != nullptr) {
     mark_protected(&out, *policy);
   }

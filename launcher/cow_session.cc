@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -92,6 +93,13 @@ bool overlay_session_running(int dir_fd, const std::string& id) {
 
 Result<CowSession> open_cow_session(const std::string& id_text, bool* refused) {
   *refused = false;
+  // The layer walks hold a directory fd per level of the tree the sandbox made: allow as many
+  // as the hard limit does, so a deep tree meets the walks' own depth bound, not EMFILE.
+  struct rlimit nofile {};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   const std::string root = sessions_root();
   ASSIGN_OR_RETURN(std::string id, resolve_session(root, id_text));
   ASSIGN_OR_RETURN(UniqueFd root_fd, store::open_root(root));

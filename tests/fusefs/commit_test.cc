@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -571,6 +572,37 @@ TEST(OverlayLayers, WhiteoutsOpaqueDirectoriesAndDevicesAreRead) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().to_string().find("moved uses overlayfs redirect"), std::string::npos)
       << refused.error().to_string();
+}
+
+// A layer nested deeper than any path can be (built with *at() calls) is refused by diff with
+// a clear error, never walked until the stack or the fds run out.
+TEST(DiffLayers, RefusesALayerNestedDeeperThanAnyPath) {
+  cordon::testing::TempDir dir;
+  ASSERT_EQ(::mkdir((dir.path() + "/lower").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir.path() + "/upper").c_str(), 0755), 0);
+  int fd = ::open((dir.path() + "/upper").c_str(), O_RDONLY | O_DIRECTORY);
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_EQ(::mkdirat(fd, "d", 0755), 0);
+    int sub = ::openat(fd, "d", O_RDONLY | O_DIRECTORY);
+    ::close(fd);
+    fd = sub;
+  }
+  ::close(fd);
+  // As `cordon diff` does: as many fds as the hard limit allows.
+  struct rlimit nofile {};
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  nofile.rlim_cur = nofile.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &nofile);
+  auto diff = diff_layers(dir.path() + "/lower", dir.path() + "/upper");
+  ASSERT_FALSE(diff.ok());
+  std::string why = diff.error().to_string();
+  EXPECT_TRUE(why.find("deeper than 2048 levels") != std::string::npos ||
+              (nofile.rlim_max < 4200 && why.find("Too many open files") != std::string::npos))
+      << why;
+  // Snapshot, discard and removal survive it too.
+  ASSERT_EQ(snapshot_layer(dir.path() + "/upper", dir.path() + "/snap").ok(), false);
+  ASSERT_TRUE(discard_layer(dir.path() + "/upper").ok());
+  EXPECT_TRUE(diff_layers(dir.path() + "/lower", dir.path() + "/upper")->empty());
 }
 
 TEST(CommitJournal, RoundTripsAnyNameAndRefusesDamage) {
