@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "netproxy/peek.h"
+#include "netproxy/wire/peek.h"
 #include "policy/host_pattern.h"
 
-namespace cordon::netproxy::socks5 {
+namespace cordon::netproxy::wire::socks5 {
 
 enum Reply : uint8_t {
   kSucceeded = 0x00,
@@ -48,4 +48,4 @@ Request parse_request(std::span<const uint8_t> data);
 std::vector<uint8_t> make_reply(Reply code, const std::optional<policy::IpAddress>& bound = {},
                                 uint16_t bound_port = 0);
 
-}  // namespace cordon::netproxy::socks5
+}  // namespace cordon::netproxy::wire::socks5

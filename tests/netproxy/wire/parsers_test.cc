@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "netproxy/dns_message.h"
-#include "netproxy/http_head.h"
-#include "netproxy/sni.h"
-#include "netproxy/socks5.h"
+#include "netproxy/wire/dns_message.h"
+#include "netproxy/wire/http_head.h"
+#include "netproxy/wire/sni.h"
+#include "netproxy/wire/socks5.h"
 
-namespace cordon::netproxy {
+namespace cordon::netproxy::wire {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
@@ -275,4 +275,4 @@ TEST(DnsMessage, PointerLoopsAndBadLengthsAreRejected) {
 }
 
 }  // namespace
-}  // namespace cordon::netproxy
+}  // namespace cordon::netproxy::wire

@@ -4,17 +4,17 @@
 #include <span>
 #include <string_view>
 
-#include "netproxy/http_head.h"
+#include "netproxy/wire/http_head.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto h = cordon::netproxy::parse_http_head(std::span<const uint8_t>(data, size));
-  if (h.status == cordon::netproxy::ParseStatus::Done && h.head_size > size) {
+  auto h = cordon::netproxy::wire::parse_http_head(std::span<const uint8_t>(data, size));
+  if (h.status == cordon::netproxy::wire::ParseStatus::Done && h.head_size > size) {
     __builtin_trap();
   }
   std::string host, path;
   uint16_t port = 0;
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  if (cordon::netproxy::parse_absolute_http(text, &host, &port, &path) &&
+  if (cordon::netproxy::wire::parse_absolute_http(text, &host, &port, &path) &&
       (port == 0 || path.empty() || path[0] != '/')) {
     __builtin_trap();
   }

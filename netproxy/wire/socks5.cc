@@ -1,7 +1,7 @@
 // SOCKS5 parsing: version 5, no-auth, CONNECT; every length checked before it is used.
-#include "netproxy/socks5.h"
+#include "netproxy/wire/socks5.h"
 
-namespace cordon::netproxy::socks5 {
+namespace cordon::netproxy::wire::socks5 {
 
 Greeting parse_greeting(std::span<const uint8_t> d) {
   Greeting g;
@@ -125,4 +125,4 @@ std::vector<uint8_t> make_reply(Reply code, const std::optional<policy::IpAddres
   return out;
 }
 
-}  // namespace cordon::netproxy::socks5
+}  // namespace cordon::netproxy::wire::socks5

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace cordon::netproxy::dns {
+namespace cordon::netproxy::wire::dns {
 
 enum Type : uint16_t {
   kA = 1,
@@ -72,4 +72,4 @@ std::vector<uint8_t> build_header_only(uint16_t id, uint16_t flags, Rcode rcode)
 
 std::string type_name(uint16_t type);  // "A", "AAAA", "TXT", ... or "TYPE123"
 
-}  // namespace cordon::netproxy::dns
+}  // namespace cordon::netproxy::wire::dns

@@ -1,10 +1,10 @@
 // TLS ClientHello parsing (RFC 8446 section 4.1.2, RFC 6066 section 3), bounds-checked throughout.
-#include "netproxy/sni.h"
+#include "netproxy/wire/sni.h"
 
 #include <optional>
 #include <vector>
 
-namespace cordon::netproxy {
+namespace cordon::netproxy::wire {
 
 namespace {
 
@@ -174,4 +174,4 @@ ClientHello parse_client_hello(std::span<const uint8_t> data) {
   return parse_hello_body(std::span<const uint8_t>(hs).subspan(4, hlen));
 }
 
-}  // namespace cordon::netproxy
+}  // namespace cordon::netproxy::wire

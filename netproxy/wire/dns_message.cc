@@ -1,7 +1,7 @@
 // DNS wire format: parse one question, write answers; every read checked against the message end.
-#include "netproxy/dns_message.h"
+#include "netproxy/wire/dns_message.h"
 
-namespace cordon::netproxy::dns {
+namespace cordon::netproxy::wire::dns {
 
 namespace {
 
@@ -209,4 +209,4 @@ std::string type_name(uint16_t t) {
   }
 }
 
-}  // namespace cordon::netproxy::dns
+}  // namespace cordon::netproxy::wire::dns

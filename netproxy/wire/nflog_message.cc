@@ -1,6 +1,6 @@
 // nfnetlink_log datagram and IP header parsing. Every length is checked against the bytes that
 // are really there before it is used: the kernel is trusted to be well-formed, the code is not.
-#include "netproxy/nflog_message.h"
+#include "netproxy/wire/nflog_message.h"
 
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-namespace cordon::netproxy {
+namespace cordon::netproxy::wire {
 
 namespace {
 
@@ -207,4 +207,4 @@ NflogBatch parse_nflog(std::span<const uint8_t> d) {
   return out;
 }
 
-}  // namespace cordon::netproxy
+}  // namespace cordon::netproxy::wire

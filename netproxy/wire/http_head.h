@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "netproxy/peek.h"
+#include "netproxy/wire/peek.h"
 
-namespace cordon::netproxy {
+namespace cordon::netproxy::wire {
 
 struct HttpHead {
   ParseStatus status = ParseStatus::NeedMore;
@@ -32,4 +32,4 @@ bool split_host_port(std::string_view in, std::string* host, int* port);
 bool parse_absolute_http(std::string_view target, std::string* host, uint16_t* port,
                          std::string* path);
 
-}  // namespace cordon::netproxy
+}  // namespace cordon::netproxy::wire

@@ -5,9 +5,9 @@
 #include <span>
 #include <string>
 
-#include "netproxy/peek.h"
+#include "netproxy/wire/peek.h"
 
-namespace cordon::netproxy {
+namespace cordon::netproxy::wire {
 
 struct ClientHello {
   ParseStatus status = ParseStatus::NeedMore;
@@ -23,4 +23,4 @@ ClientHello parse_client_hello(std::span<const uint8_t> data);
 // True when the first byte could start a TLS handshake record (content type 22).
 inline bool looks_like_tls(std::span<const uint8_t> data) { return !data.empty() && data[0] == 22; }
 
-}  // namespace cordon::netproxy
+}  // namespace cordon::netproxy::wire

@@ -3,10 +3,10 @@
 #include <cstdint>
 #include <span>
 
-#include "netproxy/dns_message.h"
+#include "netproxy/wire/dns_message.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  namespace dns = cordon::netproxy::dns;
+  namespace dns = cordon::netproxy::wire::dns;
   dns::Query q;
   std::span<const uint8_t> in(data, size);
   auto r = dns::parse_query(in, &q);

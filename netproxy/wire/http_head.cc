@@ -1,10 +1,10 @@
 // HTTP/1.x request-head sniffing (RFC 9112 section 3), bounded and allocation-light.
-#include "netproxy/http_head.h"
+#include "netproxy/wire/http_head.h"
 
 #include <algorithm>
 #include <charconv>
 
-namespace cordon::netproxy {
+namespace cordon::netproxy::wire {
 
 namespace {
 
@@ -185,4 +185,4 @@ HttpHead parse_http_head(std::span<const uint8_t> data) {
   }
 }
 
-}  // namespace cordon::netproxy
+}  // namespace cordon::netproxy::wire
