@@ -51,6 +51,55 @@ asio::awaitable<void> send_refusal(Context& ctx, Stream& s, unsigned version, ht
   co_await http::async_write(s, res, use_nothrow);
 }
 
+// network.rules for one plain-HTTP request (host as decided, target in origin form): a refusal
+// (403 naming the rule, or 400 for a path the rules cannot judge) with its net.refused event, or
+// nullopt when the request may go.
+struct RuleRefusal {
+  http::status status;
+  std::string line;
+};
+std::optional<RuleRefusal> check_rules(Context& ctx, std::string_view host, uint16_t port,
+                                       std::string_view method, std::string_view target,
+                                       const std::string& client, std::string_view mode,
+                                       const std::string& url) {
+  if (ctx.policy.rules.empty()) {
+    return std::nullopt;
+  }
+  const std::string name = policy::normalize_host(host);
+  std::string why;
+  auto path = policy::normalize_http_path(target, &why);
+  policy::HttpDecision d;
+  RuleRefusal r{http::status::forbidden, {}};
+  if (!path) {
+    // Judged as the root so a host without rules is not refused over its paths.
+    d = policy::decide_http(ctx.policy.rules, name, port, method, "/");
+    if (!d.ruled) {
+      return std::nullopt;
+    }
+    d.allow = false;
+    d.rule = "network.rules (path)";
+    r.status = http::status::bad_request;
+    r.line = "cordon: " + std::string(method) + " " + name + " refused: " + why +
+             " (network.rules judge the decoded path)";
+  } else {
+    d = policy::decide_http(ctx.policy.rules, name, port, method, *path);
+    if (d.allow) {
+      return std::nullopt;
+    }
+    r.line = "cordon: " + std::string(method) + " " + name + *path + " is denied by " + d.rule;
+  }
+  ctx.emit("net.refused", {{"name", name},
+                           {"port", port},
+                           {"mode", std::string(mode)},
+                           {"decision", "deny"},
+                           {"rule", d.rule},
+                           {"client", client},
+                           {"method", std::string(method)},
+                           {"url", url},
+                           {"reason", r.line}});
+  return r;
+}
+
 http::status status_for(Failure f) {
   return (f == Failure::Policy || f == Failure::Cap) ? http::status::forbidden
                                                      : http::status::bad_gateway;
@@ -410,6 +459,15 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
                             false);
       break;
     }
+    if (auto refusal = check_rules(ctx, host, port, method, path, ctx.client_of(client.socket()),
+                                   "http", url)) {
+      bool keep = client_keep && p.is_done();
+      co_await send_refusal(ctx, client, version, refusal->status, refusal->line, keep);
+      if (!keep) {
+        break;
+      }
+      continue;
+    }
     std::string key = host + ":" + std::to_string(port);
     if (!up_stream || key != up_key) {
       close_upstream();
@@ -571,6 +629,12 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
                                {"url", url},
                                {"reason", msg}});
       co_await send_refusal(ctx, client, req.version(), http::status::forbidden, msg, false);
+      break;
+    }
+    if (auto refusal = check_rules(ctx, up.name.empty() ? up.addr.to_string() : up.name, up.port,
+                                   method, target, up.client, "transparent", url)) {
+      // The upstream already has a connection from us; the request never reaches it.
+      co_await send_refusal(ctx, client, req.version(), refusal->status, refusal->line, false);
       break;
     }
     const bool client_keep = req.keep_alive();
