@@ -6,13 +6,14 @@
 #include <algorithm>
 
 #include "netproxy/decide.h"
-#include "netproxy/dns_message.h"
+#include "netproxy/wire/dns_message.h"
 
 namespace cordon::netproxy {
 
 namespace {
 
 using udp = asio::ip::udp;
+namespace dns = wire::dns;
 constexpr uint32_t kMaxUdpInFlight = 64;  // queries awaiting the host resolver at once
 
 bool type_allowed(const policy::NetworkPolicy& p, uint16_t qtype) {

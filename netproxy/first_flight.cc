@@ -3,8 +3,8 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
-#include "netproxy/http_head.h"
-#include "netproxy/sni.h"
+#include "netproxy/wire/http_head.h"
+#include "netproxy/wire/sni.h"
 
 namespace cordon::netproxy {
 
@@ -61,22 +61,22 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
     buf.commit(n);
     auto d = buf.data();
     std::span<const uint8_t> bytes(static_cast<const uint8_t*>(d.data()), d.size());
-    if (looks_like_tls(bytes)) {
-      auto hello = parse_client_hello(bytes);
-      if (hello.status == ParseStatus::NeedMore) {
+    if (wire::looks_like_tls(bytes)) {
+      auto hello = wire::parse_client_hello(bytes);
+      if (hello.status == wire::ParseStatus::NeedMore) {
         continue;
       }
-      out.kind = hello.status == ParseStatus::Done ? "tls" : "opaque";
+      out.kind = hello.status == wire::ParseStatus::Done ? "tls" : "opaque";
       if (hello.has_sni) {
         out.claimed = hello.sni;
       }
       break;
     }
-    auto head = parse_http_head(bytes);
-    if (head.status == ParseStatus::NeedMore) {
+    auto head = wire::parse_http_head(bytes);
+    if (head.status == wire::ParseStatus::NeedMore) {
       continue;
     }
-    out.kind = head.status == ParseStatus::Done ? "http" : "opaque";
+    out.kind = head.status == wire::ParseStatus::Done ? "http" : "opaque";
     out.claimed = head.host;
     if (head.status == ParseStatus::Done) {
       out.method = head.method;
@@ -115,7 +115,6 @@ asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& p,
   s.set_option(asio::socket_base::linger(true, 0), ec);
   s.close(ec);
 }
-
 
 asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::flat_buffer& buf,
                                            Upstream& up) {
@@ -173,10 +172,10 @@ asio::awaitable<void> named_tunnel(Context& ctx, tcp::socket client, tcp::socket
 
 void start_named_tunnel(Context& ctx, tcp::socket client, tcp::socket upstream, Upstream up,
                         std::string leftover) {
-  asio::co_spawn(ctx.io,
-                 named_tunnel(ctx, std::move(client), std::move(upstream), std::move(up),
-                              std::move(leftover)),
-                 [](std::exception_ptr e) { log_coroutine_end("tunnel check", e); });
+  asio::co_spawn(
+      ctx.io,
+      named_tunnel(ctx, std::move(client), std::move(upstream), std::move(up), std::move(leftover)),
+      [](std::exception_ptr e) { log_coroutine_end("tunnel check", e); });
 }
 
 }  // namespace cordon::netproxy

@@ -9,9 +9,9 @@
 #include "netproxy/decide.h"
 #include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
-#include "netproxy/http_head.h"
 #include "netproxy/splice.h"
 #include "netproxy/upstream.h"
+#include "netproxy/wire/http_head.h"
 
 namespace cordon::netproxy {
 
@@ -51,6 +51,55 @@ asio::awaitable<void> send_refusal(Context& ctx, Stream& s, unsigned version, ht
   co_await http::async_write(s, res, use_nothrow);
 }
 
+// network.rules for one plain-HTTP request (host as decided, target in origin form): a refusal
+// (403 naming the rule, or 400 for a path the rules cannot judge) with its net.refused event, or
+// nullopt when the request may go.
+struct RuleRefusal {
+  http::status status;
+  std::string line;
+};
+std::optional<RuleRefusal> check_rules(Context& ctx, std::string_view host, uint16_t port,
+                                       std::string_view method, std::string_view target,
+                                       const std::string& client, std::string_view mode,
+                                       const std::string& url) {
+  if (ctx.policy.rules.empty()) {
+    return std::nullopt;
+  }
+  const std::string name = policy::normalize_host(host);
+  std::string why;
+  auto path = policy::normalize_http_path(target, &why);
+  policy::HttpDecision d;
+  RuleRefusal r{http::status::forbidden, {}};
+  if (!path) {
+    // Judged as the root so a host without rules is not refused over its paths.
+    d = policy::decide_http(ctx.policy.rules, name, port, method, "/");
+    if (!d.ruled) {
+      return std::nullopt;
+    }
+    d.allow = false;
+    d.rule = "network.rules (path)";
+    r.status = http::status::bad_request;
+    r.line = "cordon: " + std::string(method) + " " + name + " refused: " + why +
+             " (network.rules judge the decoded path)";
+  } else {
+    d = policy::decide_http(ctx.policy.rules, name, port, method, *path);
+    if (d.allow) {
+      return std::nullopt;
+    }
+    r.line = "cordon: " + std::string(method) + " " + name + *path + " is denied by " + d.rule;
+  }
+  ctx.emit("net.refused", {{"name", name},
+                           {"port", port},
+                           {"mode", std::string(mode)},
+                           {"decision", "deny"},
+                           {"rule", d.rule},
+                           {"client", client},
+                           {"method", std::string(method)},
+                           {"url", url},
+                           {"reason", r.line}});
+  return r;
+}
+
 http::status status_for(Failure f) {
   return (f == Failure::Policy || f == Failure::Cap) ? http::status::forbidden
                                                      : http::status::bad_gateway;
@@ -61,12 +110,10 @@ http::status status_for(Failure f) {
 // message's end. Counts bytes written; `outbound` says which byte budget they are charged to.
 // Returns an error, or a cap name in *cut when a budget ran out. `watched`: see relay_message.
 template <bool isRequest, class Stream>
-asio::awaitable<beast::error_code> relay_chunked(Context& ctx, Stream& in,
-                                                 beast::flat_buffer& buf,
+asio::awaitable<beast::error_code> relay_chunked(Context& ctx, Stream& in, beast::flat_buffer& buf,
                                                  http::parser<isRequest, http::buffer_body>& p,
-                                                 Stream& out, bool outbound,
-                                                 uint64_t* written, std::string* cut,
-                                                 Clock::time_point* watched) {
+                                                 Stream& out, bool outbound, uint64_t* written,
+                                                 std::string* cut, Clock::time_point* watched) {
   http::serializer<isRequest, http::buffer_body> sr{p.get()};
   std::array<char, 16 * 1024> chunk;
   const auto timeout = ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
@@ -133,11 +180,10 @@ asio::awaitable<void> idle_guard(Context& ctx, const Clock::time_point& last) {
 // so that the FIN leaves in the same segment and the peer is woken once, not twice.
 // `watched`: see relay_message.
 template <class Stream>
-asio::awaitable<beast::error_code> write_charged(Context& ctx, Stream& out,
-                                                 asio::const_buffer head, asio::const_buffer body,
-                                                 bool outbound, uint64_t* written,
-                                                 std::string* cut, bool fin_follows,
-                                                 Clock::time_point* watched) {
+asio::awaitable<beast::error_code> write_charged(Context& ctx, Stream& out, asio::const_buffer head,
+                                                 asio::const_buffer body, bool outbound,
+                                                 uint64_t* written, std::string* cut,
+                                                 bool fin_follows, Clock::time_point* watched) {
   const std::array<asio::const_buffer, 2> bytes{head, body};
   const uint64_t total = head.size() + body.size();
   uint64_t ok = outbound ? ctx.caps.take_out(total) : ctx.caps.take_in(total);
@@ -180,8 +226,7 @@ asio::awaitable<beast::error_code> write_charged(Context& ctx, Stream& out,
 template <bool isRequest, class Stream>
 asio::awaitable<beast::error_code> read_head(Stream& in, beast::flat_buffer& buf,
                                              http::parser<isRequest, http::buffer_body>& p,
-                                             Millis timeout,
-                                             Clock::time_point* watched = nullptr) {
+                                             Millis timeout, Clock::time_point* watched = nullptr) {
   if (buf.size() > 0) {
     beast::error_code ec;
     const size_t used = p.put(buf.data(), ec);
@@ -226,12 +271,10 @@ std::string head_text(const http::header<isRequest, http::fields>& h) {
 // idle timeout: no deadline per operation, and *watched is set after each move. nullptr: each
 // operation has its own deadline (beast::tcp_stream's timer).
 template <bool isRequest, class Stream>
-asio::awaitable<beast::error_code> relay_message(Context& ctx, Stream& in,
-                                                 beast::flat_buffer& buf,
+asio::awaitable<beast::error_code> relay_message(Context& ctx, Stream& in, beast::flat_buffer& buf,
                                                  http::parser<isRequest, http::buffer_body>& p,
-                                                 Stream& out, bool outbound,
-                                                 uint64_t* written, std::string* cut,
-                                                 bool* to_eof = nullptr,
+                                                 Stream& out, bool outbound, uint64_t* written,
+                                                 std::string* cut, bool* to_eof = nullptr,
                                                  bool client_closes = false,
                                                  Clock::time_point* watched = nullptr) {
   if (p.chunked()) {
@@ -251,14 +294,14 @@ asio::awaitable<beast::error_code> relay_message(Context& ctx, Stream& in,
   const uint64_t buffered = std::min<uint64_t>(buf.size(), length.value_or(buf.size()));
   // The whole of the last response on the connection goes out now: the callers shut the client
   // down right after it (serve_http_proxy, serve_http_transparent).
-  const bool last_whole_response = !isRequest && length && buffered == *length &&
-                                   (client_closes || !p.get().keep_alive());
+  const bool last_whole_response =
+      !isRequest && length && buffered == *length && (client_closes || !p.get().keep_alive());
   {
     // The head exactly as it goes out (start line, fields, CRLF), charged like body bytes.
     const std::string text = head_text(p.get().base());
     auto ec = co_await write_charged(ctx, out, asio::buffer(text),
-                                     asio::buffer(buf.data().data(), buffered), outbound,
-                                     written, cut, last_whole_response, watched);
+                                     asio::buffer(buf.data().data(), buffered), outbound, written,
+                                     cut, last_whole_response, watched);
     buf.consume(buffered);
     if (ec) {
       co_return ec;
@@ -305,7 +348,7 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
   std::string host;
   int port = 0;
   std::string target(req.target());
-  if (!split_host_port(target, &host, &port) || port == 0) {
+  if (!wire::split_host_port(target, &host, &port) || port == 0) {
     co_await send_refusal(ctx, client, req.version(), http::status::bad_request,
                           "cordon: CONNECT needs host:port, got \"" + target + "\"", false);
     co_return;
@@ -328,8 +371,8 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
     finish_upstream(ctx, opened.up);
     co_return;
   }
-  start_named_tunnel(ctx, client.release_socket(), std::move(*opened.socket),
-                     std::move(opened.up), take_leftover(buf));
+  start_named_tunnel(ctx, client.release_socket(), std::move(*opened.socket), std::move(opened.up),
+                     take_leftover(buf));
 }
 
 // One net.http event per relayed request; skipped without an event log (it is built per
@@ -371,7 +414,8 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
   auto close_upstream = [&] {
     if (up_stream) {
       beast::error_code ignored;
-      up_stream->socket().close(ignored);  // a FIN (or RST if unread bytes remain), as shutdown+close
+      // A FIN (or RST if unread bytes remain), as shutdown+close.
+      up_stream->socket().close(ignored);
       finish_upstream(ctx, up);
       up_stream.reset();
       up_buf.reset();
@@ -382,11 +426,11 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     http::request_parser<http::buffer_body> p;
     p.header_limit(kMaxRequestHead);
     p.body_limit(boost::none);
-    auto ec = co_await read_head(client, buf, p,
-                                 count == 0 ? ctx.handshake_timeout
-                                            : (ctx.policy.idle_timeout.count() > 0
-                                                   ? ctx.policy.idle_timeout
-                                                   : ctx.handshake_timeout));
+    auto ec = co_await read_head(
+        client, buf, p,
+        count == 0 ? ctx.handshake_timeout
+                   : (ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                          : ctx.handshake_timeout));
     if (ec) {
       if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
           ec != asio::error::connection_reset && count == 0) {
@@ -407,13 +451,22 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     const bool client_keep = req.keep_alive();
     std::string host, path;
     uint16_t port = 0;
-    if (!parse_absolute_http(url, &host, &port, &path)) {
+    if (!wire::parse_absolute_http(url, &host, &port, &path)) {
       co_await send_refusal(ctx, client, version, http::status::bad_request,
                             "cordon: proxy requests need an absolute http:// URL (https:// goes "
                             "through CONNECT), got \"" +
                                 url + "\"",
                             false);
       break;
+    }
+    if (auto refusal = check_rules(ctx, host, port, method, path, ctx.client_of(client.socket()),
+                                   "http", url)) {
+      bool keep = client_keep && p.is_done();
+      co_await send_refusal(ctx, client, version, refusal->status, refusal->line, keep);
+      if (!keep) {
+        break;
+      }
+      continue;
     }
     std::string key = host + ":" + std::to_string(port);
     if (!up_stream || key != up_key) {
@@ -473,9 +526,9 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     if (req.method() == http::verb::head) {
       rp.skip(true);
     }
-    auto hec = co_await read_head(*up_stream, *up_buf, rp,
-                                  ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
-                                                                      : ctx.handshake_timeout);
+    auto hec = co_await read_head(
+        *up_stream, *up_buf, rp,
+        ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout : ctx.handshake_timeout);
     if (hec) {
       co_await send_refusal(ctx, client, version, http::status::bad_gateway,
                             "cordon: " + key + " did not send a response (" + hec.message() + ")",
@@ -559,7 +612,7 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
     std::string host;
     int host_port = 0;
     if (!up.name.empty() &&
-        (!split_host_port(std::string(req[http::field::host]), &host, &host_port) ||
+        (!wire::split_host_port(std::string(req[http::field::host]), &host, &host_port) ||
          policy::normalize_host(host) != up.name)) {
       std::string msg = "cordon: Host \"" + std::string(req[http::field::host]) +
                         "\" does not match " + up.name + ", the name this connection was " +
@@ -576,6 +629,12 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
                                {"url", url},
                                {"reason", msg}});
       co_await send_refusal(ctx, client, req.version(), http::status::forbidden, msg, false);
+      break;
+    }
+    if (auto refusal = check_rules(ctx, up.name.empty() ? up.addr.to_string() : up.name, up.port,
+                                   method, target, up.client, "transparent", url)) {
+      // The upstream already has a connection from us; the request never reaches it.
+      co_await send_refusal(ctx, client, req.version(), refusal->status, refusal->line, false);
       break;
     }
     const bool client_keep = req.keep_alive();
@@ -599,8 +658,8 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
     }
     const unsigned status = rp.get().result_int();
     bool to_eof = false;
-    auto sec = co_await relay_message<false>(ctx, upstream, up_buf, rp, client, false,
-                                             &resp_bytes, &cut, &to_eof, !client_keep, watched);
+    auto sec = co_await relay_message<false>(ctx, upstream, up_buf, rp, client, false, &resp_bytes,
+                                             &cut, &to_eof, !client_keep, watched);
     const bool server_keep = rp.get().keep_alive() && !to_eof;
     up.bytes_in += resp_bytes;
     if (sec || !client_keep || !server_keep) {
@@ -609,8 +668,7 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
       client.shutdown(tcp::socket::shutdown_send, ignored);
       client_shut = true;
     }
-    emit_http(ctx, up, method, url, up.name, up.port, status, req_bytes, resp_bytes,
-              "transparent");
+    emit_http(ctx, up, method, url, up.name, up.port, status, req_bytes, resp_bytes, "transparent");
     if (sec) {
       up.end = cut.empty() ? "reset" : cut;
       break;

@@ -55,8 +55,8 @@ Status configure(int fd, uint16_t group, uint32_t seq, const std::string& what, 
   std::memcpy(msg.data() + NLMSG_HDRLEN, &g, sizeof g);
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  if (::sendto(fd, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&kernel),
-               sizeof kernel) < 0) {
+  if (::sendto(fd, msg.data(), msg.size(), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) <
+      0) {
     return sys_error("sendto(NETLINK_NETFILTER, NFULNL_MSG_CONFIG " + what + ", group " +
                      std::to_string(group) + ")");
   }
@@ -64,8 +64,8 @@ Status configure(int fd, uint16_t group, uint32_t seq, const std::string& what, 
   alignas(nlmsghdr) uint8_t buf[512];
   ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
   if (n < 0) {
-    return sys_error("recv(NETLINK_NETFILTER ack for " + what + ", group " +
-                     std::to_string(group) + ")");
+    return sys_error("recv(NETLINK_NETFILTER ack for " + what + ", group " + std::to_string(group) +
+                     ")");
   }
   const auto* r = reinterpret_cast<const nlmsghdr*>(buf);
   if (static_cast<size_t>(n) < NLMSG_HDRLEN + sizeof(nlmsgerr) || r->nlmsg_type != NLMSG_ERROR) {
@@ -75,17 +75,16 @@ Status configure(int fd, uint16_t group, uint32_t seq, const std::string& what, 
   const auto* e = reinterpret_cast<const nlmsgerr*>(buf + NLMSG_HDRLEN);
   if (e->error != 0) {
     errno = -e->error;
-    std::string hint = errno == EBUSY
-                           ? "another socket in this network namespace is bound to the group"
-                       : errno == EPERM
-                           ? "needs CAP_NET_ADMIN in the network namespace's user namespace"
-                           : "is nfnetlink_log (CONFIG_NETFILTER_NETLINK_LOG) available?";
+    std::string hint =
+        errno == EBUSY   ? "another socket in this network namespace is bound to the group"
+        : errno == EPERM ? "needs CAP_NET_ADMIN in the network namespace's user namespace"
+                         : "is nfnetlink_log (CONFIG_NETFILTER_NETLINK_LOG) available?";
     return sys_error("nfnetlink_log " + what + " for group " + std::to_string(group), hint);
   }
   return {};
 }
 
-std::string destination(const DroppedPacket& p) {
+std::string destination(const wire::DroppedPacket& p) {
   std::string a = p.dst.to_string();
   if (!p.port) {
     return a;
@@ -134,7 +133,7 @@ Result<UniqueFd> open_nflog_socket(uint16_t group) {
   return fd;
 }
 
-bool DropEventLimiter::admit(const DroppedPacket& p, Clock::time_point now) {
+bool DropEventLimiter::admit(const wire::DroppedPacket& p, Clock::time_point now) {
   if (now >= window_end_ && !pending()) {
     window_end_ = now + std::chrono::seconds(1);
     in_window_ = 0;
@@ -147,7 +146,8 @@ bool DropEventLimiter::admit(const DroppedPacket& p, Clock::time_point now) {
   ++summary_.protos[p.proto];
   auto d = destination(p);
   auto& list = summary_.destinations;
-  if (list.size() < DropSummary::kMaxListed && std::find(list.begin(), list.end(), d) == list.end()) {
+  if (list.size() < DropSummary::kMaxListed &&
+      std::find(list.begin(), list.end(), d) == list.end()) {
     list.push_back(std::move(d));
   }
   return false;
@@ -165,10 +165,9 @@ std::optional<DropSummary> DropEventLimiter::flush(Clock::time_point now, bool f
   return out;
 }
 
-nlohmann::json drop_event(const DroppedPacket& p, const std::string& name) {
-  nlohmann::json ev = {{"mode", "netfilter"},     {"proto", p.proto},
-                       {"address", p.dst.to_string()}, {"decision", "deny"},
-                       {"rule", kNflogRule},      {"reason", kNflogReason}};
+nlohmann::json drop_event(const wire::DroppedPacket& p, const std::string& name) {
+  nlohmann::json ev = {{"mode", "netfilter"}, {"proto", p.proto},   {"address", p.dst.to_string()},
+                       {"decision", "deny"},  {"rule", kNflogRule}, {"reason", kNflogReason}};
   if (p.port) {
     ev["port"] = *p.port;
   }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "netproxy/nflog_message.h"
+#include "netproxy/wire/nflog_message.h"
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
 
@@ -46,14 +46,12 @@ class DropEventLimiter {
   explicit DropEventLimiter(uint32_t per_second) : per_second_(per_second) {}
 
   // true: log this packet as its own event; false: it was counted into the pending summary.
-  bool admit(const DroppedPacket& p, Clock::time_point now);
+  bool admit(const wire::DroppedPacket& p, Clock::time_point now);
   void count_unreadable(uint64_t n) { summary_.unreadable += n; }
   void count_overrun() { ++summary_.overruns; }
   // The summary of the window, once it has ended (or at once with `force`), if anything is in it.
   std::optional<DropSummary> flush(Clock::time_point now, bool force = false);
-  bool pending() const {
-    return summary_.suppressed + summary_.unreadable + summary_.overruns > 0;
-  }
+  bool pending() const { return summary_.suppressed + summary_.unreadable + summary_.overruns > 0; }
   Clock::time_point window_end() const { return window_end_; }
 
  private:
@@ -65,7 +63,7 @@ class DropEventLimiter {
 
 // Event fields for one dropped packet (`name`: what the sandbox resolved the address from, if
 // anything) and for a summary.
-nlohmann::json drop_event(const DroppedPacket& p, const std::string& name);
+nlohmann::json drop_event(const wire::DroppedPacket& p, const std::string& name);
 nlohmann::json drop_summary_event(const DropSummary& s, uint32_t per_second);
 
 }  // namespace cordon::netproxy

@@ -35,8 +35,7 @@ asio::awaitable<void> serve_nflog(Context& ctx, asio::posix::stream_descriptor& 
         ec = std::get<0>(std::get<0>(r));
       }
     } else {
-      std::tie(ec) =
-          co_await sock.async_wait(asio::posix::descriptor_base::wait_read, use_nothrow);
+      std::tie(ec) = co_await sock.async_wait(asio::posix::descriptor_base::wait_read, use_nothrow);
     }
     if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) {
       emit_summary(true);
@@ -60,7 +59,7 @@ asio::awaitable<void> serve_nflog(Context& ctx, asio::posix::stream_descriptor& 
         co_return;
       }
       size_t got = std::min(static_cast<size_t>(n), buf.size());
-      auto batch = parse_nflog(std::span<const uint8_t>(buf.data(), got));
+      auto batch = wire::parse_nflog(std::span<const uint8_t>(buf.data(), got));
       limiter.count_unreadable(batch.unreadable + (batch.malformed ? 1 : 0));
       const auto now = Clock::now();
       for (const auto& p : batch.packets) {

@@ -1,8 +1,8 @@
 // The Proxy: binds or adopts the sockets and runs every accept loop on one io_context thread.
 #include "netproxy/proxy.h"
 
-#include <spdlog/spdlog.h>
 #include <linux/netlink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <list>
@@ -10,7 +10,7 @@
 #include "netproxy/context.h"
 #include "netproxy/dns_server.h"
 #include "netproxy/frontends.h"
-#include "netproxy/http_head.h"
+#include "netproxy/wire/http_head.h"
 
 namespace cordon::netproxy {
 
@@ -142,8 +142,7 @@ Status check_nflog_fd(int fd) {
   len = sizeof protocol;
   if (domain != AF_NETLINK || getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 ||
       protocol != NETLINK_NETFILTER) {
-    return make_error("--nflog-fd: fd " + std::to_string(fd) +
-                          " is not a NETLINK_NETFILTER socket",
+    return make_error("--nflog-fd: fd " + std::to_string(fd) + " is not a NETLINK_NETFILTER socket",
                       "pass the fd of netproxy::open_nflog_socket()");
   }
   return {};
@@ -175,7 +174,7 @@ Status Proxy::start(const ProxyOptions& opts) {
     // split_host_port rejects port 0; accept "ADDR:0" (pick a free port) here.
     bool zero = spec.size() > 2 && spec.compare(spec.size() - 2, 2, ":0") == 0;
     std::string parse = zero ? spec.substr(0, spec.size() - 2) + ":1" : spec;
-    if (!split_host_port(parse, &host, &port) || port == 0) {
+    if (!wire::split_host_port(parse, &host, &port) || port == 0) {
       return make_error("--listen " + spec + ": not ADDR:PORT", "e.g. 127.0.0.1:3128 or [::1]:0");
     }
     boost::system::error_code ec;

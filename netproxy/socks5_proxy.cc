@@ -3,8 +3,8 @@
 
 #include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
-#include "netproxy/socks5.h"
 #include "netproxy/upstream.h"
+#include "netproxy/wire/socks5.h"
 
 namespace cordon::netproxy {
 
@@ -17,7 +17,7 @@ asio::awaitable<bool> read_until_parsed(Context& ctx, beast::tcp_stream& s, beas
   for (int i = 0; i < 64; ++i) {
     auto d = buf.data();
     auto st = parse(std::span<const uint8_t>(static_cast<const uint8_t*>(d.data()), d.size()));
-    if (st != ParseStatus::NeedMore) {
+    if (st != wire::ParseStatus::NeedMore) {
       co_return true;
     }
     if (buf.size() >= 600) {
@@ -47,11 +47,11 @@ std::span<const uint8_t> view(const beast::flat_buffer& b) {
 
 asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast::flat_buffer buf) {
   if (!co_await read_until_parsed(ctx, client, buf,
-                                  [](auto d) { return socks5::parse_greeting(d).status; })) {
+                                  [](auto d) { return wire::socks5::parse_greeting(d).status; })) {
     co_return;
   }
-  auto greeting = socks5::parse_greeting(view(buf));
-  if (greeting.status != ParseStatus::Done) {
+  auto greeting = wire::socks5::parse_greeting(view(buf));
+  if (greeting.status != wire::ParseStatus::Done) {
     co_return;
   }
   buf.consume(greeting.size);
@@ -63,12 +63,12 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
   static const std::vector<uint8_t> kNoAuth{0x05, 0x00};
   co_await send(ctx, client, kNoAuth);
   if (!co_await read_until_parsed(ctx, client, buf,
-                                  [](auto d) { return socks5::parse_request(d).status; })) {
+                                  [](auto d) { return wire::socks5::parse_request(d).status; })) {
     co_return;
   }
-  auto req = socks5::parse_request(view(buf));
-  if (req.status != ParseStatus::Done) {
-    auto reply = socks5::make_reply(socks5::kGeneralFailure);
+  auto req = wire::socks5::parse_request(view(buf));
+  if (req.status != wire::ParseStatus::Done) {
+    auto reply = wire::socks5::make_reply(wire::socks5::kGeneralFailure);
     co_await send(ctx, client, reply);
     co_return;
   }
@@ -79,39 +79,39 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
   dest.mode = "socks5";
   dest.client = ctx.client_of(client.socket());
   if (req.error) {
-    ctx.emit("net.refused",
-             {{"name", dest.host},
-              {"port", dest.port},
-              {"mode", "socks5"},
-              {"decision", "deny"},
-              {"rule", "socks5"},
-              {"client", dest.client},
-              {"reason", *req.error == socks5::kCommandNotSupported ? "command not supported"
-                                                                    : "address type not supported"},
-              {"socks5_reply", int{*req.error}}});
-    auto reply = socks5::make_reply(*req.error);
+    ctx.emit("net.refused", {{"name", dest.host},
+                             {"port", dest.port},
+                             {"mode", "socks5"},
+                             {"decision", "deny"},
+                             {"rule", "socks5"},
+                             {"client", dest.client},
+                             {"reason", *req.error == wire::socks5::kCommandNotSupported
+                                            ? "command not supported"
+                                            : "address type not supported"},
+                             {"socks5_reply", int{*req.error}}});
+    auto reply = wire::socks5::make_reply(*req.error);
     co_await send(ctx, client, reply);
     co_return;
   }
   auto opened = co_await open_upstream(ctx, std::move(dest));
   if (opened.failure != Failure::None) {
-    socks5::Reply code = socks5::kGeneralFailure;
+    wire::socks5::Reply code = wire::socks5::kGeneralFailure;
     switch (opened.failure) {
       case Failure::Policy:
       case Failure::Cap:
-        code = socks5::kNotAllowed;
+        code = wire::socks5::kNotAllowed;
         break;
       case Failure::Resolve:
       case Failure::Unreachable:
-        code = socks5::kHostUnreachable;
+        code = wire::socks5::kHostUnreachable;
         break;
       case Failure::ConnectRefused:
-        code = socks5::kConnectionRefused;
+        code = wire::socks5::kConnectionRefused;
         break;
       case Failure::None:
         break;
     }
-    auto reply = socks5::make_reply(code);
+    auto reply = wire::socks5::make_reply(code);
     co_await send(ctx, client, reply);
     co_return;
   }
@@ -121,10 +121,10 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
   if (!ec) {
     bound = from_asio(local.address());
   }
-  auto reply = socks5::make_reply(socks5::kSucceeded, bound, ec ? 0 : local.port());
+  auto reply = wire::socks5::make_reply(wire::socks5::kSucceeded, bound, ec ? 0 : local.port());
   co_await send(ctx, client, reply);
-  start_named_tunnel(ctx, client.release_socket(), std::move(*opened.socket),
-                     std::move(opened.up), take_leftover(buf));
+  start_named_tunnel(ctx, client.release_socket(), std::move(*opened.socket), std::move(opened.up),
+                     take_leftover(buf));
 }
 
 }  // namespace cordon::netproxy

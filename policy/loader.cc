@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "policy/base/unique_fd.h"
+#include "policy/path_match.h"
 
 namespace cordon::policy {
 namespace {
@@ -340,6 +341,7 @@ class Loader {
         {"resolve", "network"},
         {"dns", "network"},
         {"proxy_env", "network"},
+        {"rules", "network"},
         {"types", "network.dns"},
         {"workspace", "filesystem"},
         {"mode", "filesystem"},
@@ -541,7 +543,7 @@ class Loader {
     check_keys(v, path,
                {"allow", "deny", "max_connections", "max_connections_per_host",
                 "connections_per_minute", "max_bytes_out", "max_bytes_in", "idle_timeout",
-                "connect_timeout", "resolve", "dns", "proxy_env"});
+                "connect_timeout", "resolve", "dns", "proxy_env", "rules"});
     if (const json* f = field(v, "allow")) {
       n.allow = get_hosts(*f, join_path(path, "allow"));
     }
@@ -586,6 +588,105 @@ class Loader {
     if (const json* f = field(v, "proxy_env")) {
       n.proxy_env = get_bool(*f, join_path(path, "proxy_env"));
     }
+    if (const json* f = field(v, "rules")) {
+      n.rules = get_http_rules(*f, join_path(path, "rules"));
+    }
+  }
+
+  std::vector<HttpRule> get_http_rules(const json& v, const std::string& path) const {
+    expect_array(v, path, "L7 rules {\"host\": ..., \"action\": \"allow\"|\"deny\"}");
+    if (v.size() > 4096) {
+      fail(path, "expected at most 4096 rules, got " + std::to_string(v.size()));
+    }
+    std::vector<HttpRule> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::string p = index_path(path, i);
+      expect_object(v[i], p);
+      check_keys(v[i], p, {"host", "methods", "paths", "action"});
+      HttpRule r;
+      const json* host = field(v[i], "host");
+      if (!host) {
+        fail(p, "missing \"host\" (the host pattern the rule is about, e.g. \"api.github.com\")");
+      }
+      std::string hp = join_path(p, "host");
+      std::string hs = get_string(*host, hp, "a host pattern string");
+      std::string why;
+      auto pat = HostPattern::parse(hs, &why);
+      if (!pat) {
+        fail(hp, show(*host) + " is not a host pattern: " + why + " (" + kHostAccepted + ")");
+      }
+      r.host = std::move(*pat);
+      if (const json* m = field(v[i], "methods")) {
+        std::string mp = join_path(p, "methods");
+        expect_array(*m, mp, "HTTP methods such as \"GET\"");
+        for (size_t j = 0; j < m->size(); ++j) {
+          std::string ep = index_path(mp, j);
+          std::string s = get_string((*m)[j], ep, "an HTTP method such as \"GET\"");
+          bool token = !s.empty() && s.size() <= 32;
+          for (char& c : s) {
+            token = token && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                              c == '*');
+            c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+          }
+          if (!token) {
+            fail(ep, show((*m)[j]) +
+                         " is not an HTTP method (accepted: \"GET\", \"POST\", ..., or \"*\")");
+          }
+          r.methods.push_back(std::move(s));
+        }
+      }
+      if (const json* ps = field(v[i], "paths")) {
+        std::string pp = join_path(p, "paths");
+        expect_array(*ps, pp, "path patterns such as \"/repos/*/*/issues/**\"");
+        for (size_t j = 0; j < ps->size(); ++j) {
+          std::string ep = index_path(pp, j);
+          std::string s = get_string((*ps)[j], ep, "a path pattern such as \"/repos/**\"");
+          if (std::string bad = http_path_pattern_problem(s); !bad.empty()) {
+            fail(ep, show((*ps)[j]) + " is not a request path pattern: " + bad +
+                         " (accepted: \"/exact/path\", \"/repos/*/issues\", \"/v1/**\"; "
+                         "matched against the decoded, normalised path)");
+          }
+          r.paths.push_back(std::move(s));
+        }
+      }
+      const json* action = field(v[i], "action");
+      if (!action) {
+        fail(p, "missing \"action\" (\"allow\" or \"deny\")");
+      }
+      std::string ap = join_path(p, "action");
+      std::string a = get_string(*action, ap, "\"allow\" or \"deny\"");
+      if (a != "allow" && a != "deny") {
+        fail(ap, show(*action) + " is not an action (accepted: \"allow\", \"deny\")");
+      }
+      r.allow = a == "allow";
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  // Why `s` cannot be a network.rules path pattern ("" if it can): it must look like the
+  // normalised paths it is matched against.
+  static std::string http_path_pattern_problem(std::string_view s) {
+    if (s.empty() || s[0] != '/') {
+      return "it does not start with \"/\"";
+    }
+    if (s.size() > 1024) {
+      return "it is longer than 1024 bytes";
+    }
+    for (char c : s) {
+      if (c == '%' || c == ';' || c == '?' || c == '#' || c == '\\' ||
+          static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        return "it contains '" + printable(std::string(1, c), 4) +
+               "' (write the decoded path; queries, \";params\" and escapes are not matched)";
+      }
+    }
+    policy::SegmentCursor cur(s);
+    for (; !cur.done(); cur.next()) {
+      if (cur.peek() == "..") {
+        return "it contains a \"..\" segment";
+      }
+    }
+    return {};
   }
 
   std::map<std::string, std::vector<IpAddress>> get_resolve(const json& v,

@@ -52,16 +52,17 @@ class SegmentCursor {
 // implicit "**" (a match of an ancestor covers everything beneath). With one-element tokens,
 // remembering only the last star is exact; worst case O(|pat| * |path|), and no allocation: this
 // runs for every pattern on every file access the filesystem layer and the shim check.
-// `path` must not contain ".." (PathPattern::matches resolves it first).
-inline bool segments_match(std::string_view pat, std::string_view path) {
+// `path` must not contain ".." (PathPattern::matches resolves it first). `ancestors` false: the
+// whole path must match (HTTP rules), no implicit trailing "**".
+inline bool segments_match(std::string_view pat, std::string_view path, bool ancestors = true) {
   SegmentCursor p(pat), s(path);
   bool have_star = false;
   SegmentCursor star_p = p, star_s = s;
   while (!s.done()) {
-    if (p.done()) {
+    std::string_view tok = p.done() ? std::string_view() : p.peek();
+    if (p.done() && ancestors) {
       return true;  // the pattern matched an ancestor of `path`
     }
-    std::string_view tok = p.peek();
     if (tok == "**") {
       p.next();
       have_star = true;
@@ -69,7 +70,7 @@ inline bool segments_match(std::string_view pat, std::string_view path) {
       star_s = s;
       continue;
     }
-    if (glob_match(tok, s.peek())) {
+    if (!p.done() && glob_match(tok, s.peek())) {
       p.next();
       s.next();
       continue;

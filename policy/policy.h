@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "policy/host_pattern.h"
+#include "policy/http_rules.h"
 #include "policy/path_pattern.h"
 
 namespace cordon::policy {
@@ -51,6 +52,9 @@ struct NetworkPolicy {
   std::vector<std::string> dns_types{"A", "AAAA"};
   // network.proxy_env: announce HTTP_PROXY/HTTPS_PROXY/ALL_PROXY/NO_PROXY inside the sandbox.
   bool proxy_env = true;
+  // network.rules: which methods and paths HTTP requests to a host may use (plain HTTP); first
+  // match wins, and a host some rule names is denied what no rule allows.
+  std::vector<HttpRule> rules;
 
   // Decides a destination given by name (what DNS, SNI, Host, CONNECT or SOCKS named).
   // Deny wins; then the first matching allow; otherwise {false, "network.allow (no match)"}.

@@ -1,6 +1,7 @@
 // The effective policy as canonical JSON (to_json) and as one line of prose per rule (explain).
 #include "policy/serialize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -133,6 +134,20 @@ json to_json(const Policy& p) {
       {"dns", {{"types", n.dns_types}}},
       {"proxy_env", n.proxy_env},
   };
+  if (!n.rules.empty()) {
+    json rules = json::array();
+    for (const auto& r : n.rules) {
+      json e = {{"host", r.host.text}, {"action", r.allow ? "allow" : "deny"}};
+      if (!r.methods.empty()) {
+        e["methods"] = r.methods;
+      }
+      if (!r.paths.empty()) {
+        e["paths"] = r.paths;
+      }
+      rules.push_back(std::move(e));
+    }
+    network["rules"] = std::move(rules);
+  }
   const FilesystemPolicy& f = p.filesystem;
   json filesystem = {
       {"workspace", f.workspace},
@@ -214,6 +229,23 @@ std::string explain(const Policy& p) {
                     " records for allowed names only; every other query gets NXDOMAIN");
     lines.push_back(std::string("network: proxy variables ") + (n.proxy_env ? "set" : "not set") +
                     " (network.proxy_env)");
+  }
+  std::vector<std::string> ruled;  // hosts some rule names, in order, once each
+  for (size_t i = 0; i < n.rules.size(); ++i) {
+    const HttpRule& r = n.rules[i];
+    lines.push_back("network: HTTP " + std::string(r.allow ? "allow " : "deny ") +
+                    (r.methods.empty() ? std::string("any method") : join(r.methods, "/")) +
+                    " to " + host_text(r.host) + " " +
+                    (r.paths.empty() ? std::string("on any path") : "on " + join(r.paths)) +
+                    " (network.rules[" + std::to_string(i) + "])");
+    if (std::find(ruled.begin(), ruled.end(), r.host.text) == ruled.end()) {
+      ruled.push_back(r.host.text);
+    }
+  }
+  if (!ruled.empty()) {
+    lines.push_back("network: HTTP requests to " + join(ruled) +
+                    " that no rule allows are refused with 403; rules see plain HTTP only, not "
+                    "HTTPS (paths decoded and normalised once, see docs/policy.md)");
   }
   for (const auto& [name, ips] : n.resolve) {
     std::vector<std::string> s;

@@ -2,7 +2,7 @@
 # Runs every libFuzzer target (executables named fuzz_*) in a build for a fixed time each.
 #   tests/run_fuzz.sh BUILD_DIR SECONDS
 # BUILD_DIR must be configured with CC=clang CXX=clang++ -DCORDON_FUZZ=ON and the targets built.
-# Seeds come from tests/*/fuzz_corpus/<target>/ when present; they are copied into a scratch corpus
+# Seeds come from tests/**/fuzz_corpus/<target>/ when present; they are copied into a scratch corpus
 # so the checked-in seeds never change. Any crash, leak, sanitizer report or timeout fails the run;
 # the reproducer is left in BUILD_DIR/fuzz-artifacts/.
 set -euo pipefail
@@ -35,12 +35,10 @@ for bin in "${targets[@]}"; do
   rm -rf "$work"
   mkdir -p "$work"
   seeds=()
-  for dir in "$source_dir"/tests/*/fuzz_corpus/"$name"; do
-    if [[ -d $dir ]]; then
-      cp -r "$dir"/. "$work"/
-      seeds+=("$dir")
-    fi
-  done
+  while IFS= read -r dir; do
+    cp -r "$dir"/. "$work"/
+    seeds+=("$dir")
+  done < <(find "$source_dir/tests" -type d -path "*/fuzz_corpus/$name" | sort)
   echo "== $name: ${seconds}s, $(find "$work" -type f | wc -l) seed inputs${seeds:+ from ${seeds[*]}}"
   log="$build_dir/fuzz-work/$name.log"
   # -timeout: one input taking >10 s is a hang. -rss_limit_mb: a memory blow-up is a bug too.

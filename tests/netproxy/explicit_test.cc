@@ -111,8 +111,8 @@ TEST_F(NetproxyExplicit, LargeBodiesOnOneConnectionArriveIntact) {
   }
   write_file(*certs_ / "www/big.bin", big);
   write_file(*certs_ / "www/small.txt", "small\n");
-  auto r = curl({"-x", proxy.url(), http_url("/big.bin"), http_url("/small.txt"),
-                 http_url("/big.bin")});
+  auto r =
+      curl({"-x", proxy.url(), http_url("/big.bin"), http_url("/small.txt"), http_url("/big.bin")});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   ASSERT_EQ(r.out.size(), 2 * big.size() + 6);
   EXPECT_TRUE(r.out == big + "small\n" + big);
@@ -263,6 +263,55 @@ TEST_F(NetproxyExplicit, RefusesNameNotAllowedWithReadable403) {
   EXPECT_NE(c.exit_code(), 0);
   EXPECT_THAT(c.err, HasSubstr("403"));
   EXPECT_EQ(wait_events(proxy.events(), "net.refused", 2).size(), 2u);
+}
+
+// network.rules on plain HTTP: GET allowed, POST denied on the same host with a 403 naming the
+// rule, paths judged after decoding and normalising, a ruled host denied what no rule allows.
+TEST_F(NetproxyExplicit, HttpRulesDecidePerRequest) {
+  ProxyUnderTest proxy(dir_, policy(R"("rules": [
+      {"host": "api.test", "methods": ["POST"], "paths": ["/upload"], "action": "deny"},
+      {"host": "api.test", "methods": ["GET", "HEAD"], "paths": ["/hello.txt", "/repo.git/**"],
+       "action": "allow"}])"),
+                       {"--listen", "127.0.0.1:0"});
+  ASSERT_GT(proxy.port(), 0);
+  auto get = curl({"-x", proxy.url(), http_url("/hello.txt")});
+  ASSERT_EQ(get.exit_code(), 0) << get.err;
+  EXPECT_EQ(get.out, "hello through cordon\n");
+
+  auto post = curl({"-x", proxy.url(), "-w", "%{http_code}", "--data", "x=1", http_url("/upload")});
+  EXPECT_EQ(post.out, "cordon: POST api.test/upload is denied by network.rules[0]\n403");
+  auto put = curl({"-x", proxy.url(), "-w", "%{http_code}", "-X", "PUT", http_url("/hello.txt")});
+  EXPECT_EQ(put.out, "cordon: PUT api.test/hello.txt is denied by network.rules (no match)\n403");
+  // "/repo.git/../upload" and its encoded and ";param" forms are "/upload": not under /repo.git.
+  for (const char* trick : {"/repo.git/../upload", "/repo.git/%2e%2e/upload",
+                            "/repo.git/..;x/upload", "/repo.git//%2E%2E/upload"}) {
+    auto r = curl({"-x", proxy.url(), "--path-as-is", "-w", "%{http_code}", http_url(trick)});
+    EXPECT_EQ(r.out, "cordon: GET api.test/upload is denied by network.rules (no match)\n403")
+        << trick;
+  }
+  // An encoded '/' could be read either way by the server: refused, not guessed.
+  auto slash = curl({"-x", proxy.url(), "-w", "%{http_code}", http_url("/repo.git%2fHEAD")});
+  EXPECT_THAT(slash.out, HasSubstr("encodes a '/'"));
+  EXPECT_THAT(slash.out, ::testing::EndsWith("400"));
+  // Allowed through the glob, with the escape decoded before matching; a mixed-case host too.
+  auto head = curl({"-x", proxy.url(),
+                    "http://API.test:" + std::to_string(up_->port("http")) + "/repo.git/%48EAD"});
+  ASSERT_EQ(head.exit_code(), 0) << head.err;
+  EXPECT_EQ(head.out, "ref: refs/heads/master\n");
+
+  auto refused = wait_events(proxy.events(), "net.refused", 7);
+  ASSERT_EQ(refused.size(), 7u);
+  EXPECT_EQ(refused[0]["rule"], "network.rules[0]");
+  EXPECT_EQ(refused[0]["method"], "POST");
+  EXPECT_EQ(refused[0]["name"], "api.test");
+  EXPECT_EQ(refused[1]["rule"], "network.rules (no match)");
+  EXPECT_EQ(refused[6]["rule"], "network.rules (path)");
+  proxy.child().stop();
+  // Only the two allowed requests reached the upstream.
+  auto http = events_of(proxy.events(), "net.http");
+  ASSERT_EQ(http.size(), 2u);
+  EXPECT_EQ(http[0]["url"], http_url("/hello.txt"));
+  EXPECT_EQ(http[1]["status"], 200);
 }
 
 TEST_F(NetproxyExplicit, RefusesAllowedNameOnWrongPort) {

@@ -1,5 +1,7 @@
 // NFLOG: datagram parsing on well-formed and hostile input, and the rate bound on drop events.
 // (The real kernel path is in transparent_test.cc: packets dropped inside a namespace.)
+#include "netproxy/nflog.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -8,8 +10,6 @@
 
 #include <cstring>
 #include <vector>
-
-#include "netproxy/nflog.h"
 
 namespace cordon::netproxy {
 namespace {
@@ -77,7 +77,7 @@ TEST(Nflog, ParsesUdpAndIcmpv6PacketMessagesInOneDatagram) {
   Bytes d = packet_message(udp4("198.51.100.7", 9999));
   Bytes second = packet_message(icmp6("2001:db8::1", 128, true));
   d.insert(d.end(), second.begin(), second.end());
-  auto b = parse_nflog(d);
+  auto b = wire::parse_nflog(d);
   ASSERT_EQ(b.packets.size(), 2u);
   EXPECT_FALSE(b.malformed);
   EXPECT_EQ(b.unreadable, 0u);
@@ -98,27 +98,27 @@ TEST(Nflog, HostileFramingIsAValueNotACrash) {
   Bytes longer = good;
   uint32_t big = 10000;
   std::memcpy(longer.data(), &big, 4);
-  EXPECT_TRUE(parse_nflog(longer).malformed);
-  EXPECT_TRUE(parse_nflog(longer).packets.empty());
+  EXPECT_TRUE(wire::parse_nflog(longer).malformed);
+  EXPECT_TRUE(wire::parse_nflog(longer).packets.empty());
   // Length shorter than a header: must not loop forever.
   Bytes tiny = good;
   uint32_t three = 3;
   std::memcpy(tiny.data(), &three, 4);
-  EXPECT_TRUE(parse_nflog(tiny).malformed);
+  EXPECT_TRUE(wire::parse_nflog(tiny).malformed);
   // Truncated payload: an IPv4 header claiming 60 bytes of header in 28 bytes.
   Bytes bad_ip = udp4("203.0.113.5", 53);
   bad_ip[0] = 0x4f;
-  auto b = parse_nflog(packet_message(bad_ip));
+  auto b = wire::parse_nflog(packet_message(bad_ip));
   EXPECT_TRUE(b.packets.empty());
   EXPECT_EQ(b.unreadable, 1u);
   // Every prefix of a good message parses without reading past its end (ASan checks it).
   for (size_t n = 0; n <= good.size(); ++n) {
-    parse_nflog(std::span<const uint8_t>(good.data(), n));
+    wire::parse_nflog(std::span<const uint8_t>(good.data(), n));
   }
   // A later IPv4 fragment has no ports.
   Bytes frag = udp4("203.0.113.5", 53);
   frag[7] = 0x10;
-  auto f = parse_ip_packet(frag);
+  auto f = wire::parse_ip_packet(frag);
   ASSERT_TRUE(f);
   EXPECT_FALSE(f->port);
 }
@@ -126,7 +126,7 @@ TEST(Nflog, HostileFramingIsAValueNotACrash) {
 TEST(Nflog, LimiterLogsNPerSecondAndSummarisesTheRest) {
   DropEventLimiter lim(3);
   auto t0 = DropEventLimiter::Clock::now();
-  DroppedPacket p = *parse_ip_packet(udp4("198.51.100.7", 9999));
+  wire::DroppedPacket p = *wire::parse_ip_packet(udp4("198.51.100.7", 9999));
   int logged = 0;
   for (int i = 0; i < 10; ++i) {
     logged += lim.admit(p, t0 + std::chrono::milliseconds(i)) ? 1 : 0;

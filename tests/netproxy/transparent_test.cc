@@ -195,9 +195,12 @@ class NetproxyTransparent : public ::testing::Test {
                                                       https + R"(",
                     "other.test:)" + http + R"(", "other.test:)" +
                                                       https + R"(",
-                    "banner.test:)" + banner + R"("],
+                    "banner.test:)" + banner + R"(", "rules.test:)" +
+                                                      http + R"("],
           "resolve": {"api.test": "127.0.0.1", "other.test": "127.0.0.1",
-                      "banner.test": "127.0.0.1"}}})");
+                      "banner.test": "127.0.0.1", "rules.test": "127.0.0.1"},
+          "rules": [{"host": "rules.test", "methods": ["GET"], "paths": ["/hello.txt"],
+                     "action": "allow"}]}})");
     ASSERT_TRUE(box_->ok());
   }
   void TearDown() override { box_.reset(); }
@@ -266,18 +269,44 @@ TEST_F(NetproxyTransparent, EveryKeptAliveRequestIsDecidedAndLogged) {
             "the name this connection was decided for\n");
 }
 
+// network.rules hold for redirected plain HTTP as for the HTTP proxy: the refused request never
+// reaches the upstream, and a host without rules is not affected.
+TEST_F(NetproxyTransparent, HttpRulesDecideRedirectedRequests) {
+  auto ok = box_->curl({url("http", "rules.test", "/hello.txt")});
+  ASSERT_EQ(ok.exit_code(), 0) << ok.err << dump_events(box_->events());
+  EXPECT_EQ(ok.out, "hello through cordon\n");
+  auto post =
+      box_->curl({"-w", "%{http_code}", "--data", "x", url("http", "rules.test", "/upload")});
+  EXPECT_EQ(post.out, "cordon: POST rules.test/upload is denied by network.rules (no match)\n403");
+  auto dots = box_->curl({"--path-as-is", "-w", "%{http_code}",
+                          url("http", "rules.test", "/hello.txt/%2e%2e/repo.git/HEAD")});
+  EXPECT_EQ(dots.out,
+            "cordon: GET rules.test/repo.git/HEAD is denied by network.rules (no match)\n403");
+  auto other = box_->curl({url("http", "api.test", "/repo.git/HEAD")});
+  EXPECT_EQ(other.out, "ref: refs/heads/master\n");
+  auto refused = wait_events(box_->events(), "net.refused", 2);
+  ASSERT_EQ(refused.size(), 2u) << dump_events(box_->events());
+  EXPECT_EQ(refused[0]["mode"], "transparent");
+  EXPECT_EQ(refused[0]["rule"], "network.rules (no match)");
+  EXPECT_EQ(refused[0]["method"], "POST");
+  auto http = wait_events(box_->events(), "net.http", 2);
+  ASSERT_EQ(http.size(), 2u) << dump_events(box_->events());
+  EXPECT_EQ(http[0]["url"], url("http", "rules.test", "/hello.txt"));
+  EXPECT_EQ(http[1]["url"], url("http", "api.test", "/repo.git/HEAD"));
+}
+
 // Proxy-aware clients inside the sandbox use the explicit listener the launcher made there
 // (--listen-fd) and hand us names directly.
 TEST_F(NetproxyTransparent, ExplicitProxyInsideTheSandbox) {
   std::string proxy = "http://127.0.0.1:" + std::to_string(box_->explicit_port());
   // (Not curl() above: its --noproxy '*' would override -x.)
-  auto r = box_->exec({"curl", "-sS", "--max-time", "20", "-x", proxy,
-                       url("http", "api.test", "/hello.txt")});
+  auto r = box_->exec(
+      {"curl", "-sS", "--max-time", "20", "-x", proxy, url("http", "api.test", "/hello.txt")});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_EQ(r.out, "hello through cordon\n");
   auto s = box_->exec({"curl", "-sS", "--max-time", "20", "--socks5-hostname",
-                       "127.0.0.1:" + std::to_string(box_->explicit_port()),
-                       "--cacert", files_->path() + "/ca.pem", url("https", "api.test", "/hello.txt")});
+                       "127.0.0.1:" + std::to_string(box_->explicit_port()), "--cacert",
+                       files_->path() + "/ca.pem", url("https", "api.test", "/hello.txt")});
   ASSERT_EQ(s.exit_code(), 0) << s.err;
   EXPECT_EQ(s.out, "hello through cordon\n");
   auto conns = wait_events(box_->events(), "net.connect", 2);
@@ -613,7 +642,8 @@ TEST_F(NetproxyTransparent, IdleTimeoutClosesSilentHttpConnections) {
   const std::string http = std::to_string(up_->port("http"));
   TempDir dir;
   CaptureSandbox box(dir, R"({"version": 1, "network": {
-      "allow": ["api.test:)" + http + R"(", "mute.test:)" + silent_port + R"("],
+      "allow": ["api.test:)" + http +
+                              R"(", "mute.test:)" + silent_port + R"("],
       "resolve": {"api.test": "127.0.0.1", "mute.test": "127.0.0.1"},
       "idle_timeout": "1s"}})");
   ASSERT_TRUE(box.ok());
@@ -716,7 +746,9 @@ TEST_F(NetproxyTransparent, UdpFloodIsSummarisedNotLoggedPerPacket) {
       "import socket\n"
       "u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
       "n=0\n"
-      "for i in range(" + std::to_string(kPackets) + "):\n"
+      "for i in range(" +
+      std::to_string(kPackets) +
+      "):\n"
       "  try: u.sendto(b'x',('198.51.100.11',9000+i%4))\n"
       "  except PermissionError: n+=1\n"
       "print(n)\n";
@@ -728,9 +760,8 @@ TEST_F(NetproxyTransparent, UdpFloodIsSummarisedNotLoggedPerPacket) {
   // Summaries are written when their second ends: poll (bounded) until every packet is counted.
   for (int i = 0; i < 250 && individual + summarised < kPackets && !overrun; ++i) {
     individual = summarised = summaries = 0;
-    for (auto& e : events_of(box_->events(), "net.refused", [](auto& e) {
-           return e.value("mode", "") == "netfilter";
-         })) {
+    for (auto& e : events_of(box_->events(), "net.refused",
+                             [](auto& e) { return e.value("mode", "") == "netfilter"; })) {
       if (e.value("summary", false)) {
         ++summaries;
         summarised += e["count"].template get<int>();
