@@ -47,30 +47,12 @@ if [ "$inside" = 0 ]; then
 
   # What the demo must have shown, as root and as the user.
   check() {
-    local log=$1 who=$2
-    local want=(
-      "refused  read /etc/shadow"
-      "refused  read tests/demo/project/.env"
-      "refused  resolve evil.example"
-      "refused  connect 198.51.100.1:443"
-      "refused  write /usr/bin/cordon-was-here"
-      "refused  plant tests/demo/project/.envrc"
-      "done     edit greet.py"
-      "done     delete debug.log"
-      "done     write NOTES.md"
-      "done     run greet.py: it says Hello, world!"
-      "== what the agent changed: cordon diff last =="
-      "added tests/demo/project/NOTES.md"
-      "deleted tests/demo/project/debug.log"
-      "modified tests/demo/project/greet.py"
-      '+    return "Hello, " + name + "!"'
-      "Apply the agent's work: build/launcher/cordon commit last"
-    )
-    for w in "${want[@]}"; do
+    local log=$1 who=$2 missing
+    missing=$("$SRC/tests/demo/check.sh" "$log") || die "$who: $missing"
+    for w in "== what the agent changed: cordon diff last ==" \
+             "Apply the agent's work: build/launcher/cordon commit last"; do
       grep -qF -- "$w" "$log" || die "$who: the demo did not print: $w"
     done
-    ! grep -qE 'ALLOWED  (read|write|connect|resolve|plant)|FAILED  ' "$log" ||
-      die "$who: the demo got through or failed: $(grep -E 'ALLOWED|FAILED' "$log" | head -3)"
   }
   check "$LOGS/root.log" "as root"
   check "$LOGS/user.log" "as the user"
