@@ -96,6 +96,22 @@ std::string userns_restriction(const UsernsSettings& s) {
 }
 
 std::string userns_disabled_hint() {
+  // Name the switch this host actually has set, so the fix is one command, not a list of guesses.
+  std::string setting = userns_restriction(read_userns_settings());
+  if (setting.rfind("kernel.apparmor_restrict_unprivileged_userns", 0) == 0) {
+    return setting +
+           ": AppArmor lets only programs with a profile create user namespaces; allow them "
+           "for all programs: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 "
+           "(docs/install.md)";
+  }
+  if (setting == "kernel.unprivileged_userns_clone=0") {
+    return setting +
+           ": unprivileged user namespaces are off; sudo sysctl -w "
+           "kernel.unprivileged_userns_clone=1 (docs/install.md)";
+  }
+  if (setting == "user.max_user_namespaces=0") {
+    return setting + ": user namespaces are off; sudo sysctl -w user.max_user_namespaces=15000";
+  }
   return "unprivileged user namespaces are disabled: sysctl -w "
          "kernel.unprivileged_userns_clone=1 (Debian) / user.max_user_namespaces=15000 / "
          "kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu)";
