@@ -15,7 +15,7 @@ die() { echo "package-test: FAILED: $*" >&2; exit 1; }
 # ---- on the host: the package, then everything else in private namespaces ----
 if [ "${1:-}" != --inside ]; then
   [ "$(id -u)" -eq 0 ] || die "run as root (it builds and enters a Debian root)"
-  for tool in mmdebstrap cpack lintian; do
+  for tool in mmdebstrap cpack lintian help2man; do
     command -v "$tool" >/dev/null || die "$tool is missing: .ci/setup installs it"
   done
   BUILD=$(realpath "${1:-$SRC/build}")
@@ -25,7 +25,7 @@ if [ "${1:-}" != --inside ]; then
   trap 'rmdir "$WORK/root" 2>/dev/null || true' EXIT
   say "building the companions (nothing to do if built) and the package"
   cmake --build "$BUILD" --target cordon cordon-fs cordon-netproxy cordon_preload cordon-capture \
-    -- --quiet
+    cordon-man -- --quiet
   (cd "$BUILD" && cpack -G DEB -B "$WORK/deb" >"$WORK/logs/cpack.log" 2>&1) ||
     { cat "$WORK/logs/cpack.log" >&2; die "cpack failed"; }
   DEB=$(ls "$WORK"/deb/cordon_*.deb)
@@ -78,9 +78,11 @@ echo "root's secret" > /root/secret && chmod 600 /root/secret
 echo "newcomer's secret" > /home/newcomer/secret && chown 1500:1500 /home/newcomer/secret
 dpkg-query -W -f '${Package}\n' | sort > /fresh-logs/packages.before
 # Every path on the machine before the install; /proc, /sys, /dev and the test's own are not.
+# find's complaints are kept: only those about session records (a FUSE mount of another user
+# refuses even root) are expected.
 snapshot() {
   find / \( -path /proc -o -path /sys -o -path /dev -o -path /fresh-logs -o -path /opt \
-    -o -path /var/cache/apt \) -prune -o -print | sort
+    -o -path /var/cache/apt \) -prune -o -print 2>>/fresh-logs/find.err | sort
 }
 snapshot > /fresh-logs/paths.before
 touch /fresh-logs/stamp
@@ -91,7 +93,8 @@ as_root apt-get install -y -qq --no-install-recommends "/opt/pkg/$(basename "$PK
   >>/fresh-logs/apt.log 2>&1 || { tail -20 /fresh-logs/apt.log; die "apt-get install"; }
 dpkg -L cordon | sort > /fresh-logs/cordon.files
 for f in /usr/bin/cordon /usr/libexec/cordon/cordon-fs /usr/libexec/cordon/cordon-netproxy \
-         /usr/libexec/cordon/cordon-capture.so /usr/libexec/cordon/libcordon_preload.so; do
+         /usr/libexec/cordon/cordon-capture.so /usr/libexec/cordon/libcordon_preload.so \
+         /usr/share/man/man1/cordon.1.gz /usr/share/man/man1/cordon-run.1.gz; do
   grep -qx "$f" /fresh-logs/cordon.files || die "the package does not install $f"
 done
 ! grep -E '^/usr/(lib|libexec)/cordon/.*(test|fuzz|bench)' /fresh-logs/cordon.files ||
@@ -123,12 +126,20 @@ check_as() {
 }
 check_as root as_root /root
 check_as user as_user /home/newcomer
+# Every session has ended. Their copy-on-write mounts should be gone; an ordinary user's are
+# left mounted on this fresh root (a known defect, reported with what is still running).
+if grep -E ' fuse(\.[a-z-]+)? ' /proc/self/mountinfo > /fresh-logs/mounts.left; then
+  say "WARNING: FUSE mounts left after the sessions ended:"
+  cat /fresh-logs/mounts.left
+  ps -eo pid,user,args | grep '[c]ordon-fs' || say "(no cordon-fs process is running)"
+  cat /home/newcomer/.local/state/cordon/sessions/*/cordon-fs.log > /fresh-logs/user-cordon-fs.log
+fi
 
 say "apt-get remove cordon"
 as_root apt-get remove -y -qq cordon >>/fresh-logs/apt.log 2>&1 ||
   { tail -20 /fresh-logs/apt.log; die "apt-get remove"; }
-! dpkg-query -W -f '${Status}\n' cordon 2>/dev/null | grep -q 'installed' ||
-  die "cordon is still installed: $(dpkg-query -W -f '${Status}' cordon)"
+state=$(dpkg-query -W -f '${db:Status-Status}' cordon 2>/dev/null || true)
+[ -z "$state" ] || [ "$state" = not-installed ] || die "cordon is still $state after apt-get remove"
 while read -r f; do
   if [ -e "$f" ] && ! grep -qx -- "$f" /fresh-logs/paths.before; then
     die "apt-get remove left $f"
@@ -145,12 +156,14 @@ snapshot > /fresh-logs/paths.after
 {
   comm -13 /fresh-logs/paths.before /fresh-logs/paths.after
   find / \( -path /proc -o -path /sys -o -path /dev -o -path /fresh-logs -o -path /opt \
-    -o -path /var/cache/apt \) -prune -o ! -type d -newer /fresh-logs/stamp -print
+    -o -path /var/cache/apt \) -prune -o ! -type d -newer /fresh-logs/stamp -print 2>>/fresh-logs/find.err
 } | sort -u | grep -vxF -f /fresh-logs/deps.files |
   grep -vE '^/var/lib/cordon(/|$)|^/home/newcomer/\.local(/state(/cordon(/.*)?)?)?$' |
   grep -vE '^/var/lib/(dpkg|apt)/|^/var/log/(apt/|dpkg\.log|alternatives\.log)|^/var/cache/' |
   grep -vE '^/etc/ld\.so\.cache$' > /fresh-logs/left || true
 [ ! -s /fresh-logs/left ] || die "left behind after apt-get remove: $(head -20 /fresh-logs/left)"
+! grep -vE '^find: .{0,3}/home/newcomer/\.local/state/cordon/sessions/[^/]*/mnt.{0,3}: Permission denied$' \
+  /fresh-logs/find.err || die "find could not read the paths above"
 [ -d /var/lib/cordon/sessions ] && [ -d /home/newcomer/.local/state/cordon/sessions ] ||
   die "the session records are gone (they must stay)"
 say "apt-get remove left only the session records and cordon's dependencies"
