@@ -44,6 +44,8 @@ fresh_root_enter() {
   mount -t tmpfs -o mode=1777,nosuid,nodev tmp "$root/tmp"
   mount -t tmpfs -o mode=0755,nosuid,nodev run "$root/run"
   mount --bind /var/cache/apt/archives "$root/var/cache/apt/archives"
+  # /etc/mtab as systemd-tmpfiles makes it at boot (fusermount3 reads it to unmount).
+  ln -sfn ../proc/self/mounts "$root/etc/mtab"
   mkdir -p "$root/fresh-logs"
   mount --bind "$logs" "$root/fresh-logs"
   cd "$root"
