@@ -144,10 +144,15 @@ done < /fresh-logs/cordon.files
 
 # What exists now and did not before, or changed since: only the session records, the apt and
 # dpkg bookkeeping, and the files of the packages apt-get pulled in for cordon (fuse3, libraries).
+# Also the users' own cache of compiled seccomp filters (no package removes files in a home) and
+# cordon's runtime directories in /run (a tmpfs: gone at the next boot).
 dpkg-query -W -f '${Package}\n' | sort > /fresh-logs/packages.after
 comm -13 /fresh-logs/packages.before /fresh-logs/packages.after > /fresh-logs/packages.new
 : > /fresh-logs/deps.files
-while read -r p; do dpkg -L "$p" >> /fresh-logs/deps.files; done < /fresh-logs/packages.new
+# dpkg names files by the paths in the package (/bin/fusermount3); on a merged-/usr root find
+# sees them under /usr.
+while read -r p; do dpkg -L "$p"; done < /fresh-logs/packages.new |
+  sed -E 'p; s#^/(bin|sbin|lib|lib64)/#/usr/\1/#' > /fresh-logs/deps.files
 snapshot > /fresh-logs/paths.after
 {
   comm -13 /fresh-logs/paths.before /fresh-logs/paths.after
@@ -155,6 +160,8 @@ snapshot > /fresh-logs/paths.after
     -o -path /var/cache/apt \) -prune -o ! -type d -newer /fresh-logs/stamp -print 2>>/fresh-logs/find.err
 } | sort -u | grep -vxF -f /fresh-logs/deps.files |
   grep -vE '^/var/lib/cordon(/|$)|^/home/newcomer/\.local(/state(/cordon(/.*)?)?)?$' |
+  grep -vE '^/home/newcomer/\.cache(/cordon(/seccomp-[0-9a-f]+\.bpf)?)?$|^/root/\.cache(/cordon(/seccomp-[0-9a-f]+\.bpf)?)?$' |
+  grep -vE '^/run/cordon(-shim)?(/|$)' |
   grep -vE '^/var/lib/(dpkg|apt)/|^/var/log/(apt/|dpkg\.log|alternatives\.log)|^/var/cache/' |
   grep -vE '^/etc/ld\.so\.cache$' > /fresh-logs/left || true
 [ ! -s /fresh-logs/left ] || die "left behind after apt-get remove: $(head -20 /fresh-logs/left)"
