@@ -140,17 +140,6 @@ Status preflight(const DaemonOptions& o) {
 }
 
 // Owns a fuse_session and everything it mounted or installed.
-// The kernel's switch for FUSE over io_uring (off by default; read once per mount at INIT).
-bool kernel_uring_enabled() {
-  FILE* f = std::fopen("/sys/module/fuse/parameters/enable_uring", "r");
-  if (f == nullptr) {
-    return false;
-  }
-  int c = std::fgetc(f);
-  std::fclose(f);
-  return c == 'Y' || c == 'y' || c == '1';
-}
-
 // What the INIT hook needs to start the rings, and says once which transport serves the mount.
 struct TransportChoice {
   UringTransport* uring = nullptr;
@@ -201,6 +190,16 @@ struct Session {
 };
 
 }  // namespace
+
+bool kernel_uring_enabled() {
+  FILE* f = std::fopen("/sys/module/fuse/parameters/enable_uring", "r");
+  if (f == nullptr) {
+    return false;
+  }
+  int c = std::fgetc(f);
+  std::fclose(f);
+  return c == 'Y' || c == 'y' || c == '1';
+}
 
 int run_daemon(const DaemonOptions& o) {
   if (Status st = preflight(o); !st.ok()) {

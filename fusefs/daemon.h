@@ -31,6 +31,8 @@ struct DaemonOptions {
 
 // Parses argv; on --help or an error fills *exit_code and returns an error message ("" for help).
 Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code);
+// The kernel's switch for FUSE over io_uring (off by default; read once per mount at INIT).
+bool kernel_uring_enabled();
 // Mounts and serves until unmounted (or SIGTERM/SIGINT/SIGHUP); returns the process exit code.
 int run_daemon(const DaemonOptions& opts);
 

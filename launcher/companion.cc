@@ -23,6 +23,14 @@ bool usable(const std::string& p, int mode) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), mode) == 0;
 }
 
+// A CMake build tree has CMakeCache.txt at its top, one level above launcher/. An installed
+// cordon (/usr/bin/cordon) must never pick up /usr/fusefs/cordon-fs or the like: only a build
+// tree is searched as one.
+bool in_build_tree(const std::string& dir) {
+  struct stat st {};
+  return ::stat((dir + "/../CMakeCache.txt").c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 }  // namespace
 
 std::optional<std::string> find_companion(const std::string& file, const std::string& build_subdir,
@@ -30,8 +38,11 @@ std::optional<std::string> find_companion(const std::string& file, const std::st
                                           std::vector<std::string>* tried) {
   std::vector<std::string> candidates;
   if (std::string dir = cordon_dir(); !dir.empty()) {
-    candidates = {dir + "/" + file, dir + "/../" + build_subdir + "/" + file,
-                  dir + "/../libexec/cordon/" + file};
+    candidates.push_back(dir + "/" + file);
+    if (in_build_tree(dir)) {
+      candidates.push_back(dir + "/../" + build_subdir + "/" + file);
+    }
+    candidates.push_back(dir + "/../libexec/cordon/" + file);
   }
   candidates.push_back(installed_path);
   for (const auto& p : candidates) {

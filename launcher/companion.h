@@ -9,8 +9,9 @@
 
 namespace cordon::launcher {
 
-// First of: beside the running cordon, `<cordon's dir>/../<build_subdir>/<file>` (the build
-// tree), `<cordon's dir>/../libexec/cordon/<file>` (a relocated install), `installed_path` - that
+// First of: beside the running cordon, `<cordon's dir>/../<build_subdir>/<file>` (only when
+// cordon runs from a CMake build tree), `<cordon's dir>/../libexec/cordon/<file>` (an install,
+// wherever its prefix), `installed_path` (the configured prefix's libexec/cordon) - that
 // is a regular file passing access(2) with `access_mode` (X_OK for programs, R_OK for
 // libraries). Every candidate looked at is appended to `tried` (for the error message).
 std::optional<std::string> find_companion(const std::string& file, const std::string& build_subdir,

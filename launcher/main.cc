@@ -7,6 +7,7 @@
 
 #include "launcher/commands.h"
 #include "launcher/session.h"
+#include "launcher/version.h"
 #include "policy/loader.h"
 
 using namespace cordon::launcher;
@@ -63,7 +64,13 @@ int main(int argc, char** argv) {
       "failed."};
   app.name("cordon");
   app.require_subcommand(1);
-  app.set_version_flag("--version", CORDON_VERSION);
+  app.set_version_flag(
+      "--version",
+      [] {
+        std::string report = version_report();
+        return report.substr(0, report.size() - 1);  // CLI11 ends it with its own newline
+      },
+      "Print the version, the git commit and the kernel features cordon finds here");
 
   RunOptions run;
   auto* run_cmd = app.add_subcommand(

@@ -17,10 +17,6 @@
 #include "launcher/companion.h"
 #include "preload_shim/collector.h"
 
-#ifndef CORDON_PRELOAD_LIB_INSTALLED
-#define CORDON_PRELOAD_LIB_INSTALLED "/usr/lib/cordon/libcordon_preload.so"
-#endif
-
 namespace cordon::launcher {
 namespace {
 
@@ -50,8 +46,8 @@ Result<std::string> find_preload_library() {
     return std::string(env);
   }
   std::vector<std::string> tried;
-  if (auto p = find_companion(kLibraryName, "preload_shim", CORDON_PRELOAD_LIB_INSTALLED, R_OK,
-                              &tried)) {
+  if (auto p = find_companion(kLibraryName, "preload_shim",
+                              std::string(CORDON_LIBEXECDIR) + "/" + kLibraryName, R_OK, &tried)) {
     char real[PATH_MAX];
     return std::string(::realpath(p->c_str(), real) != nullptr ? real : p->c_str());
   }

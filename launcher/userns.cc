@@ -5,10 +5,20 @@
 #include <grp.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 
 namespace cordon::launcher {
 namespace {
+
+std::optional<long> read_proc_sys(const std::string& path) {
+  std::ifstream f(path);
+  long v = 0;
+  if (f >> v) {
+    return v;
+  }
+  return std::nullopt;
+}
 
 Status write_proc_file(pid_t pid, const char* name, const std::string& content) {
   std::string path = "/proc/" + std::to_string(pid) + "/" + name;
@@ -62,7 +72,46 @@ Status become_sandbox_user_in_child(const IdPlan& ids) {
   return {};
 }
 
+UsernsSettings read_userns_settings(const std::string& proc_sys) {
+  UsernsSettings s;
+  s.unprivileged_userns_clone = read_proc_sys(proc_sys + "/kernel/unprivileged_userns_clone");
+  s.apparmor_restrict_unprivileged_userns =
+      read_proc_sys(proc_sys + "/kernel/apparmor_restrict_unprivileged_userns");
+  s.max_user_namespaces = read_proc_sys(proc_sys + "/user/max_user_namespaces");
+  return s;
+}
+
+std::string userns_restriction(const UsernsSettings& s) {
+  if (s.unprivileged_userns_clone == 0) {
+    return "kernel.unprivileged_userns_clone=0";
+  }
+  if (s.apparmor_restrict_unprivileged_userns.value_or(0) != 0) {
+    return "kernel.apparmor_restrict_unprivileged_userns=" +
+           std::to_string(*s.apparmor_restrict_unprivileged_userns);
+  }
+  if (s.max_user_namespaces == 0) {
+    return "user.max_user_namespaces=0";
+  }
+  return "";
+}
+
 std::string userns_disabled_hint() {
+  // Name the switch this host actually has set, so the fix is one command, not a list of guesses.
+  std::string setting = userns_restriction(read_userns_settings());
+  if (setting.rfind("kernel.apparmor_restrict_unprivileged_userns", 0) == 0) {
+    return setting +
+           ": AppArmor lets only programs with a profile create user namespaces; allow them "
+           "for all programs: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 "
+           "(docs/install.md)";
+  }
+  if (setting == "kernel.unprivileged_userns_clone=0") {
+    return setting +
+           ": unprivileged user namespaces are off; sudo sysctl -w "
+           "kernel.unprivileged_userns_clone=1 (docs/install.md)";
+  }
+  if (setting == "user.max_user_namespaces=0") {
+    return setting + ": user namespaces are off; sudo sysctl -w user.max_user_namespaces=15000";
+  }
   return "unprivileged user namespaces are disabled: sysctl -w "
          "kernel.unprivileged_userns_clone=1 (Debian) / user.max_user_namespaces=15000 / "
          "kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu)";

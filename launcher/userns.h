@@ -3,6 +3,9 @@
 
 #include <sys/types.h>
 
+#include <optional>
+#include <string>
+
 #include "launcher/plan.h"
 #include "policy/base/result.h"
 
@@ -18,6 +21,19 @@ Status write_id_maps_from_parent(pid_t child, const IdPlan& ids);
 // namespace survive the switch because uid 0 is not mapped there (no "root -> non-root"
 // transition exists for the kernel to clear them on). Rootless: nothing to do.
 Status become_sandbox_user_in_child(const IdPlan& ids);
+
+// The host's switches for user namespaces as /proc/sys shows them; nullopt where the kernel has
+// no such switch (unprivileged_userns_clone is Debian's patch, the AppArmor one Ubuntu's).
+struct UsernsSettings {
+  std::optional<long> unprivileged_userns_clone;              // kernel.unprivileged_userns_clone
+  std::optional<long> apparmor_restrict_unprivileged_userns;  // kernel.apparmor_restrict_...
+  std::optional<long> max_user_namespaces;                    // user.max_user_namespaces
+};
+UsernsSettings read_userns_settings(const std::string& proc_sys = "/proc/sys");
+
+// The setting that keeps an ordinary user from creating a user namespace, as "name=value"; ""
+// when none of them does.
+std::string userns_restriction(const UsernsSettings& s);
 
 // The message for EPERM/ENOSPC from clone(CLONE_NEWUSER).
 std::string userns_disabled_hint();

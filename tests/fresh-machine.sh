@@ -47,30 +47,12 @@ if [ "$inside" = 0 ]; then
 
   # What the demo must have shown, as root and as the user.
   check() {
-    local log=$1 who=$2
-    local want=(
-      "refused  read /etc/shadow"
-      "refused  read tests/demo/project/.env"
-      "refused  resolve evil.example"
-      "refused  connect 198.51.100.1:443"
-      "refused  write /usr/bin/cordon-was-here"
-      "refused  plant tests/demo/project/.envrc"
-      "done     edit greet.py"
-      "done     delete debug.log"
-      "done     write NOTES.md"
-      "done     run greet.py: it says Hello, world!"
-      "== what the agent changed: cordon diff last =="
-      "added tests/demo/project/NOTES.md"
-      "deleted tests/demo/project/debug.log"
-      "modified tests/demo/project/greet.py"
-      '+    return "Hello, " + name + "!"'
-      "Apply the agent's work: build/launcher/cordon commit last"
-    )
-    for w in "${want[@]}"; do
+    local log=$1 who=$2 missing
+    missing=$("$SRC/tests/demo/check.sh" "$log") || die "$who: $missing"
+    for w in "== what the agent changed: cordon diff last ==" \
+             "Apply the agent's work: build/launcher/cordon commit last"; do
       grep -qF -- "$w" "$log" || die "$who: the demo did not print: $w"
     done
-    ! grep -qE 'ALLOWED  (read|write|connect|resolve|plant)|FAILED  ' "$log" ||
-      die "$who: the demo got through or failed: $(grep -E 'ALLOWED|FAILED' "$log" | head -3)"
   }
   check "$LOGS/root.log" "as root"
   check "$LOGS/user.log" "as the user"
@@ -83,21 +65,14 @@ if [ "$inside" = 0 ]; then
 fi
 
 # ---- pid 1 of a private pid namespace, in a private mount namespace ----
+. "$SRC/tests/support/fresh-root.sh"
 WORK=$FRESH_WORK
 ROOT=$WORK/root
 LOGS=$WORK/logs  # on the host's disk: read by the checks after this namespace is gone
-mkdir -p "$ROOT"
-mount -t tmpfs -o size=12g,mode=0755 fresh-machine "$ROOT"
 
 t=$SECONDS
 say "mmdebstrap --variant=apt bookworm (the machine's own apt sources)"
-# Packages the host's apt cache holds are not downloaded again (and none are unlinked from it).
-mmdebstrap --verbose --variant=apt --skip=essential/unlink \
-  --setup-hook='mkdir -p "$1/var/cache/apt/archives"' \
-  --setup-hook='mount --bind /var/cache/apt/archives "$1/var/cache/apt/archives"' \
-  --customize-hook='umount "$1/var/cache/apt/archives"' \
-  bookworm "$ROOT" >"$LOGS/mmdebstrap.log" 2>&1 ||
-  { cat "$LOGS/mmdebstrap.log" >&2; exit 1; }
+fresh_root_make "$ROOT" "$LOGS"
 t_root=$((SECONDS - t))
 
 # The checkout as a clone would have it (tracked and untracked-but-not-ignored files, no build),
@@ -112,30 +87,6 @@ else
 fi
 chown -R 0:0 "$ROOT$CHECKOUT"
 
-# Boot: a fresh /proc of this pid namespace, /sys as the host has it, a fresh /dev as udev makes
-# it on Debian (so /dev/fuse is 0666 there, whatever this host chose for its own), tmpfs on /tmp
-# and /run, the apt cache shared with the host, then pivot_root.
-mount --bind "$ROOT" "$ROOT"
-mount -t proc proc "$ROOT/proc"
-mount --rbind /sys "$ROOT/sys"
-mount --make-rslave "$ROOT/sys"
-mount -t tmpfs -o mode=0755,nosuid dev "$ROOT/dev"
-for node in "null c 1 3" "zero c 1 5" "full c 1 7" "random c 1 8" "urandom c 1 9" "tty c 5 0" \
-            "fuse c 10 229"; do
-  set -- $node
-  mknod -m 0666 "$ROOT/dev/$1" "$2" "$3" "$4"
-done
-mkdir -p "$ROOT/dev/pts" "$ROOT/dev/shm"
-mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$ROOT/dev/pts"
-ln -s pts/ptmx "$ROOT/dev/ptmx"
-mount -t tmpfs -o mode=1777,nosuid,nodev shm "$ROOT/dev/shm"
-ln -s /proc/self/fd "$ROOT/dev/fd"
-for i in 0:stdin 1:stdout 2:stderr; do ln -s "/proc/self/fd/${i%%:*}" "$ROOT/dev/${i#*:}"; done
-mount -t tmpfs -o mode=1777,nosuid,nodev tmp "$ROOT/tmp"
-mount -t tmpfs -o mode=0755,nosuid,nodev run "$ROOT/run"
-mount --bind /var/cache/apt/archives "$ROOT/var/cache/apt/archives"
-mkdir -p "$ROOT/fresh-logs"
-mount --bind "$LOGS" "$ROOT/fresh-logs"
 ccache_env=()
 cache_dir=$(ccache -k cache_dir 2>/dev/null || true)
 if [ -n "$cache_dir" ] && [ -d "$cache_dir" ]; then
@@ -151,17 +102,9 @@ if [ -n "$cache_dir" ] && [ -d "$cache_dir" ]; then
     ccache_env=(CCACHE_DIR="$cache_dir")
   fi
 fi
-cd "$ROOT"
-mkdir -p .oldroot
-pivot_root . .oldroot
-# The apt variant has no umount (package mount): the host's, run by the host's loader.
-/.oldroot/lib64/ld-linux-x86-64.so.2 \
-  --library-path /.oldroot/lib/x86_64-linux-gnu:/.oldroot/usr/lib/x86_64-linux-gnu \
-  /.oldroot/usr/bin/umount -l /.oldroot
-rmdir /.oldroot
-cd /
+fresh_root_enter "$ROOT" "$LOGS"
 
-env_base=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8)
+env_base=("${FRESH_ROOT_ENV[@]}")
 if [ ${#ccache_env[@]} -gt 0 ]; then
   say "ccache shared with the host (installed into the fresh root first)"
   env -i "${env_base[@]}" DEBIAN_FRONTEND=noninteractive sh -c \
@@ -178,11 +121,8 @@ env -i "${env_base[@]}" "${ccache_env[@]}" HOME=/root USER=root \
 t_cmd=$((SECONDS - t))
 [ "$status" -eq 0 ] || { say "README command 1 failed as root (exit $status)"; exit 1; }
 
-# An ordinary user, made the way useradd would (the apt variant has no passwd package): the
-# checkout and its build belong to root.
-echo "newcomer:x:1500:1500:newcomer:/home/newcomer:/bin/bash" >> /etc/passwd
-echo "newcomer:x:1500:" >> /etc/group
-mkdir -p /home/newcomer && chown 1500:1500 /home/newcomer && chmod 0700 /home/newcomer
+# An ordinary user; the checkout and its build belong to root.
+fresh_root_add_user newcomer 1500
 say "as the user newcomer, in the root-owned $CHECKOUT: tests/demo/run.sh"
 t=$SECONDS
 status=0
