@@ -24,6 +24,11 @@ struct PathPattern {
   // `path`: absolute host path for absolute patterns, workspace-relative ("a/b", no leading "/")
   // for relative ones. Passing the other kind never matches.
   bool matches(std::string_view path) const;
+  // Whether the pattern may match some path strictly beneath the directory `dir` (same kind of
+  // path as for matches()), whether or not that path exists yet: "~/.claude/hooks/**" and
+  // "**/.env" may match beneath "~/.claude", "/etc/x" may not. A pattern matching `dir` itself
+  // (or an ancestor) matches everything beneath it too.
+  bool may_match_beneath(std::string_view dir) const;
   bool operator==(const PathPattern&) const = default;
 };
 
