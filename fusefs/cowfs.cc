@@ -18,6 +18,7 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "fusefs/layer_names.h"
@@ -1075,6 +1076,22 @@ struct CowFs::Impl {
     if ((flags & RENAME_EXCHANGE) && S_ISDIR(dst.st.st_mode) && dst.lower_shadowed) {
       return -EXDEV;
     }
+    // A directory moves its whole tree: what it carries leaves its paths and lands on others.
+    for (auto [f, from, to] :
+         {std::tuple{&src, &src_path, &dst_path}, std::tuple{&dst, &dst_path, &src_path}}) {
+      if (f == &dst && !(flags & RENAME_EXCHANGE)) {
+        break;
+      }
+      if (S_ISDIR(f->st.st_mode) && f->has_upper) {
+        UniqueFd d(reopen_fd(f->upper.get(), O_RDONLY | O_DIRECTORY));
+        if (!d) {
+          return -EIO;
+        }
+        if (int rc = self->access_.check_tree_move(d.get(), *from, *to, who); rc != 0) {
+          return rc;
+        }
+      }
+    }
     if (dst_exists && !(flags & RENAME_EXCHANGE)) {
       bool dst_is_dir = S_ISDIR(dst.st.st_mode);
       if (src_dir_is && !dst_is_dir) {
@@ -1366,7 +1383,9 @@ struct CowFs::Impl {
         return rc;
       }
     }
-    fi->keep_cache = 1;  // the daemon is the only writer: page cache stays valid across opens
+    // The daemon is the only writer: the page cache stays valid across opens (not in direct
+    // mode, where the host may write the file too).
+    fi->keep_cache = self->config_.direct ? 0 : 1;
     // Our flush does nothing (writes are synchronous, no writeback cache): spare the kernel the
     // round trip at every close.
     fi->noflush = 1;
@@ -1452,7 +1471,7 @@ struct CowFs::Impl {
     // write and at chown) need no syscall while nobody sets one.
     self->table_.set_no_caps(n, true);
     fh->node = n;
-    fi->keep_cache = 1;
+    fi->keep_cache = self->config_.direct ? 0 : 1;
     fi->noflush = 1;
     if (int rc2 = set_io_mode(self, n, fh.get(), true, path, fi, &st); rc2 != 0) {
       self->table_.forget(e->ino, 1);
@@ -2177,8 +2196,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, -rc);
     return;
   }
-  fi->keep_cache = 1;
-  fi->cache_readdir = 1;
+  fi->keep_cache = self->config_.direct ? 0 : 1;
+  fi->cache_readdir = self->config_.direct ? 0 : 1;
   if (fuse_reply_open(req, fi) == -ENOENT) {
     auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
     self->table_.drop_handle(dh->node);
@@ -2226,8 +2245,7 @@ static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
           // no host stat and no lookup count.
           bool dot = de.name == "." || de.name == "..";
           uint64_t held = dot ? 0 : self->table_.held_child(v.node, de.name, de.key);
-          if (held == 0 && !dot &&
-              self->access_.policy().decide_read(child_of(dir_path, de.name)).allow &&
+          if (held == 0 && !dot && self->access_.readable(child_of(dir_path, de.name)) &&
               Impl::lookup_entry(self, v, de.name, &e) == 0) {
             looked_up = true;
           } else {
@@ -2507,7 +2525,8 @@ CowFs::CowFs(FsConfig config, UniqueFd lower, UniqueFd upper, Usage usage, IdMap
     : config_(std::move(config)),
       lower_root_(std::move(lower)),
       upper_root_(std::move(upper)),
-      access_(config_.policy, config_.events),
+      access_(config_.policy, config_.events, config_.view_root,
+              config_.view_root.empty() ? (config_.direct ? config_.upper : config_.lower) : ""),
       ids_(ids),
       quota_(config_.policy.quota.bytes, config_.policy.quota.inodes, usage) {}
 

@@ -118,6 +118,41 @@ inline std::string tree_manifest(const std::string& root, bool with_mtime = fals
   return out;
 }
 
+// Starts cordon-fs with `argv` (its --ready-fd is 3, its output goes to `log`) and waits until it
+// has mounted. Returns its pid, or -1 with *error saying why.
+inline pid_t start_cordon_fs(const std::vector<std::string>& argv, const std::string& log,
+                             std::string* error) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    *error = "pipe2 failed";
+    return -1;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(ready[1], 3);  // dup2 clears O_CLOEXEC on the copy
+    int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(logfd, 1);
+    ::dup2(logfd, 2);
+    std::vector<char*> a;
+    for (auto& s : argv) {
+      a.push_back(const_cast<char*>(s.c_str()));
+    }
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  pollfd p = {ready[0], POLLIN, 0};
+  char c = 0;
+  bool ok = ::poll(&p, 1, 20000) == 1 && ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  if (!ok) {
+    *error = "cordon-fs did not become ready: " + read_file(log);
+    return pid;  // still to be stopped by the caller
+  }
+  return pid;
+}
+
 class MountedFs {
  public:
   // `policy_json`: written to a file and passed as --policy ("" = the embedded default policy).
