@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fusefs/layer_names.h"
@@ -49,42 +50,61 @@ void AccessControl::refused(std::string_view path, std::string_view op, const st
   (void)events_->emit("fs.refused", std::move(ev));
 }
 
+std::string AccessControl::decided_path(std::string_view path) const {
+  if (view_root_.empty()) {
+    return std::string(path);
+  }
+  return path.empty() ? view_root_ : view_root_ + "/" + std::string(path);
+}
+
+std::string AccessControl::host_path(std::string_view path) const {
+  if (!view_root_.empty() || workspace_root_.empty()) {
+    return {};
+  }
+  return path.empty() ? workspace_root_ : workspace_root_ + "/" + std::string(path);
+}
+
 int AccessControl::check_read(std::string_view path, std::string_view op, const Caller& who) const {
   if (path.empty()) {
-    return 0;  // the workspace root itself
+    return 0;  // the root of the view itself: the grant or the workspace
   }
-  policy::Decision d = policy_.decide_read(path);
+  std::string p = decided_path(path);
+  policy::Decision d = policy_.decide_read(p, host_path(path));
   if (d.allow) {
     return 0;
   }
-  refused(path, op, d.rule, who);
+  refused(p, op, d.rule, who);
   return policy_.deny_style == policy::DenyStyle::Hide ? -ENOENT : -EACCES;
 }
 
 int AccessControl::check_write(std::string_view path, std::string_view op,
                                const Caller& who) const {
-  if (policy_.mode == policy::WorkspaceMode::Ro) {
-    refused(path, op, "filesystem.mode", who);
+  std::string p = decided_path(path);
+  // filesystem.mode is the workspace's; a granted host path is decided by its own rules.
+  if (view_root_.empty() && policy_.mode == policy::WorkspaceMode::Ro) {
+    refused(p, op, "filesystem.mode", who);
     return -EROFS;
   }
-  policy::Decision d = policy_.decide_write(path);
+  policy::Decision d = policy_.decide_write(p, host_path(path));
   if (d.allow) {
     return 0;
   }
-  refused(path, op, d.rule, who);
+  refused(p, op, d.rule, who);
   return -EACCES;
 }
 
 int AccessControl::check_create(std::string_view path, bool is_dir, std::string_view op,
                                 const Caller& who) const {
-  if (policy_.mode == policy::WorkspaceMode::Ro) {
-    return check_write(path, op, who);
+  std::string p = decided_path(path);
+  if (view_root_.empty() && policy_.mode == policy::WorkspaceMode::Ro) {
+    refused(p, op, "filesystem.mode", who);
+    return -EROFS;
   }
-  policy::Decision d = policy_.decide_create(path, is_dir);
+  policy::Decision d = policy_.decide_create(p, is_dir, host_path(path));
   if (d.allow) {
     return 0;
   }
-  refused(path, op, d.rule, who);
+  refused(p, op, d.rule, who);
   return -EACCES;
 }
 
@@ -102,19 +122,23 @@ DirPtr open_dir_stream(int dirfd, const char* name) {
   return DirPtr(d, ::closedir);
 }
 
+std::string beneath(std::string_view base, const std::string& rel) {
+  return base.empty() ? rel : std::string(base) + "/" + rel;
+}
+
 }  // namespace
 
-int AccessControl::check_moved_tree(int dirfd, std::string_view path, std::string_view op,
-                                    const Caller& who) const {
-  // Depth-first with an explicit stack of open directories: no recursion on a tree the sandbox
-  // shaped, and the entry budget bounds both the time and the fds held (one per level).
+int AccessControl::check_tree_move(int dirfd, std::string_view from, std::string_view to,
+                                   const Caller& who) const {
+  // Depth first with an explicit stack of open directories: no recursion on a tree the sandbox
+  // shaped; the entry budget bounds the time and the fds held (one per level).
   struct Level {
     DirPtr dir;
-    std::string path;
+    std::string rel;  // beneath the moved directory ("" for itself)
   };
   std::vector<Level> stack;
   if (DirPtr d = open_dir_stream(dirfd, ".")) {
-    stack.push_back({std::move(d), std::string(path)});
+    stack.push_back({std::move(d), ""});
   } else {
     return -EIO;
   }
@@ -130,7 +154,7 @@ int AccessControl::check_moved_tree(int dirfd, std::string_view path, std::strin
       continue;
     }
     std::string_view name = e->d_name;
-    if (name == "." || name == ".." || is_reserved_name(name)) {
+    if (name == "." || name == "..") {
       continue;
     }
     if (++seen > kMaxMovedTree) {
@@ -145,8 +169,21 @@ int AccessControl::check_moved_tree(int dirfd, std::string_view path, std::strin
       }
       is_dir = S_ISDIR(st.st_mode);
     }
-    std::string child = stack.back().path + "/" + std::string(name);
-    if (int rc = check_create(child, is_dir, op, who); rc != 0) {
+    std::string rel = stack.back().rel.empty() ? std::string(name)
+                                               : stack.back().rel + "/" + std::string(name);
+    // It leaves `from` (removable there, as rm would need) and is created at `to` (a .git file
+    // landing where a protected directory name stands is refused like writing it).
+    int rc = check_read(beneath(from, rel), "rename", who);
+    if (rc == 0) {
+      rc = check_write(beneath(from, rel), "rename", who);
+    }
+    if (rc == 0) {
+      rc = check_read(beneath(to, rel), "rename", who);
+    }
+    if (rc == 0) {
+      rc = check_create(beneath(to, rel), is_dir, "rename", who);
+    }
+    if (rc != 0) {
       return rc;
     }
     if (is_dir) {
@@ -154,7 +191,7 @@ int AccessControl::check_moved_tree(int dirfd, std::string_view path, std::strin
       if (!sub) {
         return -EIO;
       }
-      stack.push_back({std::move(sub), std::move(child)});
+      stack.push_back({std::move(sub), std::move(rel)});
     }
   }
   return 0;
@@ -164,7 +201,11 @@ bool AccessControl::visible(std::string_view path) const {
   if (policy_.deny_style != policy::DenyStyle::Hide) {
     return true;
   }
-  return policy_.decide_read(path).allow;
+  return readable(path);
+}
+
+bool AccessControl::readable(std::string_view path) const {
+  return path.empty() || policy_.decide_read(decided_path(path), host_path(path)).allow;
 }
 
 void AccessControl::quota_hit(std::string_view path, std::string_view what, uint64_t used,

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "fusefs/layer_names.h"
@@ -1017,8 +1018,8 @@ struct CowFs::Impl {
 
   // An entry about to appear at `path` by rename: checked as created there, and a directory
   // (upper-only: one with lower content was refused with EXDEV) with its whole tree.
-  static int check_landing(CowFs* self, const Found& f, const std::string& path,
-                           const Caller& who) {
+  static int check_landing(CowFs* self, const Found& f, const std::string& from,
+                           const std::string& path, const Caller& who) {
     bool is_dir = S_ISDIR(f.st.st_mode);
     if (int rc = self->access_.check_create(path, is_dir, "rename", who); rc != 0) {
       return rc;
@@ -1027,7 +1028,7 @@ struct CowFs::Impl {
       return 0;
     }
     UniqueFd d(reopen_fd(f.upper.get(), O_RDONLY | O_DIRECTORY));
-    return d ? self->access_.check_moved_tree(d.get(), path, "rename", who) : -EIO;
+    return d ? self->access_.check_tree_move(d.get(), from, path, who) : -EIO;
   }
 
   static int do_rename(fuse_req_t req, fuse_ino_t parent, const char* cname, fuse_ino_t newparent,
@@ -1092,12 +1093,13 @@ struct CowFs::Impl {
       return -EXDEV;
     }
     // What lands at a name must be creatable there, with all it carries: `mv gitdir .git` must
-    // not plant the .git/config and hooks that writing them directly may not.
-    if (int rc = check_landing(self, src, dst_path, who); rc != 0) {
+    // not plant the .git/config and hooks that writing them directly may not, and what a
+    // directory carries must be removable where it was.
+    if (int rc = check_landing(self, src, src_path, dst_path, who); rc != 0) {
       return rc;
     }
     if (flags & RENAME_EXCHANGE) {
-      if (int rc = check_landing(self, dst, src_path, who); rc != 0) {
+      if (int rc = check_landing(self, dst, dst_path, src_path, who); rc != 0) {
         return rc;
       }
     }
@@ -1392,7 +1394,9 @@ struct CowFs::Impl {
         return rc;
       }
     }
-    fi->keep_cache = 1;  // the daemon is the only writer: page cache stays valid across opens
+    // The daemon is the only writer: the page cache stays valid across opens (not in direct
+    // mode, where the host may write the file too).
+    fi->keep_cache = self->config_.direct ? 0 : 1;
     // Our flush does nothing (writes are synchronous, no writeback cache): spare the kernel the
     // round trip at every close.
     fi->noflush = 1;
@@ -1478,7 +1482,7 @@ struct CowFs::Impl {
     // write and at chown) need no syscall while nobody sets one.
     self->table_.set_no_caps(n, true);
     fh->node = n;
-    fi->keep_cache = 1;
+    fi->keep_cache = self->config_.direct ? 0 : 1;
     fi->noflush = 1;
     if (int rc2 = set_io_mode(self, n, fh.get(), true, path, fi, &st); rc2 != 0) {
       self->table_.forget(e->ino, 1);
@@ -2203,8 +2207,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fuse_reply_err(req, -rc);
     return;
   }
-  fi->keep_cache = 1;
-  fi->cache_readdir = 1;
+  fi->keep_cache = self->config_.direct ? 0 : 1;
+  fi->cache_readdir = self->config_.direct ? 0 : 1;
   if (fuse_reply_open(req, fi) == -ENOENT) {
     auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
     self->table_.drop_handle(dh->node);
@@ -2252,8 +2256,7 @@ static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t
           // no host stat and no lookup count.
           bool dot = de.name == "." || de.name == "..";
           uint64_t held = dot ? 0 : self->table_.held_child(v.node, de.name, de.key);
-          if (held == 0 && !dot &&
-              self->access_.policy().decide_read(child_of(dir_path, de.name)).allow &&
+          if (held == 0 && !dot && self->access_.readable(child_of(dir_path, de.name)) &&
               Impl::lookup_entry(self, v, de.name, &e) == 0) {
             looked_up = true;
           } else {
@@ -2533,7 +2536,8 @@ CowFs::CowFs(FsConfig config, UniqueFd lower, UniqueFd upper, Usage usage, IdMap
     : config_(std::move(config)),
       lower_root_(std::move(lower)),
       upper_root_(std::move(upper)),
-      access_(config_.policy, config_.events),
+      access_(config_.policy, config_.events, config_.view_root,
+              config_.view_root.empty() ? (config_.direct ? config_.upper : config_.lower) : ""),
       ids_(ids),
       quota_(config_.policy.quota.bytes, config_.policy.quota.inodes, usage) {}
 

@@ -35,6 +35,14 @@ struct FsConfig {
   // theirs (id_map.h); unset, the view shows the host's owners.
   std::optional<Ids> agent;
   std::optional<Ids> owner;  // the workspace's owner; unset: the owner of `lower`
+  // Direct mode (cordon-fs --direct): `upper` is a real host directory, written at once, with no
+  // lower layer: a pass-through view whose job is the path policy, for a filesystem.write grant
+  // or a read-write workspace. No quota, no snapshots, and no page or directory cache kept
+  // across opens: the host may change the directory while the view is mounted.
+  bool direct = false;
+  // Paths are decided as view_root + "/" + the path in the view (absolute host paths: a grant
+  // outside the workspace); empty: workspace-relative paths.
+  std::string view_root;
 };
 
 class CowFs {

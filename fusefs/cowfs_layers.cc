@@ -35,6 +35,25 @@ void remove_temps(int dirfd) {
 }  // namespace
 
 Result<std::unique_ptr<CowFs>> CowFs::create(FsConfig config) {
+  if (config.direct) {
+    // The real directory is the only layer. Nothing in it is renamed, chowned or scanned at
+    // start (it is the user's, and may be large), and no quota applies to it.
+    config.policy.quota = {0, 0};
+    config.cache_timeout = 1.0;  // the host may change the directory: revalidate after a second
+    UniqueFd dir(::open(config.upper.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd dir_path(::open(config.upper.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st;
+    if (!dir || !dir_path || ::fstat(dir.get(), &st) != 0) {
+      return sys_error("opening the directory " + config.upper + " (--direct)",
+                       "pass an existing directory, not a symlink");
+    }
+    std::unique_ptr<CowFs> fs(
+        new CowFs(std::move(config), UniqueFd(), std::move(dir), Usage{}, IdMap{}));
+    // With the root's own device as the "lower" one, every object shows its real inode number.
+    fs->table_.init_root(std::move(dir_path), UniqueFd(), {st.st_dev, st.st_ino},
+                         {st.st_dev, st.st_ino});
+    return fs;
+  }
   UniqueFd lower(::open(config.lower.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!lower) {
     return sys_error("opening the workspace (lower layer) " + config.lower,

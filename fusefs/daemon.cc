@@ -24,8 +24,15 @@ namespace cordon::fusefs {
 Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code) {
   DaemonOptions o;
   CLI::App app{"cordon-fs: the copy-on-write workspace view of a cordon session"};
-  app.add_option("--lower", o.lower, "the real workspace (never written)")->required();
+  app.add_option("--lower", o.lower, "the real workspace (never written)");
   app.add_option("--upper", o.upper, "the session's upper layer directory")->required();
+  app.add_flag("--direct", o.direct,
+               "no copy-on-write: --upper is a real directory, written at once, shown with the "
+               "policy's path rules decided at every access (a read-write grant or workspace)");
+  app.add_option("--view-root", o.view_root,
+                 "the view shows this host path outside the workspace: paths are decided as "
+                 "absolute host paths beneath it (default: workspace-relative)");
+  app.add_option("--home", o.home, "the home directory \"~\" means in the policy");
   app.add_option("--mountpoint", o.mountpoint, "where to mount the view")->required();
   app.add_option("--policy", o.policy_file, "policy file (default: the embedded default policy)");
   app.add_option("--events", o.events_file, "append events (JSON lines) to this file");
@@ -79,6 +86,18 @@ Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code
   }
   if (!owner_ids.empty()) {
     o.owner = parse_ids(owner_ids, "--owner-ids").value();
+  }
+  if (o.lower.empty() != o.direct) {
+    std::fprintf(stderr, "cordon-fs: %s\n",
+                 o.direct ? "--direct has no lower layer: drop --lower"
+                          : "--lower is required (or --direct for a pass-through view)");
+    *exit_code = 2;
+    return make_error("bad options");
+  }
+  if (o.direct && !o.control.empty()) {
+    std::fprintf(stderr, "cordon-fs: --direct views have no snapshots: drop --control\n");
+    *exit_code = 2;
+    return make_error("bad options");
   }
   // Absolute from here on: the control socket resolves snapshot names long after startup.
   for (std::string* p : {&o.lower, &o.upper, &o.mountpoint, &o.snapshots, &o.control}) {
@@ -208,7 +227,10 @@ int run_daemon(const DaemonOptions& o) {
   }
   policy::Policy pol;
   try {
-    pol = o.policy_file.empty() ? policy::default_policy() : policy::load_policy_file(o.policy_file);
+    policy::LoadOptions lo;
+    lo.home = o.home;
+    pol = o.policy_file.empty() ? policy::default_policy(lo)
+                                : policy::load_policy_file(o.policy_file, lo);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cordon-fs: %s\n", e.what());
     return 1;
@@ -259,6 +281,8 @@ int run_daemon(const DaemonOptions& o) {
   cfg.events = &events;
   cfg.agent = o.agent;
   cfg.owner = o.owner;
+  cfg.direct = o.direct;
+  cfg.view_root = o.view_root;
   auto fs = CowFs::create(std::move(cfg));
   if (!fs.ok()) {
     std::fprintf(stderr, "cordon-fs: %s\n", fs.error().to_string().c_str());

@@ -12,7 +12,10 @@ namespace cordon::fusefs {
 
 struct DaemonOptions {
   std::string lower;        // --lower: the real workspace
-  std::string upper;        // --upper: the session's layer directory
+  std::string upper;        // --upper: the session's layer directory (--direct: the real one)
+  bool direct = false;      // --direct: a pass-through view of --upper, no lower layer
+  std::string view_root;    // --view-root: decide paths as absolute host paths under this one
+  std::string home;         // --home: what "~" means in the policy (default: $HOME)
   std::string mountpoint;   // --mountpoint
   std::string policy_file;  // --policy: a policy JSON; default: the embedded default policy
   std::string events_file;  // --events: append events.jsonl here

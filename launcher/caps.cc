@@ -70,7 +70,7 @@ Status drop_privileges() {
   return {};
 }
 
-Status verify_sandbox_holds() {
+Status verify_sandbox_holds(UsernsCheck userns) {
   CapSets caps;
   if (::syscall(SYS_capget, &caps.hdr, caps.data) != 0) {
     return sys_error("capget");
@@ -105,8 +105,9 @@ Status verify_sandbox_holds() {
     return make_error("sandbox check: no seccomp filter is installed (PR_GET_SECCOMP != 2)");
   }
   // The escape hatch every container breakout starts with: a new user namespace gives back a full
-  // capability set over new namespaces. It must be refused.
-  if (::unshare(CLONE_NEWUSER) == 0) {
+  // capability set over new namespaces. It must be refused (unless process.nested_sandbox asked
+  // for it; through the listener the probe has run already).
+  if (userns == UsernsCheck::Direct && ::unshare(CLONE_NEWUSER) == 0) {
     return make_error(
         "sandbox check: unshare(CLONE_NEWUSER) succeeded; a new user namespace "
         "could be created");

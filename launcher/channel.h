@@ -14,12 +14,13 @@
 namespace cordon::launcher {
 
 enum class MsgKind : uint32_t {
-  SetupError = 1,   // cordon's own setup failed in the child; text = the message, value = errno
-  ExecError = 2,    // execve of the program failed; value = errno
-  ProgramExit = 3,  // init: the program ended; value = its raw wait status
-  PtyMaster = 4,    // the pty master fd rides along (SCM_RIGHTS)
-  NetSockets = 5,   // the capture sockets made in the sandbox's netns (netns.h); text = their
-                    // roles, comma-separated, in the order of `fds` (SCM_RIGHTS)
+  SetupError = 1,      // cordon's own setup failed in the child; text = the message, value = errno
+  ExecError = 2,       // execve of the program failed; value = errno
+  ProgramExit = 3,     // init: the program ended; value = its raw wait status
+  PtyMaster = 4,       // the pty master fd rides along (SCM_RIGHTS)
+  NetSockets = 5,      // the capture sockets made in the sandbox's netns (netns.h); text = their
+                       // roles, comma-separated, in the order of `fds` (SCM_RIGHTS)
+  UsernsListener = 6,  // the program's seccomp listener for user namespaces (userns_listener.h)
 };
 
 struct Msg {

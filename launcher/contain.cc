@@ -65,7 +65,8 @@ Status contain_steps(const ContainContext& c) {
   TRY(enter_cgroup_namespace_in_child());
   TRY(set_hostname_in_child(c.plan.hostname));
   TRY(bring_up_loopback_in_child());
-  TRY(capture_network_in_child(c.plan.network, c.plan.proxy_env, c.report_fd));
+  TRY(capture_network_in_child(c.plan.network, c.plan.proxy_env, c.plan.loopback_services,
+                               c.report_fd));
   TRY(compose_root_in_child(c.plan, std::move(cow)));
   ASSIGN_OR_RETURN(UniqueFd slave, open_terminal(c));
   TRY(prepare_init_signals());

@@ -76,9 +76,22 @@ std::string wait_status_text(const siginfo_t& si) {
   return "signal " + std::to_string(si.si_status) + " (" + strsignal(si.si_status) + ")";
 }
 
-// Whether the daemon recorded in <session>/cordon-fs.pid is still running.
-bool daemon_alive(const std::string& session_dir) {
-  std::ifstream f(session_dir + "/cordon-fs.pid");
+// Where a daemon keeps its mount, log and pid: the cow view's at <session>/mnt, cordon-fs.log
+// and cordon-fs.pid; view N's at <session>/views/N, N.log and N.pid.
+struct DaemonFiles {
+  std::string mountpoint, log, pidfile;
+};
+DaemonFiles daemon_files(const std::string& session_dir, int view_index) {
+  if (view_index < 0) {
+    return {session_dir + "/mnt", session_dir + "/cordon-fs.log", session_dir + "/cordon-fs.pid"};
+  }
+  std::string base = session_dir + "/views/" + std::to_string(view_index);
+  return {base, base + ".log", base + ".pid"};
+}
+
+// Whether the daemon recorded in `pidfile` is still running.
+bool daemon_alive(const std::string& pidfile) {
+  std::ifstream f(pidfile);
   long pid = 0;
   if (!(f >> pid) || pid <= 0) {
     return false;
@@ -131,6 +144,10 @@ std::string cowfs_unavailable_reason() {
   if (forced != nullptr && std::strcmp(forced, "overlay") == 0) {
     return "CORDON_COW_BACKEND=overlay";
   }
+  return cordon_fs_unavailable_reason();
+}
+
+std::string cordon_fs_unavailable_reason() {
   if (find_cowfs_binary().empty()) {
     return "cordon-fs was not found beside cordon nor in " CORDON_LIBEXECDIR;
   }
@@ -199,7 +216,7 @@ CowFsExit CowFsProcess::stop() {
   // cordon-fs detaches its mount on SIGTERM; after a SIGKILL (ours or anyone's) it is still there.
   detach(mountpoint_);
   ::rmdir(mountpoint_.c_str());
-  ::unlink((dir_of(mountpoint_) + "/cordon-fs.pid").c_str());
+  ::unlink(pidfile_.c_str());
   ::unlink((dir_of(mountpoint_) + "/control.sock").c_str());  // left behind by a SIGKILL
   pidfd_.reset();
   exit_ = e;
@@ -207,9 +224,13 @@ CowFsExit CowFsProcess::stop() {
 }
 
 Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s) {
-  const std::string mnt = s.session_dir + "/mnt";
-  const std::string log = s.session_dir + "/cordon-fs.log";
-  const std::string pidfile = s.session_dir + "/cordon-fs.pid";
+  const DaemonFiles files = daemon_files(s.session_dir, s.view_index);
+  const std::string& mnt = files.mountpoint;
+  const std::string& log = files.log;
+  const std::string& pidfile = files.pidfile;
+  if (s.view_index >= 0 && ::mkdir(dir_of(mnt).c_str(), 0700) != 0 && errno != EEXIST) {
+    return sys_error("mkdir(\"" + dir_of(mnt) + "\") for cordon-fs views");
+  }
   if (::mkdir(mnt.c_str(), 0700) != 0 && errno != EEXIST) {
     return sys_error("mkdir(\"" + mnt + "\") for the cordon-fs mount");
   }
@@ -224,18 +245,23 @@ Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s) {
   UniqueFd ready_r(ready[0]), ready_w(ready[1]);
 
   // Fixed fd numbers in the daemon: 3 = ready pipe, 4 = events.jsonl.
-  std::vector<std::string> args = {s.binary,
-                                   "--lower", s.lower,
-                                   "--upper", s.session_dir + "/upper",
-                                   "--mountpoint", mnt,
-                                   "--policy", s.session_dir + "/policy.json",
-                                   "--session", s.session_id,
-                                   "--control", s.session_dir + "/control.sock",
-                                   "--snapshots", s.session_dir + "/snapshots",
-                                   "--ready-fd", "3",
-                                   "-f"};
-  args.insert(args.end(),
-              {"--agent-ids", std::to_string(s.agent_uid) + ":" + std::to_string(s.agent_gid)});
+  std::vector<std::string> args = {
+      s.binary,    "--mountpoint", mnt,          "--policy", s.session_dir + "/policy.json",
+      "--session", s.session_id,   "--ready-fd", "3",        "-f"};
+  if (s.direct_dir.empty()) {
+    args.insert(args.end(),
+                {"--lower", s.lower, "--upper", s.session_dir + "/upper", "--control",
+                 s.session_dir + "/control.sock", "--snapshots", s.session_dir + "/snapshots",
+                 "--agent-ids", std::to_string(s.agent_uid) + ":" + std::to_string(s.agent_gid)});
+  } else {
+    args.insert(args.end(), {"--direct", "--upper", s.direct_dir});
+    if (!s.view_root.empty()) {
+      args.insert(args.end(), {"--view-root", s.view_root});
+    }
+  }
+  if (!s.home.empty()) {
+    args.insert(args.end(), {"--home", s.home});
+  }
   if (s.events_fd >= 0) {
     args.insert(args.end(), {"--events-fd", "4"});
   }
@@ -313,6 +339,7 @@ Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s) {
   proc.ready_ = std::move(ready_r);
   proc.binary_ = s.binary;
   proc.log_ = log;
+  proc.pidfile_ = pidfile;
   return proc;
 }
 
@@ -333,9 +360,9 @@ Status CowFsProcess::wait_ready() {
   ready_.reset();
   CowFsExit how = stop();
   exit_->died_early = false;  // reported as this error, not as a failure during the session
-  std::string why = n == 0 ? "did not become ready within " +
-                                 std::to_string(kReadyTimeoutMs / 1000) + " s"
-                           : "exited before mounting (" + how.how + ")";
+  std::string why =
+      n == 0 ? "did not become ready within " + std::to_string(kReadyTimeoutMs / 1000) + " s"
+             : "exited before mounting (" + how.how + ")";
   std::string tail = read_tail(log_, 600);
   return make_error("cordon-fs (" + binary_ + ") " + why + (tail.empty() ? "" : ": " + tail),
                     "the workspace is never shown without it; run with --mode ro or --mode rw, "
@@ -394,6 +421,7 @@ Result<CowFsProcess> start_cow_backend(const Session& session, LaunchPlan& plan)
   s.allow_other = plan.ids.uid != ::geteuid();
   s.agent_uid = plan.ids.uid;
   s.agent_gid = plan.ids.gid;
+  s.home = plan.home;
   ASSIGN_OR_RETURN(CowFsProcess proc, spawn_cowfs(s));
   plan.cow_mount = proc.mountpoint();
   return proc;
@@ -407,15 +435,17 @@ std::optional<uint64_t> count_cowfs_changes(const std::string& lower, const std:
   return changes->size();
 }
 
-bool cowfs_daemon_alive(const std::string& session_dir) { return daemon_alive(session_dir); }
+namespace {
 
-bool detach_stale_cow_mount(const std::string& session_dir) {
-  const std::string mnt = session_dir + "/mnt";
+// One daemon's mount, when the daemon is gone.
+bool detach_stale(const std::string& session_dir, const DaemonFiles& files) {
+  const std::string& mnt = files.mountpoint;
   // The daemon's liveness first: a stat of a live but stopped daemon's mount would hang.
-  if (daemon_alive(session_dir)) {
+  if (daemon_alive(files.pidfile)) {
     return false;
   }
-  struct stat st {}, parent {};
+  struct stat st {
+  }, parent{};
   if (::lstat(session_dir.c_str(), &parent) != 0) {
     return false;
   }
@@ -431,6 +461,26 @@ bool detach_stale_cow_mount(const std::string& session_dir) {
   detach(mnt);
   ::rmdir(mnt.c_str());
   return true;
+}
+
+}  // namespace
+
+bool cowfs_daemon_alive(const std::string& session_dir) {
+  return daemon_alive(daemon_files(session_dir, -1).pidfile);
+}
+
+bool detach_stale_cow_mount(const std::string& session_dir) {
+  bool any = detach_stale(session_dir, daemon_files(session_dir, -1));
+  // Views are numbered from 0 without gaps; one past the last has no pid file.
+  for (int i = 0;; ++i) {
+    DaemonFiles v = daemon_files(session_dir, i);
+    struct stat st {};
+    if (::lstat(v.pidfile.c_str(), &st) != 0 && ::lstat(v.mountpoint.c_str(), &st) != 0) {
+      break;
+    }
+    any = detach_stale(session_dir, v) || any;
+  }
+  return any;
 }
 
 void detach_stale_cow_mounts(const std::string& sessions_root) {
@@ -456,8 +506,13 @@ void detach_stale_cow_mounts(const std::string& sessions_root) {
     }
     size_t b = line.find(' ', a + 1);
     std::string mp = line.substr(a + 1, b - a - 1);  // octal escapes: such paths are skipped
-    if (mp.rfind(prefix, 0) == 0 && mp.size() > 4 && mp.compare(mp.size() - 4, 4, "/mnt") == 0) {
+    if (mp.rfind(prefix, 0) != 0) {
+      continue;
+    }
+    if (mp.size() > 4 && mp.compare(mp.size() - 4, 4, "/mnt") == 0) {
       stale.push_back(mp.substr(0, mp.size() - 4));
+    } else if (size_t v = mp.rfind("/views/"); v != std::string::npos && v > prefix.size()) {
+      stale.push_back(mp.substr(0, v));
     }
   }
   for (const auto& dir : stale) {

@@ -29,18 +29,27 @@ std::string find_cowfs_binary();
 // to "overlay", no cordon-fs binary, or /dev/fuse not usable by this uid (this host keeps it 0600:
 // rootless FUSE is impossible there, and cow falls back to kernel overlayfs).
 std::string cowfs_unavailable_reason();
+// The same without the choice of backend: whether cordon-fs can mount here at all.
+std::string cordon_fs_unavailable_reason();
 
 struct CowFsSpawn {
-  std::string binary;      // find_cowfs_binary()
-  std::string lower;       // the real workspace
-  std::string session_dir; // upper/, snapshots/, mnt/, control.sock, policy.json live here
+  std::string binary;       // find_cowfs_binary()
+  std::string lower;        // the real workspace
+  std::string session_dir;  // upper/, snapshots/, mnt/, control.sock, policy.json live here
   std::string session_id;
-  int events_fd = -1;      // O_APPEND fd of events.jsonl; dup'ed into the daemon
+  int events_fd = -1;        // O_APPEND fd of events.jsonl; dup'ed into the daemon
   bool allow_other = false;  // the sandbox's uid differs from ours
   // The ids the sandbox runs as: cordon-fs shows them the workspace owner's files as theirs
   // (--agent-ids), so the copy-on-write workspace is the agent's to change.
   uid_t agent_uid = 0;
   gid_t agent_gid = 0;
+  std::string home;  // what "~" means in the policy (--home): the sandbox user's home
+  // A direct view (fs_views.h) instead of the session's cow view: the real directory it shows,
+  // the host path its paths are decided under ("" for the workspace), and its index, which
+  // names its mountpoint (<session>/views/N) and log and pid files beside it.
+  std::string direct_dir;
+  std::string view_root;
+  int view_index = -1;
 };
 
 // How the daemon ended, for the summary.
@@ -76,7 +85,7 @@ class CowFsProcess {
   UniqueFd pidfd_;
   UniqueFd ready_;  // read end of --ready-fd until wait_ready()
   std::string mountpoint_;
-  std::string binary_, log_;
+  std::string binary_, log_, pidfile_;
   std::optional<CowFsExit> exit_;
   std::optional<CowFsExit> early_;  // set by begin_stop()
 };
@@ -110,8 +119,8 @@ std::optional<uint64_t> count_cowfs_changes(const std::string& lower, const std:
 // outlived its cordon still serves the session).
 bool cowfs_daemon_alive(const std::string& session_dir);
 
-// Detaches <session_dir>/mnt if it is a FUSE mount whose daemon is gone (ENOTCONN). Returns true
-// if it detached something.
+// Detaches <session_dir>/mnt and <session_dir>/views/N if they are FUSE mounts whose daemon is
+// gone (ENOTCONN). Returns true if it detached something.
 bool detach_stale_cow_mount(const std::string& session_dir);
 // The same for every session mount of this user listed in /proc/self/mountinfo under `root`.
 void detach_stale_cow_mounts(const std::string& sessions_root);

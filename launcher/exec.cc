@@ -14,6 +14,7 @@
 #include "launcher/landlock.h"
 #include "launcher/pty.h"
 #include "launcher/run_options.h"
+#include "launcher/userns_listener.h"
 
 namespace cordon::launcher {
 namespace {
@@ -68,9 +69,20 @@ Status prepare(const ProgramContext& ctx, int& report_fd) {
   TRY(ctx.limits.apply_rlimits_in_child());
   TRY(drop_privileges());
   TRY(apply_landlock_in_program(ctx.plan.landlock));  // needs no_new_privs; before seccomp
-  TRY(install_seccomp(ctx.seccomp));
+  UniqueFd listener;
+  TRY(install_seccomp(ctx.seccomp, &listener));
+  UsernsCheck userns = ctx.plan.nested_sandbox ? UsernsCheck::Allowed : UsernsCheck::Direct;
+  if (listener) {
+    // Proved here, while only this process holds the listener; then cordon answers for good.
+    TRY(probe_userns_listener(listener.get()));
+    if (!send_msg(report_fd, MsgKind::UsernsListener, 0, nullptr, listener.get())) {
+      return sys_error("sendmsg(seccomp listener to cordon)");
+    }
+    listener.reset();
+    userns = UsernsCheck::Probed;
+  }
   TRY(close_inherited_fds(report_fd));
-  TRY(verify_sandbox_holds());
+  TRY(verify_sandbox_holds(userns));
   return {};
 }
 

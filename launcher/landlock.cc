@@ -81,7 +81,7 @@ bool beneath(const std::string& a, const std::string& b) {
 void noexec_unlisted_writable_mounts(const std::vector<std::string>& exec_paths, LaunchPlan& plan) {
   for (auto& m : plan.mounts) {
     bool writable = m.kind == MountKind::BindRw || m.kind == MountKind::CowOverlay ||
-                    m.kind == MountKind::CowFuse ||
+                    m.kind == MountKind::CowFuse || m.kind == MountKind::FsView ||
                     (m.kind == MountKind::Tmpfs && !m.ro && (m.flags & MS_RDONLY) == 0);
     if (!writable) {
       continue;
@@ -164,6 +164,14 @@ Status plan_landlock(const policy::ProcessPolicy& process, LaunchPlan& plan) {
     plan.landlock = ll;  // the mount plan alone governs writes
     return {};
   }
+  if (process.nested_sandbox) {
+    // A Landlock domain forbids mount(2) and pivot_root(2) outright, in namespaces the program
+    // owns too: its own sandbox could not build its root. The mount plan alone governs writes
+    // then (the policy loader refuses exec_allow, which only Landlock enforces, beside it).
+    ll.enabled = false;
+    plan.landlock = ll;
+    return {};
+  }
   if (ll.exec_restricted) {
     ASSIGN_OR_RETURN(ll.exec_paths, exec_allow_paths(process, plan.workspace));
     std::string list;
@@ -178,6 +186,7 @@ Status plan_landlock(const policy::ProcessPolicy& process, LaunchPlan& plan) {
     switch (m.kind) {
       case MountKind::BindRw:
       case MountKind::CowOverlay:
+      case MountKind::FsView:
       case MountKind::BindDev:
       case MountKind::Devpts:
       case MountKind::Proc:

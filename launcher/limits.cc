@@ -118,11 +118,14 @@ std::string Limits::describe() const {
     return line + extra + ")";
   }
   // rlimits are weaker than cgroups in ways the user must know about; name each one.
-  // RLIMIT_AS bounds each process's address space (mapped, not resident: a program that maps
-  // much and touches little fails early); RLIMIT_NPROC counts the processes of the sandbox's uid
-  // in its user namespace (init included), not a tree; no rlimit caps a CPU rate.
+  // RLIMIT_DATA bounds each process's private writable memory (heap and anonymous mappings,
+  // counted when mapped writable, not when touched; file-backed and shared memory not at all);
+  // RLIMIT_NPROC counts the processes of the sandbox's uid in its user namespace (init
+  // included), not a tree; no rlimit caps a CPU rate.
   std::string line = "limits: rlimits only (";
-  line += v.memory ? "memory as address space " + format_bytes(v.memory) + " per process"
+  line += v.memory ? "memory " + format_bytes(v.memory) +
+                         " of private writable memory per process (RLIMIT_DATA), not the whole "
+                         "sandbox's"
                    : std::string("memory unlimited");
   line += v.pids ? ", pids per uid " + std::to_string(v.pids) : std::string(", pids unlimited");
   line += v.cpus > 0 ? ", cpus not enforced" : std::string(", cpus unlimited");

@@ -39,11 +39,11 @@ class Limits {
   // Parent side, after clone and before the child is released: moves `pid` into the cgroups.
   Status add_process(pid_t pid);
   // Child side (the program, just before exec): setrlimit for nofile, core=0, fsize, and when the
-  // backend is Rlimits also RLIMIT_AS (memory), RLIMIT_NPROC (pids) and RLIMIT_CPU is NOT used
+  // backend is Rlimits also RLIMIT_DATA (memory), RLIMIT_NPROC (pids) and RLIMIT_CPU is NOT used
   // (cpus is a rate, not a total). Only async-signal-safe calls.
   Status apply_rlimits_in_child() const;
   // One line for the user: "limits: cgroup v1 (memory 1G, cpus 1.0, pids 512)" or
-  // "limits: rlimits only (memory as address space 1G, pids per uid 512; cpus not enforced: ...)".
+  // "limits: rlimits only (memory 1G of private writable memory per process (RLIMIT_DATA), ...)".
   std::string describe() const;
   LimitBackend backend() const;
   // Read after the program ended (cgroups: counters; rlimits: zeros apart from cpu).

@@ -100,11 +100,37 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--env-keep", run.env_keep, "Keep this host variable (repeatable)")
       ->allow_extra_args(false)
       ->type_name("NAME");
-  run_cmd->add_option("--env-set", run.env_set, "Set K=V inside the sandbox (repeatable)")
+  run_cmd
+      ->add_option("--env-pass", run.env_pass,
+                   "Pass this host variable even though process.env.deny matches it, e.g. an "
+                   "API key the program needs (repeatable; said at start; its value is never "
+                   "recorded) (process.env.pass)")
+      ->allow_extra_args(false)
+      ->type_name("NAME");
+  run_cmd
+      ->add_option("--env-set", run.env_set,
+                   "Set K=V inside the sandbox (repeatable); a secret's value (a name "
+                   "process.env.deny matches) is not recorded")
       ->allow_extra_args(false)
       ->type_name("K=V");
-  run_cmd->add_option("--allow-host", run.allow_host,
-                      "Allow connections to this host pattern, as in network.allow (repeatable)")
+  run_cmd
+      ->add_option("--read", run.read,
+                   "Show this host path read-only in the sandbox, e.g. a program's install "
+                   "tree (repeatable) (filesystem.read)")
+      ->allow_extra_args(false)
+      ->type_name("PATH");
+  run_cmd
+      ->add_option("--write", run.write,
+                   "Show this host path read-write in the sandbox: writes land on the host at "
+                   "once; filesystem.deny, deny_write and protect still hold inside it "
+                   "(repeatable) (filesystem.write)")
+      ->allow_extra_args(false)
+      ->type_name("PATH");
+  run_cmd
+      ->add_option("--allow-host", run.allow_host,
+                   "Allow connections to this host pattern, as in network.allow (repeatable); "
+                   "localhost:PORT, 127.0.0.1:PORT or [::1]:PORT reach that port of the host's "
+                   "own loopback (a local model server) and nothing else of it")
       ->allow_extra_args(false)
       ->type_name("PATTERN");
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");

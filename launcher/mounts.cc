@@ -166,12 +166,18 @@ Status mask(const std::string& dst, bool dir) {
       dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false);
 }
 
-Status mount_proc(const std::string& dst) {
+Status mount_proc(const std::string& dst, bool nested_sandbox) {
   TRY(ensure_mountpoint(dst, true));
   TRY(do_mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr,
                "procfs can only be mounted where the host's /proc is not partly covered by other "
                "mounts (e.g. inside some containers); run cordon on the host or with an "
                "unobstructed /proc"));
+  if (nested_sandbox) {
+    // The kernel lets a nested sandbox mount its own procfs only while this one is fully
+    // visible, with nothing mounted over any part of it. Without the read-only binds below the
+    // knobs stay as the user namespace leaves them: writable by no one inside.
+    return {};
+  }
   // Kernel knobs stay readable but not writable (the user namespace already denies most writes;
   // this also covers the ones it would allow).
   for (const char* sub : {"sys", "sysrq-trigger", "irq", "bus"}) {
@@ -325,6 +331,23 @@ Status mount_cow_fuse(const MountOp& op, const std::string& dst, const CowLayers
   return set_attrs(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
 }
 
+// A read-write directory through a cordon-fs view in direct mode (the clone taken before the id
+// switch) moves onto its path. If the daemon dies, every access fails with ENOTCONN.
+Status mount_fs_view(const MountOp& op, const std::string& dst, const LaunchPlan& plan,
+                     const CowLayers& cow) {
+  for (size_t i = 0; i < plan.views.size() && i < cow.views.size(); ++i) {
+    if (plan.views[i].dir == op.target) {
+      TRY(ensure_mountpoint(dst, true));
+      if (::move_mount(cow.views[i].get(), "", AT_FDCWD, dst.c_str(), MOVE_MOUNT_F_EMPTY_PATH) !=
+          0) {
+        return sys_error("move_mount(cordon-fs view of " + op.source + ", \"" + dst + "\")");
+      }
+      return set_attrs(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false);
+    }
+  }
+  return make_error("cordon-fs view of " + op.target + " was not opened (internal error)");
+}
+
 // Names in a directory (without "." and ".."), sorted. A missing directory reads as empty when
 // `missing_ok`: a staged subdirectory need not exist on the host, nor the other way round.
 Result<std::vector<std::string>> list_dir(const std::string& path, bool missing_ok) {
@@ -464,7 +487,7 @@ Status mount_etc(const MountOp& op, const std::string& dst) {
   return {};
 }
 
-Status apply(const MountOp& op, const CowLayers& cow) {
+Status apply(const MountOp& op, const LaunchPlan& plan, const CowLayers& cow) {
   const std::string dst = std::string(kNew) + op.target;
   constexpr uint64_t kSafe = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   // plan_landlock (landlock.cc) marks writable mounts MS_NOEXEC when process.exec_allow does not
@@ -503,7 +526,7 @@ Status apply(const MountOp& op, const CowLayers& cow) {
     case MountKind::EtcOverlay:
       return mount_etc(op, dst);
     case MountKind::Proc:
-      return mount_proc(dst);
+      return mount_proc(dst, plan.nested_sandbox);
     case MountKind::Devpts: {
       TRY(ensure_mountpoint(dst, true));
       // A private instance: the sandbox sees only its own ptys, never the host's.
@@ -524,6 +547,9 @@ Status apply(const MountOp& op, const CowLayers& cow) {
       return noexec != 0 ? set_attrs(dst, noexec, false) : Status{};
     case MountKind::CowFuse:
       TRY(mount_cow_fuse(op, dst, cow));
+      return noexec != 0 ? set_attrs(dst, noexec, false) : Status{};
+    case MountKind::FsView:
+      TRY(mount_fs_view(op, dst, plan, cow));
       return noexec != 0 ? set_attrs(dst, noexec, false) : Status{};
   }
   return make_error("unknown mount kind");
@@ -574,19 +600,29 @@ Status prepare_cow_layers_from_parent(const LaunchPlan& plan) {
   return {};
 }
 
+// A cordon-fs mount on the host, cloned while host root's 0700 session directory is still in
+// reach (the ids change next).
+Result<UniqueFd> clone_view(const std::string& mountpoint, const std::string& what) {
+  UniqueFd fd(::open_tree(AT_FDCWD, mountpoint.c_str(),
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_NO_AUTOMOUNT));
+  if (!fd) {
+    return sys_error("open_tree(\"" + mountpoint + "\", OPEN_TREE_CLONE) for " + what,
+                     "cordon-fs's mount must be in place before the sandbox starts");
+  }
+  return fd;
+}
+
 Result<CowLayers> open_cow_layers_in_child(const LaunchPlan& plan) {
   CowLayers cow;
+  for (const auto& v : plan.views) {
+    ASSIGN_OR_RETURN(UniqueFd fd, clone_view(v.mountpoint, v.dir));
+    cow.views.push_back(std::move(fd));
+  }
   if (plan.mode != policy::WorkspaceMode::Cow) {
     return cow;
   }
   if (plan.cow_fuse) {
-    // Host root's 0700 session directory is out of reach once the ids change: clone it now.
-    cow.fuse_view.reset(::open_tree(AT_FDCWD, plan.cow_mount.c_str(),
-                                    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_NO_AUTOMOUNT));
-    if (!cow.fuse_view) {
-      return sys_error("open_tree(\"" + plan.cow_mount + "\", OPEN_TREE_CLONE) for the cow workspace",
-                       "cordon-fs's mount must be in place before the sandbox starts");
-    }
+    ASSIGN_OR_RETURN(cow.fuse_view, clone_view(plan.cow_mount, "the cow workspace"));
     return cow;
   }
   for (auto [path, fd] : {std::pair<const std::string*, UniqueFd*>{&plan.cow_upper, &cow.upper},
@@ -624,7 +660,7 @@ Status compose_root_in_child(const LaunchPlan& plan, CowLayers cow) {
 
   std::vector<std::string> ro_later;
   for (const auto& op : plan.mounts) {
-    TRY(apply(op, cow));
+    TRY(apply(op, plan, cow));
     if (op.kind == MountKind::Tmpfs && op.ro) {
       ro_later.push_back(std::string(kNew) + op.target);
     }

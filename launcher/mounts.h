@@ -1,6 +1,8 @@
 // The sandbox's root: a tmpfs composed from the plan's mount list, then pivot_root into it.
 #pragma once
 
+#include <vector>
+
 #include "launcher/plan.h"
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
@@ -14,6 +16,7 @@ struct CowLayers {
   UniqueFd upper;
   UniqueFd work;
   UniqueFd fuse_view;  // cow through cordon-fs: a detached clone of the host mount (open_tree)
+  std::vector<UniqueFd> views;  // LaunchPlan::views' mounts, cloned the same way, in order
 };
 
 // Parent side, once the session exists (cow mode only; a no-op otherwise): hands upper/ and work/
@@ -23,7 +26,8 @@ struct CowLayers {
 Status prepare_cow_layers_from_parent(const LaunchPlan& plan);
 
 // Child side, before become_sandbox_user_in_child (cow mode only; empty fds otherwise). Through
-// cordon-fs only fuse_view is set: the daemon's mount at plan.cow_mount, cloned.
+// cordon-fs only fuse_view is set: the daemon's mount at plan.cow_mount, cloned. Every
+// LaunchPlan::views mount is cloned too, whatever the mode.
 Result<CowLayers> open_cow_layers_in_child(const LaunchPlan& plan);
 
 // Child side, in the new user + mount + pid namespaces, after the id switch. Replays

@@ -203,12 +203,23 @@ Result<Fn> plugin_symbol(void* h, const char* name) {
   return reinterpret_cast<Fn>(sym);
 }
 
-CordonCaptureArgs capture_args() {
+CordonCaptureArgs capture_args(const std::vector<LoopbackService>& loopback = {}) {
   CordonCaptureArgs args{};
   args.size = sizeof args;
   args.proxy_port = kTransparentPort;
   args.dns_port = kDnsPort;
   args.nflog_group = kNflogGroup;
+  for (const auto& l : loopback) {
+    if (args.n_loopback >= CORDON_CAPTURE_MAX_LOOPBACK) {
+      break;  // the plan refuses more
+    }
+    CordonCaptureLoopback& c = args.loopback[args.n_loopback++];
+    c.v6 = l.net.addr.v6 ? 1 : 0;
+    c.prefix = static_cast<uint8_t>(l.net.prefix);
+    std::memcpy(c.addr, l.net.addr.bytes.data(), sizeof c.addr);
+    c.port_lo = l.port_lo;
+    c.port_hi = l.port_hi;
+  }
   return args;
 }
 
@@ -225,9 +236,9 @@ Result<UniqueFd> open_nflog(void* plugin) {
   return UniqueFd(fd);
 }
 
-Status install_capture(void* plugin) {
+Status install_capture(void* plugin, const std::vector<LoopbackService>& loopback) {
   ASSIGN_OR_RETURN(auto fn, plugin_symbol<CordonCaptureInstallFn>(plugin, kCaptureInstallSymbol));
-  CordonCaptureArgs args = capture_args();
+  CordonCaptureArgs args = capture_args(loopback);
   char err[2048] = {};
   if (fn(&args, err, sizeof err) != 0) {
     return make_error(std::string("network capture ruleset: ") + err, kCaptureHint);
@@ -302,7 +313,8 @@ Status send_capture_sockets(int report_fd, const CaptureSockets& s) {
   return {};
 }
 
-Status capture_network_in_child(bool network, bool explicit_proxy, int report_fd) {
+Status capture_network_in_child(bool network, bool explicit_proxy,
+                                const std::vector<LoopbackService>& loopback, int report_fd) {
   if (!network) {
     return {};
   }
@@ -315,7 +327,7 @@ Status capture_network_in_child(bool network, bool explicit_proxy, int report_fd
   TRY(send_capture_sockets(report_fd, s));
   s = CaptureSockets();  // the proxy holds the only copies from now on
   // Last: from here on, whatever the sandbox sends is redirected to those sockets or dropped.
-  return install_capture(plugin);
+  return install_capture(plugin, loopback);
 }
 
 Status wait_for_proxy_in_child(bool network, int report_fd) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "launcher/plan.h"
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
 
@@ -41,7 +42,8 @@ struct CaptureSockets {
 // (send_capture_sockets), then the capture ruleset (fails closed, naming the kernel feature) - so
 // the proxy starts while the ruleset goes in; without network, nothing (the namespace keeps only
 // lo and no route at all).
-Status capture_network_in_child(bool network, bool explicit_proxy, int report_fd);
+Status capture_network_in_child(bool network, bool explicit_proxy,
+                                const std::vector<LoopbackService>& loopback, int report_fd);
 
 // Child side: the sockets to cordon over the report channel (MsgKind::NetSockets). The child's
 // copies are closed by the caller dropping `s`.

@@ -384,7 +384,10 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
                  "TMPDIR=%s is writable there\n",
                  private_tmp.c_str());
   }
-  std::vector<std::string> envp = build_environment(pol.process.env, environ, extra_env);
+  EnvNotes env_notes;
+  std::vector<std::string> envp =
+      build_environment(pol.process.env, environ, extra_env, &env_notes);
+  report_env_notes(env_notes, session->events(), opts.quiet);
   if (!*shim) {
     std::fputs(
         "cordon: --no-namespaces: CORDON_SHIM=off: nothing refuses direct connections, and "

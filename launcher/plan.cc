@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "launcher/env.h"
+#include "launcher/identity.h"
 #include "launcher/netns.h"
 
 namespace cordon::launcher {
@@ -103,31 +104,28 @@ bool uid0_maps_to_root() {
   return root;
 }
 
-IdPlan choose_ids(const HostFacts& host, const struct stat& ws) {
-  IdPlan ids;
-  if (host.euid != 0 || !host.uid0_is_host_root) {
-    // Rootless (or "root" of a user namespace that is no host root): the invoking user maps
-    // itself; an unprivileged id like 65534 is usually not even mapped there.
-    ids.rootless = true;
-    ids.uid = host.euid;
-    ids.gid = host.egid;
-    return ids;
+// The host's environment with the variables that name the user (HOME, USER, LOGNAME) saying who
+// the sandbox runs as, for build_environment: under sudo they name root, whose home is not the
+// program's. The pointers are into `host_env` and `storage`, which must outlive the result.
+std::vector<char*> sandbox_user_env(char** host_env, const Identity& ident,
+                                    std::vector<std::string>& storage) {
+  storage.clear();
+  if (!ident.home.empty()) {
+    storage.push_back("HOME=" + ident.home);
   }
-  // As root the sandbox must never be host uid 0: pick the user who invoked sudo, else the
-  // workspace's owner, else nobody.
-  ids.rootless = false;
-  if (host.sudo_uid && *host.sudo_uid != 0) {
-    ids.uid = *host.sudo_uid;
-    ids.gid = host.sudo_gid && *host.sudo_gid != 0 ? *host.sudo_gid : 65534;
-  } else if (ws.st_uid != 0) {
-    ids.uid = ws.st_uid;
-    ids.gid = ws.st_gid != 0 ? ws.st_gid : 65534;
-  } else {
-    ids.uid = 65534;
-    ids.gid = 65534;
-    ids.nobody = true;
+  if (!ident.user.empty()) {
+    storage.push_back("USER=" + ident.user);
+    storage.push_back("LOGNAME=" + ident.user);
   }
-  return ids;
+  std::vector<char*> out;
+  for (auto& kv : storage) {
+    out.push_back(kv.data());
+  }
+  for (char** e = host_env; e != nullptr && *e != nullptr; ++e) {
+    out.push_back(*e);  // after ours: the first occurrence wins
+  }
+  out.push_back(nullptr);
+  return out;
 }
 
 // Whether `ids` (with `groups`, the supplementary groups they keep) may write a directory of
@@ -225,6 +223,41 @@ void add_proxy_environment(std::vector<std::string>& envp) {
   }
 }
 
+// network.allow entries naming the host's loopback become capture rules for exactly their
+// addresses and ports. The ports cordon itself listens on inside the sandbox stay its own.
+Status plan_loopback_services(const policy::NetworkPolicy& n, LaunchPlan& plan) {
+  static const policy::IpNet kV4{policy::IpAddress::from_v4(0x7f000001), 32};
+  static const policy::IpNet kV6{*policy::IpAddress::parse("::1"), 128};
+  for (size_t i = 0; i < n.allow.size(); ++i) {
+    const auto& a = n.allow[i];
+    if (!a.names_host_loopback()) {
+      continue;
+    }
+    for (uint16_t own : {kTransparentPort, kDnsPort, kExplicitProxyPort}) {
+      if (a.matches_port(own)) {
+        return make_error("network.allow[" + std::to_string(i) + "] \"" + a.text +
+                              "\" includes port " + std::to_string(own) +
+                              ", which cordon's proxy uses on the sandbox's own loopback",
+                          "name the ports of the host's service without it");
+      }
+    }
+    std::vector<policy::IpNet> nets;
+    if (a.kind == policy::HostPattern::Kind::Exact) {
+      nets = {kV4, kV6};  // what "localhost" stands for
+    } else {
+      nets = {a.net};
+    }
+    for (const auto& net : nets) {
+      plan.loopback_services.push_back({net, a.port_lo, a.port_hi});
+    }
+  }
+  if (plan.loopback_services.size() > 32) {
+    return make_error("network.allow names more than 32 host loopback services",
+                      "name port ranges instead of single ports");
+  }
+  return {};
+}
+
 void plan_etc(const std::string& hostname, LaunchPlan& plan) {
   plan.etc_files.push_back({"hosts",
                             "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost " + hostname +
@@ -278,8 +311,7 @@ void plan_dev(LaunchPlan& plan) {
 
 struct DenyCtx {
   const policy::FilesystemPolicy& fsp;
-  bool rw;          // writable workspace: cow or rw
-  bool direct = false;  // rw: writes land in the real workspace at once
+  bool rw;  // writable workspace (cow on kernel overlayfs): deny_write/protect become read-only
 };
 
 // Pins every directory between the workspace root and `rel` (exclusive), outermost first, once.
@@ -295,80 +327,6 @@ void pin_ancestors(const std::string& ws, const std::string& rel, std::set<std::
   }
 }
 
-// The literal directory part of a relative pattern: ".git/modules/**" -> ".git/modules";
-// "**/.envrc" -> "".
-std::string literal_prefix(const std::string& pattern) {
-  std::string out;
-  size_t start = 0;
-  while (start < pattern.size()) {
-    size_t end = pattern.find('/', start);
-    std::string seg = pattern.substr(start, end == std::string::npos ? end : end - start);
-    if (seg.find_first_of("*?[") != std::string::npos) {
-      break;
-    }
-    out += (out.empty() ? "" : "/") + seg;
-    if (end == std::string::npos) {
-      break;
-    }
-    start = end + 1;
-  }
-  return out;
-}
-
-// A relative pattern as it applies below one directory: "**/.git/commondir" holds at any depth,
-// so below each directory named ".git" it means ".git/commondir"; an anchored pattern applies
-// at the workspace root only. "" when the pattern says nothing there.
-std::string anchored_at(const policy::PathPattern& pat, bool root) {
-  const std::string& e = pat.expanded;
-  if (e.rfind("**/", 0) == 0) {
-    return e.substr(3);
-  }
-  return root ? e : "";
-}
-
-// rw mode: a protected path that does not exist yet (".git/commondir", which would point the
-// host's git at a planted config) cannot be covered by a bind, so its nearest existing directory
-// below the workspace root becomes read-only instead. In practice `.git` turns read-only in rw
-// mode: agents that commit belong in cow mode, where nothing reaches the host before review.
-// `base` is where the pattern applies: "" for the workspace root, or the parent of a directory
-// the walk found whose name starts a "**/" pattern (`sub` for `sub/.git`: a nested repository).
-void protect_absent_paths(const std::string& ws, const std::string& base,
-                          const std::vector<policy::PathPattern>& pats,
-                          std::set<std::string>& pinned, std::set<std::string>& sealed,
-                          LaunchPlan& plan, const std::string& first_segment = "") {
-  for (const auto& pat : pats) {
-    if (pat.absolute) {
-      continue;
-    }
-    std::string lit = literal_prefix(anchored_at(pat, base.empty() && first_segment.empty()));
-    if (lit.empty() || (!first_segment.empty() && lit.substr(0, lit.find('/')) != first_segment)) {
-      continue;
-    }
-    if (!base.empty()) {
-      lit = base + "/" + lit;
-    }
-    struct stat st {};
-    if (::lstat((ws + "/" + lit).c_str(), &st) == 0) {
-      continue;  // it exists and the walk covered it
-    }
-    while (!lit.empty()) {
-      size_t cut = lit.rfind('/');
-      lit = cut == std::string::npos ? "" : lit.substr(0, cut);
-      if (lit.empty()) {
-        break;  // only the workspace root is left: sealing it would make rw mode ro
-      }
-      std::string abs = ws + "/" + lit;
-      if (::lstat(abs.c_str(), &st) == 0) {
-        if (S_ISDIR(st.st_mode) && sealed.insert(abs).second) {
-          pin_ancestors(ws, lit, pinned, plan);
-          plan.mounts.push_back({MountKind::BindRo, abs, abs});
-        }
-        break;
-      }
-    }
-  }
-}
-
 bool any_match(const std::vector<policy::PathPattern>& pats, const std::string& rel,
                const std::string& abs) {
   for (const auto& p : pats) {
@@ -379,68 +337,206 @@ bool any_match(const std::vector<policy::PathPattern>& pats, const std::string& 
   return false;
 }
 
-// Walks the workspace once and masks what filesystem.deny names (and, in rw and cow mode,
-// write-protects what deny_write/protect name). Only paths that exist now are covered: a file
-// created later at a denied path is not masked (cordon-fs will enforce the rules on those).
-Status plan_workspace_rules(const std::string& ws, const DenyCtx& ctx, LaunchPlan& plan) {
-  const auto& f = ctx.fsp;
-  bool need_walk = !f.deny.empty() || (ctx.rw && (!f.deny_write.empty() || !f.protect.empty()));
-  if (!need_walk) {
-    return {};
-  }
+// Walks the tree at `root` (symlinks not followed: inside the sandbox one is resolved to its
+// target, which is masked or absent on its own), calling visit(abs, rel, is_dir) for each entry;
+// visit returns false to leave a directory unvisited. Fails closed past `budget` entries in all.
+template <typename Visit>
+Status walk_tree(const std::string& root, const char* what, size_t& budget, Visit visit) {
   std::error_code ec;
-  fs::recursive_directory_iterator it(ws, fs::directory_options::skip_permission_denied, ec);
+  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
+  auto failed = [&] {
+    return make_error(std::string("walking ") + what + " " + root +
+                      " for filesystem.deny: " + ec.message());
+  };
   if (ec) {
-    return make_error("walking the workspace " + ws + " for filesystem.deny: " + ec.message());
-  }
-  size_t n = 0;
-  std::set<std::string> pinned, sealed;
-  if (ctx.direct) {
-    protect_absent_paths(ws, "", f.protect, pinned, sealed, plan);
-    protect_absent_paths(ws, "", f.deny_write, pinned, sealed, plan);
+    return failed();
   }
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (ec) {
-      return make_error("walking the workspace " + ws + " for filesystem.deny: " + ec.message());
+      return failed();
     }
-    if (++n > kMaxWalkEntries) {
-      return make_error("the workspace " + ws + " has more than " +
+    if (budget == 0) {
+      return make_error(std::string(what) + " " + root +
+                            " and the other trees walked hold more than " +
                             std::to_string(kMaxWalkEntries) +
                             " entries; cordon will not start with filesystem.deny patterns it "
                             "could not apply to all of them",
-                        "use a smaller workspace or --mode cow");
+                        "use a smaller workspace or grant, or --mode cow");
     }
-    const fs::path& p = it->path();
-    std::string abs = p.string();
-    std::string rel = abs.substr(ws == "/" ? 1 : ws.size() + 1);
+    --budget;
+    std::string abs = it->path().string();
+    std::string rel = abs.substr(root == "/" ? 1 : root.size() + 1);
     auto st = it->symlink_status(ec);
-    if (ec) {
-      continue;
-    }
-    // A symlink is resolved inside the sandbox, where its target is masked or absent on its own.
-    if (fs::is_symlink(st)) {
+    if (ec || fs::is_symlink(st)) {
       continue;
     }
     bool dir = fs::is_directory(st);
-    if (ctx.direct && dir && rel.find('/') != std::string::npos) {
-      // A nested `.git` (or `.vscode`, ...): the "**/" patterns' absent paths below it too.
-      std::string name = rel.substr(rel.rfind('/') + 1);
-      std::string parent = rel.substr(0, rel.rfind('/'));
-      protect_absent_paths(ws, parent, f.protect, pinned, sealed, plan, name);
-      protect_absent_paths(ws, parent, f.deny_write, pinned, sealed, plan, name);
+    if (!visit(abs, rel, dir) && dir) {
+      it.disable_recursion_pending();
     }
-    if (any_match(f.deny, rel, abs)) {
-      plan.mounts.push_back({dir ? MountKind::MaskDir : MountKind::MaskFile, "", abs});
-      if (dir) {
-        it.disable_recursion_pending();
+  }
+  return {};
+}
+
+// Without a cordon-fs view of the workspace (ro; cow on kernel overlayfs): walks it once and
+// masks what filesystem.deny names and, in cow mode, makes what deny_write/protect name
+// read-only. Only paths that exist now are covered: ro creates nothing, and in cow mode whatever
+// the program creates stays in the session's layer until `cordon commit`.
+Status plan_workspace_rules(const std::string& ws, const DenyCtx& ctx, size_t& budget,
+                            LaunchPlan& plan) {
+  const auto& f = ctx.fsp;
+  auto reaching = f.rules_beneath(ws, true);
+  bool need_walk = std::any_of(reaching.begin(), reaching.end(), [&](const auto& r) {
+    return ctx.rw || r.rule.rfind("filesystem.deny[", 0) == 0;
+  });
+  if (!need_walk) {
+    return {};
+  }
+  std::set<std::string> pinned;
+  return walk_tree(
+      ws, "the workspace", budget, [&](const std::string& abs, const std::string& rel, bool dir) {
+        if (any_match(f.deny, rel, abs)) {
+          plan.mounts.push_back({dir ? MountKind::MaskDir : MountKind::MaskFile, "", abs});
+          return false;
+        }
+        if (ctx.rw && (any_match(f.deny_write, rel, abs) || any_match(f.protect, rel, abs))) {
+          pin_ancestors(ws, rel, pinned, plan);
+          plan.mounts.push_back({MountKind::BindRo, abs, abs});
+          return false;
+        }
+        return true;
+      });
+}
+
+// A directory shown read-only (a filesystem.read grant, or a write grant a deny_write rule
+// covers): nothing can be created in it from inside, so masking what filesystem.deny names
+// now holds for the whole session.
+Status mask_denied_beneath(const std::string& dir, const policy::FilesystemPolicy& f,
+                           size_t& budget, LaunchPlan& plan) {
+  auto reaching = f.rules_beneath(dir, false);
+  if (std::none_of(reaching.begin(), reaching.end(),
+                   [](const auto& r) { return r.rule.rfind("filesystem.deny[", 0) == 0; })) {
+    return {};
+  }
+  return walk_tree(
+      dir, "the granted directory", budget,
+      [&](const std::string& abs, const std::string&, bool is_dir) {
+        policy::Decision d = f.decide_read(abs);
+        if (!d.allow && d.rule.rfind("filesystem.deny[", 0) == 0) {
+          plan.mounts.push_back({is_dir ? MountKind::MaskDir : MountKind::MaskFile, "", abs});
+          return false;
+        }
+        return true;
+      });
+}
+
+// "filesystem.deny_write[0] (\"~/.claude/settings.json\") and 9 more"
+std::string rules_text(const std::vector<policy::FilesystemPolicy::RuleRef>& rules) {
+  if (rules.empty()) {
+    return "no rule";
+  }
+  std::string out = rules.front().rule + " (\"" + rules.front().text + "\")";
+  if (rules.size() > 1) {
+    out += " and " + std::to_string(rules.size() - 1) + " more";
+  }
+  return out;
+}
+
+// A read-write directory (a write grant, the rw workspace) in which deny-style rules may decide
+// paths, existing or created later: only a cordon-fs view decides those at every access (a bind
+// covers what exists at start, and the program may create, rename into place and link). Where
+// no view can run, cordon refuses to start rather than hold the rules for some paths only.
+Status plan_view(const std::string& dir, bool workspace, const std::string& what,
+                 const std::vector<policy::FilesystemPolicy::RuleRef>& rules, const HostFacts& host,
+                 std::vector<MountOp>& user, LaunchPlan& plan) {
+  if (!host.fs_views) {
+    return make_error(
+        what + ": " + rules_text(rules) +
+            " must hold inside it for what the program creates there too, which takes a "
+            "cordon-fs view, and " +
+            host.no_fs_views_reason,
+        "run where cordon-fs can mount (as root, or with read-write access to /dev/fuse), " +
+            std::string(workspace ? "use --mode cow (changes reviewed before they reach the "
+                                    "workspace) or --mode ro"
+                                  : "grant it read-only (--read / filesystem.read)") +
+            ", or lift those rules in a policy file");
+  }
+  plan.views.push_back(FsView{dir, workspace, rules, ""});
+  user.push_back({MountKind::FsView, dir, dir});
+  return {};
+}
+
+// The workspace's own mount: cow through cordon-fs or kernel overlayfs, ro as a read-only bind,
+// rw as a plain bind or, when rules reach into it, a cordon-fs view in direct mode.
+Status plan_workspace_mount(const policy::FilesystemPolicy& f, const HostFacts& host,
+                            std::vector<MountOp>& user, LaunchPlan& plan) {
+  switch (plan.mode) {
+    case WorkspaceMode::Cow:
+      plan.cow_fuse = host.cow_fuse;
+      user.push_back({plan.cow_fuse ? MountKind::CowFuse : MountKind::CowOverlay, plan.workspace,
+                      plan.workspace});
+      return {};
+    case WorkspaceMode::Ro:
+      user.push_back({MountKind::BindRo, plan.workspace, plan.workspace});
+      return {};
+    case WorkspaceMode::Rw:
+      break;
+  }
+  auto rules = f.rules_beneath(plan.workspace, true);
+  if (rules.empty()) {
+    user.push_back({MountKind::BindRw, plan.workspace, plan.workspace});
+    return {};
+  }
+  return plan_view(plan.workspace, true, "--mode rw (the workspace " + plan.workspace + ")", rules,
+                   host, user, plan);
+}
+
+// filesystem.read and .write: host paths named exactly (globs and relative entries need no mount
+// of their own). Deny wins over a grant; a deny_write/protect rule covering a write grant makes
+// it read-only; rules reaching beneath a writable directory make it a cordon-fs view. Read-only
+// directories go to `read_only_dirs`, to be walked for deny masks.
+Status plan_grants(const policy::FilesystemPolicy& f, const HostFacts& host,
+                   std::vector<MountOp>& user, std::vector<std::string>& read_only_dirs,
+                   LaunchPlan& plan) {
+  for (bool writable : {false, true}) {
+    const auto& grants = writable ? f.write : f.read;
+    const char* field = writable ? "filesystem.write" : "filesystem.read";
+    for (size_t i = 0; i < grants.size(); ++i) {
+      const auto& g = grants[i];
+      if (!g.absolute || g.has_glob) {
+        continue;
       }
-      continue;
-    }
-    if (ctx.rw && (any_match(f.deny_write, rel, abs) || any_match(f.protect, rel, abs))) {
-      pin_ancestors(ws, rel, pinned, plan);
-      plan.mounts.push_back({MountKind::BindRo, abs, abs});
+      const std::string what =
+          std::string(field) + "[" + std::to_string(i) + "] \"" + g.text + "\"";
+      struct stat st {};
+      if (::stat(g.expanded.c_str(), &st) != 0) {
+        if (errno == ENOENT) {
+          if (writable) {
+            plan.absent_write_grants.push_back(g.expanded);
+          }
+          continue;  // an optional extra (e.g. ~/.gitconfig) that this host does not have
+        }
+        return sys_error(what + ": stat(\"" + g.expanded + "\")",
+                         "cordon runs as you: grant only paths you can reach");
+      }
+      policy::Decision read = f.decide_read(g.expanded);
+      if (!read.allow && read.rule.rfind("filesystem.deny[", 0) == 0) {
+        continue;  // deny wins over read/write
+      }
+      bool dir = S_ISDIR(st.st_mode);
+      if (writable && f.decide_write(g.expanded).allow) {
+        auto rules = dir ? f.rules_beneath(g.expanded, false)
+                         : std::vector<policy::FilesystemPolicy::RuleRef>{};
+        if (rules.empty()) {
+          user.push_back({MountKind::BindRw, g.expanded, g.expanded});
+        } else {
+          TRY(plan_view(g.expanded, false, what, rules, host, user, plan));
+        }
+        continue;
+      }
+      user.push_back({MountKind::BindRo, g.expanded, g.expanded});
       if (dir) {
-        it.disable_recursion_pending();
+        read_only_dirs.push_back(g.expanded);
       }
     }
   }
@@ -501,6 +597,7 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
   // Network on only when something is allowed: otherwise no proxy, no route (ENETUNREACH at once).
   plan.network = !p.network.allow.empty();
   plan.proxy_env = plan.network && p.network.proxy_env;
+  TRY(plan_loopback_services(p.network, plan));
   switch (p.filesystem.mode) {
     case WorkspaceMode::Cow:  // cordon-fs (HostFacts::cow_fuse), else kernel overlayfs
     case WorkspaceMode::Ro:
@@ -515,22 +612,27 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
 
   std::string ws_text = p.filesystem.workspace.empty() ? "." : p.filesystem.workspace;
   ASSIGN_OR_RETURN(plan.workspace,
-                   resolve_dir("workspace", expand_home(ws_text, host.home), host.cwd));
+                   resolve_dir("workspace", expand_home(ws_text, invoking_home(host)), host.cwd));
   if (plan.workspace == "/") {
     return make_error("workspace \"" + ws_text +
                           "\" resolves to \"/\": that would put the whole "
                           "host in the sandbox",
                       "pass --workspace DIR naming the project directory");
   }
-  std::string home;
-  if (!host.home.empty() && host.home[0] == '/') {
-    char buf[PATH_MAX];
-    home = ::realpath(host.home.c_str(), buf) != nullptr ? std::string(buf) : host.home;
+  struct stat ws_st {};
+  if (::stat(plan.workspace.c_str(), &ws_st) != 0) {
+    return sys_error("stat(\"" + plan.workspace + "\")");
   }
-  if (!home.empty() && home != "/" && plan.workspace == home && plan.mode == WorkspaceMode::Rw) {
-    return make_error("workspace \"" + ws_text + "\" is your home directory " + home +
-                          "; read-write it would hand the sandbox your keys and dotfiles",
-                      "use --workspace with a project directory, or --mode ro");
+  const Identity ident = choose_identity(host, ws_st);
+  const std::string& home = ident.home;
+  std::vector<std::string> homes = ident.other_homes;
+  homes.push_back(home);
+  for (const auto& h : homes) {
+    if (!h.empty() && h != "/" && plan.workspace == h && plan.mode == WorkspaceMode::Rw) {
+      return make_error("workspace \"" + ws_text + "\" is the home directory " + h +
+                            "; read-write it would hand the sandbox its keys and dotfiles",
+                        "use --workspace with a project directory, or --mode ro");
+    }
   }
   for (size_t i = 0; i < p.filesystem.deny.size(); ++i) {
     const auto& d = p.filesystem.deny[i];
@@ -539,20 +641,19 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
                         std::to_string(i) + "] (\"" + d.text + "\")");
     }
   }
-  struct stat ws_st {};
-  if (::stat(plan.workspace.c_str(), &ws_st) != 0) {
-    return sys_error("stat(\"" + plan.workspace + "\")");
-  }
-  plan.ids = choose_ids(host, ws_st);
+  plan.ids = ident.ids;
   plan.cwd = is_under(host.cwd, plan.workspace) ? host.cwd : plan.workspace;
   plan.home = home;
   plan.hostname = p.process.hostname.empty() ? "cordon" : p.process.hostname;
   plan.tty = host.stdin_tty;
   plan.window = host.window;
   plan.tmp_size = p.filesystem.tmp;
+  plan.nested_sandbox = p.process.nested_sandbox;
   plan.timeout = p.process.timeout;
   plan.kill_grace = p.process.kill_grace;
-  plan.envp = build_environment(p.process.env, host.env);
+  std::vector<std::string> user_vars;
+  std::vector<char*> host_env = sandbox_user_env(host.env, ident, user_vars);
+  plan.envp = build_environment(p.process.env, host_env.data(), {}, &plan.env_notes);
   if (plan.proxy_env) {
     add_proxy_environment(plan.envp);
   }
@@ -590,83 +691,28 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
                         ",gid=" + std::to_string(plan.ids.gid),
                     MS_NOSUID | MS_NODEV, false});
   }
-  MountKind ws_kind = plan.mode == WorkspaceMode::Rw    ? MountKind::BindRw
-                      : plan.mode == WorkspaceMode::Cow ? MountKind::CowOverlay
-                                                        : MountKind::BindRo;
-  if (plan.mode == WorkspaceMode::Cow && host.cow_fuse) {
-    ws_kind = MountKind::CowFuse;
-    plan.cow_fuse = true;
-  }
-  user.push_back({ws_kind, plan.workspace, plan.workspace});
+  TRY(plan_workspace_mount(p.filesystem, host, user, plan));
   plan.write_warning = write_warning(plan, ws_st, host);
-  std::optional<Error> extra_error;
-  auto extra = [&](const std::vector<policy::PathPattern>& pats, MountKind kind,
-                   const char* field) {
-    for (size_t i = 0; i < pats.size(); ++i) {
-      const auto& pat = pats[i];
-      // Globs and workspace-relative entries need no mount of their own: relative ones are in the
-      // workspace already; absolute globs are not expanded on the host (too broad to walk).
-      if (!pat.absolute || pat.has_glob) {
-        continue;
-      }
-      struct stat st {};
-      if (::stat(pat.expanded.c_str(), &st) != 0) {
-        if (errno == ENOENT) {
-          continue;  // an optional extra (e.g. ~/.gitconfig) that this host does not have
-        }
-        if (!extra_error) {
-          extra_error = sys_error(std::string(field) + "[" + std::to_string(i) + "] \"" + pat.text +
-                                      "\": stat(\"" + pat.expanded + "\")",
-                                  "cordon runs as you: grant only paths you can reach");
-        }
-        continue;
-      }
-      if (any_match(p.filesystem.deny, "", pat.expanded)) {
-        continue;  // deny wins over read/write
-      }
-      user.push_back({kind, pat.expanded, pat.expanded});
-    }
-  };
-  extra(p.filesystem.read, MountKind::BindRo, "filesystem.read");
-  extra(p.filesystem.write, MountKind::BindRw, "filesystem.write");
-  if (extra_error) {
-    return *extra_error;
-  }
+  std::vector<std::string> read_only_dirs;  // granted directories walked for deny masks below
+  TRY(plan_grants(p.filesystem, host, user, read_only_dirs, plan));
   std::stable_sort(user.begin(), user.end(), [](const MountOp& a, const MountOp& b) {
     return depth(a.target) < depth(b.target);
   });
   plan.mounts.insert(plan.mounts.end(), user.begin(), user.end());
 
-  // Deny rules last, so they cover whatever an allow rule made visible.
-  // Masks and read-only binds land on top of the workspace mount, the overlay in cow mode too.
-  // Through cordon-fs, workspace-relative rules are decided at each lookup (files created later
-  // included); only absolute patterns that reach into the workspace still need start-time masks.
-  policy::FilesystemPolicy walk_rules = p.filesystem;
-  if (plan.cow_fuse) {
-    for (auto* pats : {&walk_rules.deny, &walk_rules.deny_write, &walk_rules.protect}) {
-      std::erase_if(*pats, [](const policy::PathPattern& pat) { return !pat.absolute; });
-    }
+  // Deny rules last, so they cover whatever an allow rule made visible. Masks and read-only
+  // binds land on top of the workspace mount, the overlay in cow mode too. Through a cordon-fs
+  // view (cow, or rw through a direct view) every rule is decided at each lookup instead, files
+  // created later included: no walk.
+  bool view = plan.cow_fuse || std::any_of(plan.views.begin(), plan.views.end(),
+                                           [](const FsView& v) { return v.workspace; });
+  size_t budget = kMaxWalkEntries;
+  if (!view) {
+    TRY(plan_workspace_rules(plan.workspace, DenyCtx{p.filesystem, plan.mode != WorkspaceMode::Ro},
+                             budget, plan));
   }
-  TRY(plan_workspace_rules(plan.workspace, DenyCtx{walk_rules, plan.mode != WorkspaceMode::Ro,
-                                   plan.mode == WorkspaceMode::Rw},
-                           plan));
-  for (const auto& d : p.filesystem.deny) {
-    if (!d.absolute || d.has_glob || is_under(d.expanded, plan.workspace)) {
-      continue;  // globs and workspace paths were handled by the walk
-    }
-    bool visible = false;
-    for (const auto& m : user) {
-      if ((m.kind == MountKind::BindRo || m.kind == MountKind::BindRw ||
-           m.kind == MountKind::CowOverlay || m.kind == MountKind::CowFuse) &&
-          is_under(d.expanded, m.source) && d.expanded != m.source) {
-        visible = true;
-      }
-    }
-    struct stat st {};
-    if (visible && ::lstat(d.expanded.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) {
-      plan.mounts.push_back(
-          {S_ISDIR(st.st_mode) ? MountKind::MaskDir : MountKind::MaskFile, "", d.expanded});
-    }
+  for (const auto& dir : read_only_dirs) {
+    TRY(mask_denied_beneath(dir, p.filesystem, budget, plan));
   }
   return plan;
 }

@@ -5,10 +5,12 @@
 #include <sys/ioctl.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "launcher/env.h"
 #include "launcher/landlock.h"
 #include "policy/base/result.h"
 #include "policy/policy.h"
@@ -29,6 +31,19 @@ struct IdPlan {
   bool nobody = false;
 };
 
+// Who the sandbox runs as and whose home "~" means (identity.h): chosen from the host facts and
+// the workspace's owner before the policy is read for good, since its "~" depends on it.
+struct Identity {
+  IdPlan ids;
+  // The sandbox user's home: what "~" means in the policy and $HOME inside. The invoking user's
+  // when the sandbox's uid has no passwd entry.
+  std::string home;
+  std::string user;  // its login name ($USER, $LOGNAME inside); "" when the uid has none
+  // Other homes in play (the invoking user's under sudo, cordon's own $HOME) where they differ
+  // from `home`: the policy's "~" rules (the secrets) are denied beneath them too.
+  std::vector<std::string> other_homes;
+};
+
 enum class MountKind {
   BindRo,      // read-only recursive bind, nosuid, nodev (locked flags of the source kept)
   BindRw,      // read-write recursive bind, nosuid, nodev
@@ -46,6 +61,19 @@ enum class MountKind {
                // upper/work = LaunchPlan::cow_upper/cow_work (the session's upper/ and work/)
   CowFuse,     // cow mode: cordon-fs's view, mounted on the host at LaunchPlan::cow_mount by
                // the launcher (cowfs_sidecar.h) and cloned onto the workspace path
+  FsView,      // a read-write directory through a cordon-fs view in direct mode (fs_views.h):
+               // LaunchPlan::views[i] with dir == target, cloned like CowFuse
+};
+
+// A read-write host directory (a filesystem.write grant, or the workspace in rw mode) in which
+// deny-style rules (deny, deny_write, protect) may decide paths, existing or created later. It
+// is shown through cordon-fs in direct mode (writes land in `dir` at once; each access decided
+// by the policy), mounted on the host at `mountpoint` by the launcher and cloned by the child.
+struct FsView {
+  std::string dir;         // the host directory, shown at the same path inside
+  bool workspace = false;  // the workspace (relative rules apply), else an extra grant
+  std::vector<policy::FilesystemPolicy::RuleRef> rules;  // the rules reaching into it
+  std::string mountpoint;  // set once the view is mounted (fs_views.h)
 };
 
 struct MountOp {
@@ -65,13 +93,23 @@ struct EtcFile {
   mode_t mode = 0644;
 };
 
+// A network.allow entry naming a service on the host's loopback ("localhost:11434",
+// HostPattern::names_host_loopback): inside the sandbox, connections to `net` on these ports are
+// captured like any other and the proxy dials the host's own loopback; every other loopback port
+// stays the sandbox's own.
+struct LoopbackService {
+  policy::IpNet net;
+  uint16_t port_lo = 0, port_hi = 0;
+};
+
 struct LaunchPlan {
   std::vector<std::string> argv;
   std::vector<std::string> envp;  // "K=V", already filtered by process.env
+  EnvNotes env_notes;             // what filtering it decided that cordon says at start
   std::string workspace;          // realpath on the host == path inside
   policy::WorkspaceMode mode = policy::WorkspaceMode::Rw;
   std::string cwd;   // inside the sandbox
-  std::string home;  // the user's $HOME: an empty tmpfs inside
+  std::string home;  // the sandbox user's home (Identity::home): an empty tmpfs inside
   std::string hostname;
   IdPlan ids;
   std::vector<EtcFile> etc_files;
@@ -90,11 +128,18 @@ struct LaunchPlan {
   // cloned by the child before it drops host ids. Path policy is then cordon-fs's, at each lookup.
   bool cow_fuse = false;
   std::string cow_mount;
+  std::vector<FsView> views;  // MountKind::FsView's, in order
+  // filesystem.write entries the host does not have: not mounted, so what the program writes
+  // there stays in the sandbox's own tmpfs and is gone at exit. Said at start.
+  std::vector<std::string> absent_write_grants;
   uint64_t tmp_size = 0;
   // network.allow not empty: the child captures every connection (netns.h) and cordon serves
   // them with cordon-netproxy (net_sidecar.h). Off: only lo, no route, no proxy.
   bool network = false;
   bool proxy_env = false;  // network.proxy_env: explicit proxy listener + *_PROXY variables
+  std::vector<LoopbackService> loopback_services;
+  // process.nested_sandbox: the program may make user and mount namespaces (seccomp.h).
+  bool nested_sandbox = false;
   // Landlock rules for the program (launcher/landlock.h), filled by plan_landlock().
   LandlockPlan landlock;
   policy::Millis timeout{0};
@@ -114,12 +159,21 @@ struct HostFacts {
   std::optional<uid_t> sudo_uid;
   std::optional<gid_t> sudo_gid;
   std::vector<gid_t> groups;  // supplementary groups (a rootless sandbox keeps them)
+  // The user database (getpwuid_r when unset): a uid's login name and home directory.
+  struct UserEntry {
+    std::string name, home;
+  };
+  std::function<std::optional<UserEntry>(uid_t)> user_of;
   bool stdin_tty = false;
   std::optional<winsize> window;
   char** env = nullptr;
   // cow mode can go through cordon-fs here (cowfs_unavailable_reason() is empty); set by
   // `cordon run`, not by current(), so plans built in tests keep the kernel overlay.
   bool cow_fuse = false;
+  // cordon-fs views in direct mode can be mounted (FsView); else why not, for the refusal. Set
+  // by `cordon run` (fs_views_unavailable_reason()).
+  bool fs_views = false;
+  std::string no_fs_views_reason = "cordon-fs views were not checked for on this host";
 
   static HostFacts current();
 };

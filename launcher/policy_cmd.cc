@@ -3,10 +3,36 @@
 #include <iostream>
 
 #include "launcher/commands.h"
+#include "launcher/identity.h"
+#include "launcher/landlock.h"
+#include "launcher/seccomp.h"
 #include "policy/loader.h"
 #include "policy/serialize.h"
 
 namespace cordon::launcher {
+namespace {
+
+// The policy as `cordon run` reads it: "~" as the invoking user's home (under sudo not root's).
+policy::Policy load(const std::string& file) {
+  policy::LoadOptions lo;
+  lo.home = invoking_home(HostFacts::current());
+  return policy::load_policy_file(file, lo);
+}
+
+// What `cordon run` checks beyond the loader before anything starts, so that a policy `check`
+// passes is one `run` accepts: syscall names libseccomp knows, exec_allow paths Landlock can
+// express. (What depends on the host, such as paths that exist, is said by `run`.)
+Status validate_for_run(const policy::Policy& p) {
+  if (auto s = compile_seccomp(p.process.seccomp, {p.process.nested_sandbox, true}); !s.ok()) {
+    return std::move(s).error().with_context("seccomp");
+  }
+  if (auto e = exec_allow_paths(p.process, "/workspace"); !e.ok()) {
+    return std::move(e).error();
+  }
+  return {};
+}
+
+}  // namespace
 
 int policy_default_command() {
   std::cout << policy::default_policy_text();
@@ -15,7 +41,11 @@ int policy_default_command() {
 
 int policy_check_command(const std::string& file) {
   try {
-    (void)policy::load_policy_file(file);
+    policy::Policy p = load(file);
+    if (auto s = validate_for_run(p); !s.ok()) {
+      std::cerr << "cordon: " << file << ": " << s.error().to_string() << "\n";
+      return 1;
+    }
   } catch (const policy::PolicyError& e) {
     std::cerr << "cordon: " << e.what() << "\n";
     return 1;
@@ -26,7 +56,12 @@ int policy_check_command(const std::string& file) {
 
 int policy_explain_command(const std::string& file) {
   try {
-    std::cout << policy::explain(policy::load_policy_file(file));
+    policy::Policy p = load(file);
+    if (auto s = validate_for_run(p); !s.ok()) {
+      std::cerr << "cordon: " << file << ": " << s.error().to_string() << "\n";
+      return 1;
+    }
+    std::cout << policy::explain(p);
   } catch (const policy::PolicyError& e) {
     std::cerr << "cordon: " << e.what() << "\n";
     return 1;

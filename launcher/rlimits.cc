@@ -19,10 +19,14 @@ RlimitPlan plan_rlimits(const policy::ProcessPolicy& p, LimitBackend backend) {
     add(RLIMIT_FSIZE, p.fsize, "RLIMIT_FSIZE");
   }
   if (backend == LimitBackend::Rlimits) {
-    // Weaker stand-ins for the cgroup limits (describe() says how): RLIMIT_AS bounds each
-    // process's address space, not the tree's memory; RLIMIT_NPROC counts the uid's processes.
+    // Weaker stand-ins for the cgroup limits (describe() says how). RLIMIT_DATA bounds each
+    // process's private writable memory (heap, anonymous mappings), not the tree's. Not
+    // RLIMIT_AS: runtimes reserve address space far beyond what they use (V8's pointer cage,
+    // Bun/JSC's gigacage, the JVM's heap and code cache, Go's arenas) and die at start under
+    // an address-space limit of a few GiB; those reservations are PROT_NONE and not counted
+    // here, while every page a program can write is. RLIMIT_NPROC counts the uid's processes.
     if (p.memory != 0) {
-      add(RLIMIT_AS, p.memory, "RLIMIT_AS");
+      add(RLIMIT_DATA, p.memory, "RLIMIT_DATA");
     }
     if (p.pids != 0) {
       add(RLIMIT_NPROC, p.pids, "RLIMIT_NPROC");

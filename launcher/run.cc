@@ -18,6 +18,9 @@
 #include "launcher/commands.h"
 #include "launcher/contain.h"
 #include "launcher/cowfs_sidecar.h"
+#include "launcher/effective_policy.h"
+#include "launcher/fs_views.h"
+#include "launcher/host_program.h"
 #include "launcher/landlock.h"
 #include "launcher/limits.h"
 #include "launcher/mounts.h"
@@ -39,100 +42,6 @@ namespace cordon::launcher {
 namespace {
 
 using policy::PolicyError;
-
-// A bad command-line value: `--memory: "12Q" is not a size (use e.g. 512M, 2G)`.
-[[noreturn]] void bad_flag(const std::string& flag, const std::string& value,
-                           const std::string& what) {
-  throw PolicyError("", flag + ": \"" + value + "\" " + what);
-}
-
-std::optional<uint64_t> parse_uint(const std::string& s) {
-  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 10) {
-    return std::nullopt;
-  }
-  uint64_t v = std::stoull(s);
-  if (v > UINT32_MAX) {
-    return std::nullopt;
-  }
-  return v;
-}
-
-void apply_overrides(const RunOptions& o, policy::Policy& p, const std::string& home) {
-  auto& fs = p.filesystem;
-  auto& pr = p.process;
-  if (o.workspace) {
-    fs.workspace = *o.workspace;
-  }
-  if (o.mode) {
-    if (*o.mode == "cow") {
-      fs.mode = policy::WorkspaceMode::Cow;
-    } else if (*o.mode == "ro") {
-      fs.mode = policy::WorkspaceMode::Ro;
-    } else if (*o.mode == "rw") {
-      fs.mode = policy::WorkspaceMode::Rw;
-    } else {
-      bad_flag("--mode", *o.mode, "is not a workspace mode (use cow, ro or rw)");
-    }
-  }
-  if (o.memory) {
-    auto v = policy::parse_size(*o.memory);
-    if (!v) {
-      bad_flag("--memory", *o.memory, "is not a size (use e.g. 512M, 2G)");
-    }
-    pr.memory = *v;
-  }
-  if (o.cpus) {
-    char* end = nullptr;
-    double v = std::strtod(o.cpus->c_str(), &end);
-    if (o.cpus->empty() || *end != '\0' || !std::isfinite(v) || v < 0 || v > 4096) {
-      bad_flag("--cpus", *o.cpus, "is not a number of cores (use e.g. 0.5, 2; 0 for no limit)");
-    }
-    pr.cpus = v;
-  }
-  if (o.pids) {
-    auto v = parse_uint(*o.pids);
-    if (!v) {
-      bad_flag("--pids", *o.pids, "is not a count (use e.g. 512; 0 for no limit)");
-    }
-    pr.pids = static_cast<uint32_t>(*v);
-  }
-  if (o.nofile) {
-    auto v = parse_uint(*o.nofile);
-    if (!v || *v == 0) {
-      bad_flag("--nofile", *o.nofile, "is not a count of open files (use e.g. 1024)");
-    }
-    pr.nofile = static_cast<uint32_t>(*v);
-  }
-  if (o.timeout) {
-    auto v = policy::parse_duration(*o.timeout);
-    if (!v) {
-      bad_flag("--timeout", *o.timeout, "is not a duration (use e.g. 90s, 30m, 2h; 0 for none)");
-    }
-    pr.timeout = *v;
-  }
-  for (const auto& name : o.env_keep) {
-    if (name.empty() || name.find('=') != std::string::npos) {
-      bad_flag("--env-keep", name, "is not a variable name");
-    }
-    pr.env.keep.push_back(name);
-  }
-  for (const auto& kv : o.env_set) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      bad_flag("--env-set", kv, "is not NAME=VALUE");
-    }
-    pr.env.set[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (const auto& h : o.allow_host) {
-    std::string why;
-    auto pat = policy::HostPattern::parse(h, &why);
-    if (!pat) {
-      bad_flag("--allow-host", h, "is not a host pattern: " + why);
-    }
-    p.network.allow.push_back(*pat);
-  }
-  (void)home;
-}
 
 std::string human_size(uint64_t b) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
@@ -197,14 +106,11 @@ int run_command(const RunOptions& opts) {
   CgroupAttachWarmup warmup = CgroupAttachWarmup::start();
   HostFacts host = HostFacts::current();
 
-  // Parse: policy file (or the embedded default) plus command-line overrides.
+  // Parse: policy file (or the embedded default) plus command-line overrides, "~" as the home of
+  // the user the sandbox runs as.
   policy::Policy pol;
   try {
-    policy::LoadOptions lo;
-    lo.home = host.home;
-    pol = opts.policy_file ? policy::load_policy_file(*opts.policy_file, lo)
-                           : policy::default_policy(lo);
-    apply_overrides(opts, pol, host.home);
+    pol = load_effective_policy(opts, host);
   } catch (const PolicyError& e) {
     return fail(e.what());
   }
@@ -216,6 +122,9 @@ int run_command(const RunOptions& opts) {
   // cow mode goes through cordon-fs where this host allows FUSE; else kernel overlayfs, said so.
   const std::string cow_fallback = cowfs_unavailable_reason();
   host.cow_fuse = cow_fallback.empty();
+  // Read-write directories with rules inside go through cordon-fs views, with no fallback.
+  host.no_fs_views_reason = fs_views_unavailable_reason();
+  host.fs_views = host.no_fs_views_reason.empty();
 
   // Plan: everything decided and validated before any namespace exists.
   auto plan = build_plan(pol, opts.argv, host);
@@ -230,7 +139,8 @@ int run_command(const RunOptions& opts) {
   if (auto s = plan_landlock(pol.process, *plan); !s.ok()) {
     return fail(s.error().to_string());
   }
-  auto seccomp = compile_seccomp(pol.process.seccomp);
+  // The user-namespace filter reports to cordon, which records each refusal (userns_listener.h).
+  auto seccomp = compile_seccomp(pol.process.seccomp, {pol.process.nested_sandbox, true});
   if (!seccomp.ok()) {
     return fail("seccomp: " + seccomp.error().to_string());
   }
@@ -244,6 +154,7 @@ int run_command(const RunOptions& opts) {
   if (!session.ok()) {
     return fail("session record: " + session.error().to_string());
   }
+  report_env_notes(plan->env_notes, session->events(), opts.quiet);
   auto limits = Limits::create(pol.process, session->id());
   if (!limits.ok()) {
     return fail("limits: " + limits.error().to_string());
@@ -253,6 +164,7 @@ int run_command(const RunOptions& opts) {
   end.limits_backend = limits->describe();
   bool attribute = false;  // the shim runs: join its records with the proxy's and cordon-fs's
   CowFsProcess cowfs;  // cordon-fs for the session (cow mode through FUSE); stopped by finish
+  std::vector<CowFsProcess> views;  // cordon-fs views of read-write directories (fs_views.h)
   std::optional<NetproxyProcess> netproxy;  // network.allow: cordon-netproxy; stopped by finish
   auto finish = [&](int code) {
     end.exit_code = code;
@@ -260,6 +172,9 @@ int run_command(const RunOptions& opts) {
     end.duration = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - t0);
     cowfs.begin_stop();  // the daemon unmounts while the changes are counted
+    for (auto& v : views) {
+      v.begin_stop();
+    }
     if (cow && end.error.empty()) {
       // What the program left in the copy-on-write layer; the workspace itself is untouched.
       if (plan->cow_fuse) {
@@ -274,6 +189,11 @@ int run_command(const RunOptions& opts) {
     }
     if (CowFsExit x = cowfs.stop(); x.died_early) {
       end.cow_daemon_died = x.how;
+    }
+    for (size_t i = 0; i < views.size(); ++i) {
+      if (CowFsExit x = views[i].stop(); x.died_early) {
+        end.view_daemon_died = plan->views[i].dir + " (" + x.how + ")";
+      }
     }
     if (attribute) {
       // Every writer has stopped (proxy, cordon-fs, the shim's collector): connections and
@@ -307,6 +227,22 @@ int run_command(const RunOptions& opts) {
                    cow_fallback.c_str());
     }
   }
+  {
+    auto started = start_fs_views(*session, *plan);
+    if (!started.ok()) {
+      return setup_failed(started.error().to_string());
+    }
+    views = std::move(started).value();
+  }
+  if (!opts.quiet) {
+    for (const auto& g : plan->absent_write_grants) {
+      std::fprintf(stderr,
+                   "cordon: filesystem.write: %s does not exist, so it is not shown: what the "
+                   "program writes there stays in the sandbox and is gone at exit (create it "
+                   "first to keep it)\n",
+                   g.c_str());
+    }
+  }
   if (!plan->write_warning.empty()) {
     end.workspace_unwritable = plan->write_warning;
     if (!opts.quiet) {
@@ -335,6 +271,11 @@ int run_command(const RunOptions& opts) {
   // cordon-fs started meanwhile; its view must be mounted before the clone copies the mount table.
   if (auto s = cowfs.wait_ready(); !s.ok()) {
     return setup_failed("copy-on-write workspace: " + s.error().to_string());
+  }
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (auto s = views[i].wait_ready(); !s.ok()) {
+      return setup_failed("cordon-fs view of " + plan->views[i].dir + ": " + s.error().to_string());
+    }
   }
   warmup.join();  // no second thread may exist across the raw clone
   const LaunchPlan& lp = *plan;
@@ -422,7 +363,24 @@ int run_command(const RunOptions& opts) {
   spec.timeout = lp.timeout;
   spec.kill_grace = lp.kill_grace;
   spec.limits = &lim;
+  spec.on_userns_refused = [&](const RefusedNamespace& r) {
+    nlohmann::json f = {{"decision", "deny"},
+                        {"syscall", r.syscall},
+                        {"flags", namespace_flags_text(r.flags)},
+                        {"pid", r.pid},
+                        {"rule", "process.nested_sandbox"},
+                        {"reason",
+                         "creating a user namespace is refused (EPERM) while "
+                         "process.nested_sandbox is off"}};
+    char link[64], exe[4096];
+    std::snprintf(link, sizeof link, "/proc/%d/exe", static_cast<int>(r.pid));
+    if (ssize_t n = ::readlink(link, exe, sizeof exe - 1); n > 0) {
+      f["exe"] = std::string(exe, static_cast<size_t>(n));
+    }
+    (void)session->events().emit("proc.refused", std::move(f));
+  };
   Outcome out = supervise(spec);
+  end.userns_refused = out.userns_refused;
   if (*shim) {
     (*shim)->stop();  // drains what the program's processes sent before the record is closed
   }
@@ -435,8 +393,17 @@ int run_command(const RunOptions& opts) {
     int e = *out.exec_errno;
     const std::string& cmd = lp.argv[0];
     if (e == ENOENT || e == ENOTDIR) {
-      std::fprintf(stderr, "cordon: %s: command not found\n", cmd.c_str());
+      std::string path;
+      for (const auto& kv : lp.envp) {
+        if (kv.rfind("PATH=", 0) == 0) {
+          path = kv.substr(5);
+        }
+      }
       end.error = cmd + ": command not found";
+      if (auto hint = not_found_hint(cmd, path, lp.cwd, lp)) {
+        end.error += " in the sandbox; " + *hint;
+      }
+      std::fprintf(stderr, "cordon: %s\n", end.error.c_str());
       return finish(kExitNotFound);
     }
     std::fprintf(stderr, "cordon: %s: %s\n", cmd.c_str(), std::strerror(e));

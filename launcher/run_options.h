@@ -14,8 +14,10 @@ struct RunOptions {
   std::optional<std::string> mode;  // cow | ro | rw
   std::optional<std::string> memory, cpus, pids, nofile, timeout;
   std::vector<std::string> env_keep;  // NAME
+  std::vector<std::string> env_pass;  // NAME: passed even where process.env.deny matches
   std::vector<std::string> env_set;   // K=V
   std::vector<std::string> allow_host;
+  std::vector<std::string> read, write;  // extra host paths (filesystem.read / .write)
   bool quiet = false;
   // --no-namespaces: advisory mode on the host (launcher/no_namespaces.h).
   bool no_namespaces = false;

@@ -33,6 +33,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -52,7 +53,7 @@ namespace {
 
 // Bumped when the cache file's layout changes. The rules themselves are covered by the build id
 // in the key (build_id_hex), so a rebuilt cordon never loads a filter an older one compiled.
-constexpr const char* kFilterFormat = "cordon-seccomp-5";
+constexpr const char* kFilterFormat = "cordon-seccomp-6";
 constexpr const char* kCacheMagic = "cordon-seccomp-cache 1\n";
 
 // Names with argument filters instead of a blanket EPERM. Listing socket, ioctl or personality
@@ -84,12 +85,14 @@ Error scmp_error(int rc, const std::string& what) { return Error{what, -rc, ""};
 struct Effective {
   std::set<std::string> denied;       // blanket EPERM
   std::set<std::string> conditional;  // argument filters kept
+  bool notify_userns = false;         // CLONE_NEWUSER to the listener rather than EPERM
 };
 
-Result<Effective> effective_lists(const policy::SeccompPolicy& p) {
+Result<Effective> effective_lists(const policy::SeccompPolicy& p, SeccompOptions o) {
   Effective e;
   e.denied.insert(default_denied_syscalls().begin(), default_denied_syscalls().end());
   e.conditional.insert(conditional_syscalls().begin(), conditional_syscalls().end());
+  e.notify_userns = o.notify_userns && !o.nested_sandbox;
   for (const auto& [field, names] :
        {std::pair{"process.seccomp.deny", &p.deny}, std::pair{"process.seccomp.allow", &p.allow}}) {
     for (size_t i = 0; i < names->size(); ++i) {
@@ -101,25 +104,19 @@ Result<Effective> effective_lists(const policy::SeccompPolicy& p) {
       }
     }
   }
-  // The sandbox must never create a user namespace (verify_sandbox_holds checks it before exec),
-  // so the filters that stop it cannot be lifted by policy.
-  for (size_t i = 0; i < p.allow.size(); ++i) {
-    const std::string& n = p.allow[i];
-    if (n == "unshare" || n == "clone" || n == "clone3") {
-      return make_error("process.seccomp.allow[" + std::to_string(i) + "]: \"" + n +
-                            "\" cannot be allowed: its filter is what stops the sandbox from "
-                            "creating a user namespace",
-                        "remove it from process.seccomp.allow");
-    }
+  // The policy loader refuses these already (so `cordon policy check` says it too); a list built
+  // another way must not lift the user-namespace filter either.
+  if (auto bad = p.invalid_entry()) {
+    return make_error(bad->first + ": " + bad->second);
   }
-  // Denying these would not confine the program but break the launch itself (cordon execs the
-  // program after the filter is loaded) or leave processes that cannot end.
-  for (size_t i = 0; i < p.deny.size(); ++i) {
-    const std::string& n = p.deny[i];
-    if (n == "execve" || n == "exit" || n == "exit_group" || n == "rt_sigreturn") {
-      return make_error("process.seccomp.deny[" + std::to_string(i) + "]: \"" + n +
-                            "\" cannot be denied: cordon and every program need it",
-                        "use process.exec_allow to restrict what may run");
+  if (o.nested_sandbox) {
+    // The program's own sandbox makes user, mount (and pid, net, ...) namespaces and builds its
+    // root with these; in a namespace it owns they act on that namespace alone. Everything else
+    // in the filter stays.
+    e.conditional.erase("clone");
+    e.conditional.erase("unshare");
+    for (const auto& n : nested_sandbox_syscalls()) {
+      e.denied.erase(n);
     }
   }
   for (const auto& n : p.deny) {
@@ -187,9 +184,11 @@ const std::string& build_id_hex() {
 // so a hash collision cannot load a different filter.
 std::string cache_key_text(const Effective& e) {
   const scmp_version* v = seccomp_version();
-  return std::string(kFilterFormat) + "\nbuild " + build_id_hex() + "\nlibseccomp " + std::to_string(v->major) + "." +
-         std::to_string(v->minor) + "." + std::to_string(v->micro) + "\narch " +
-         native_arch_name() + "\ndeny " + join(e.denied) + "\nargs " + join(e.conditional) + "\n";
+  return std::string(kFilterFormat) + "\nbuild " + build_id_hex() + "\nlibseccomp " +
+         std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->micro) + "\narch " + native_arch_name() + "\ndeny " + join(e.denied) +
+         "\nargs " + join(e.conditional) + "\nnotify-userns " + (e.notify_userns ? "1" : "0") +
+         "\n";
 }
 
 uint64_t fnv1a64(const std::string& s) {
@@ -216,7 +215,8 @@ Status add_rule(void* ctx, uint32_t action, const char* name, std::vector<scmp_a
 // Above AF_MAX (46 on Linux 6.x) with room for families added later.
 constexpr int kFamilyLimit = 64;
 
-Status add_conditional_rules(void* ctx, const std::set<std::string>& which) {
+Status add_conditional_rules(void* ctx, const Effective& e) {
+  const std::set<std::string>& which = e.conditional;
   const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
   constexpr uint64_t k32 = 0xffffffffull;
   constexpr uint64_t kTypeMask = 0xf;  // SOCK_TYPE_MASK: the type without NONBLOCK/CLOEXEC
@@ -258,11 +258,15 @@ Status add_conditional_rules(void* ctx, const std::set<std::string>& which) {
   }
   // A new user namespace hands back a full capability set (over new namespaces): the start of
   // most container escapes. Other namespace flags need capabilities the program no longer has.
+  // With a listener the refusal goes through cordon, which answers EPERM and records it: an
+  // agent's own sandbox failing then shows in the log instead of as a mystery.
+  const uint32_t newuser = e.notify_userns ? SCMP_ACT_NOTIFY : eperm;
   if (which.count("clone")) {
-    TRY(add_rule(ctx, eperm, "clone", {SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)}));
+    TRY(add_rule(ctx, newuser, "clone",
+                 {SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)}));
   }
   if (which.count("unshare")) {
-    TRY(add_rule(ctx, eperm, "unshare",
+    TRY(add_rule(ctx, newuser, "unshare",
                  {SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)}));
   }
   if (which.count("clone3")) {
@@ -314,7 +318,7 @@ Result<std::vector<unsigned char>> build_bpf(const Effective& e) {
     }
     TRY(add_rule(ctx.get(), SCMP_ACT_ERRNO(EPERM), name.c_str(), {}));
   }
-  TRY(add_conditional_rules(ctx.get(), e.conditional));
+  TRY(add_conditional_rules(ctx.get(), e));
 
   // Export into a memfd and read it back: libseccomp only exports to a file descriptor.
   UniqueFd mem(::memfd_create("cordon-seccomp", MFD_CLOEXEC));
@@ -454,8 +458,13 @@ const std::vector<std::string>& default_denied_syscalls() {
   return names;
 }
 
-Result<SeccompProgram> compile_seccomp(const policy::SeccompPolicy& p) {
-  ASSIGN_OR_RETURN(Effective e, effective_lists(p));
+const std::vector<std::string>& nested_sandbox_syscalls() {
+  static const std::vector<std::string> names{"mount", "umount2", "pivot_root"};
+  return names;
+}
+
+Result<SeccompProgram> compile_seccomp(const policy::SeccompPolicy& p, SeccompOptions o) {
+  ASSIGN_OR_RETURN(Effective e, effective_lists(p, o));
   std::string key = cache_key_text(e);
 
   char name[64];
@@ -470,14 +479,14 @@ Result<SeccompProgram> compile_seccomp(const policy::SeccompPolicy& p) {
   std::lock_guard<std::mutex> lock(mu);
   std::string memo_key = path + "\n" + key;
   if (auto it = memo.find(memo_key); it != memo.end()) {
-    return SeccompProgram{it->second};
+    return SeccompProgram{it->second, e.notify_userns};
   }
   // Without a build id nothing ties a cache file to the code that wrote it: compile every time.
   bool cache_ok = !build_id_hex().empty() && !dir.empty() && ensure_private_dir(dir);
   if (cache_ok) {
     if (auto cached = read_cache(path, key)) {
       memo.emplace(memo_key, *cached);
-      return SeccompProgram{std::move(*cached)};
+      return SeccompProgram{std::move(*cached), e.notify_userns};
     }
   }
   ASSIGN_OR_RETURN(std::vector<unsigned char> bpf, build_bpf(e));
@@ -485,22 +494,33 @@ Result<SeccompProgram> compile_seccomp(const policy::SeccompPolicy& p) {
     write_cache(dir, path, key, bpf);
   }
   memo.emplace(memo_key, bpf);
-  return SeccompProgram{std::move(bpf)};
+  return SeccompProgram{std::move(bpf), e.notify_userns};
 }
 
-Status install_seccomp(const SeccompProgram& prog) {
+Status install_seccomp(const SeccompProgram& prog, UniqueFd* listener) {
   // Child side: no allocation on the success path.
   if (prog.bpf.empty() || prog.bpf.size() % sizeof(sock_filter) != 0) {
     return make_error("install_seccomp: empty or malformed BPF program");
+  }
+  if (prog.listener && listener == nullptr) {
+    return make_error("install_seccomp: the filter needs a listener and none is taken");
   }
   sock_fprog fprog{};
   fprog.len = static_cast<unsigned short>(prog.bpf.size() / sizeof(sock_filter));
   // The kernel only reads the instructions; sock_fprog just lacks a const pointer.
   fprog.filter = reinterpret_cast<sock_filter*>(const_cast<unsigned char*>(prog.bpf.data()));
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) != 0) {
+  unsigned flags = prog.listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+  long rc = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &fprog);
+  if (rc < 0) {
     return sys_error(
-        "prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)",
-        errno == EACCES ? "no_new_privs must be set first: call drop_privileges()" : "");
+        prog.listener ? "seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER)"
+                      : "seccomp(SECCOMP_SET_MODE_FILTER)",
+        errno == EACCES  ? "no_new_privs must be set first: call drop_privileges()"
+        : errno == EBUSY ? "a filter with a listener is in force already (cordon inside cordon?)"
+                         : "");
+  }
+  if (prog.listener) {
+    listener->reset(static_cast<int>(rc));
   }
   return {};
 }

@@ -385,7 +385,7 @@ Result<Session> Session::create(const policy::Policy& effective,
 
   // No fsync here: create() is on the start-up path; finish() syncs what must survive.
   // Paths and argv are bytes, not necessarily UTF-8: replace, never throw, when serialising.
-  std::string policy_text = pretty_json(policy::to_json(effective));
+  std::string policy_text = pretty_json(policy::to_record_json(effective));
   // policy.json's mtime is the creation instant to the nanosecond (the kernel's own timestamps
   // are only jiffy-precise): it orders sessions whose ids share a second.
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();

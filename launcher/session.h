@@ -55,6 +55,10 @@ struct SessionEnd {
   std::string workspace_unwritable;
   // cordon-fs ended before the program did ("signal 9", ...): the view failed from then on.
   std::string cow_daemon_died;
+  // The same for a view of a read-write directory (fs_views.h): "DIR (signal 9)".
+  std::string view_daemon_died;
+  // Attempts to create a user namespace refused while process.nested_sandbox was off.
+  uint64_t userns_refused = 0;
   // network.allow sessions: "cordon: " lines on the network (top hosts, refusals, a proxy death),
   // from net_summary.h; printed as they are.
   std::string net_lines;

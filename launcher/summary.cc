@@ -90,6 +90,16 @@ std::string format_summary(const std::string& id, const SessionEnd& end) {
            text::one_line(end.cow_daemon_died, 60) +
            "); the workspace failed with ENOTCONN from then on; the changes before are kept\n";
   }
+  if (end.userns_refused > 0) {
+    out += "cordon: refused " + std::to_string(end.userns_refused) + " attempt" +
+           (end.userns_refused == 1 ? "" : "s") +
+           " to create a user namespace (an agent's own sandbox, such as bubblewrap, cannot "
+           "start); process.nested_sandbox: true allows it (see `cordon policy explain`)\n";
+  }
+  if (!end.view_daemon_died.empty()) {
+    out += "cordon: warning: the cordon-fs view of " + text::one_line(end.view_daemon_died, 200) +
+           " ended during the session; that directory failed with ENOTCONN from then on\n";
+  }
   out += end.net_lines;
   out += "cordon: log: cordon log " + id + "\n";
   return out;

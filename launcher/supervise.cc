@@ -63,6 +63,7 @@ Outcome supervise(const SuperviseSpec& spec) {
     }
   }
   std::optional<PtyRelay> relay;
+  UniqueFd listener;  // the program's seccomp listener for user namespaces, once it arrives
   RawTerminal raw;
   bool init_exited = false, channel_eof = false, killed = false;
 
@@ -76,6 +77,7 @@ Outcome supervise(const SuperviseSpec& spec) {
     fds[n++] = {sfd.get(), POLLIN, 0};                        // 1
     fds[n++] = {init_exited ? -1 : spec.pidfd, POLLIN, 0};    // 2
     fds[n++] = {tfd.get(), POLLIN, 0};                        // 3
+    fds[n++] = {listener.get(), POLLIN, 0};                   // 4
     int relay_at = n;
     if (relay) {
       n += relay->fill(&fds[n]);
@@ -108,6 +110,11 @@ Outcome supervise(const SuperviseSpec& spec) {
             out.program_status = msg.value;
             break;
           case MsgKind::NetSockets:  // taken by run.cc before supervising; a late copy is dropped
+            break;
+          case MsgKind::UsernsListener:
+            if (msg.fd && !listener) {
+              listener = std::move(msg.fd);
+            }
             break;
           case MsgKind::PtyMaster:
             if (msg.fd && !relay) {
@@ -157,6 +164,17 @@ Outcome supervise(const SuperviseSpec& spec) {
         pidfd_signal(spec.pidfd, SIGKILL);
         if (spec.limits != nullptr) {
           spec.limits->kill_all();
+        }
+      }
+    }
+    if (listener && fds[4].revents != 0) {
+      // Each pending attempt is answered EPERM at once: the asking thread waits for us.
+      if ((fds[4].revents & (POLLHUP | POLLERR)) != 0 && (fds[4].revents & POLLIN) == 0) {
+        listener.reset();  // every filter user is gone
+      } else if (auto r = answer_userns_notification(listener.get())) {
+        ++out.userns_refused;
+        if (spec.on_userns_refused) {
+          spec.on_userns_refused(*r);
         }
       }
     }

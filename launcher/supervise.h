@@ -5,10 +5,12 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "launcher/limits.h"
+#include "launcher/userns_listener.h"
 #include "policy/base/unique_fd.h"
 #include "policy/policy.h"
 
@@ -22,6 +24,9 @@ struct SuperviseSpec {
   policy::Millis timeout{0};  // 0 = none
   policy::Millis kill_grace{0};
   const Limits* limits = nullptr;
+  // Called for each clone/unshare with CLONE_NEWUSER the seccomp listener reports, after it was
+  // refused (EPERM): the record of it. May be empty.
+  std::function<void(const RefusedNamespace&)> on_userns_refused;
 };
 
 // What happened, as observed; run.cc turns it into an exit code and messages.
@@ -31,6 +36,7 @@ struct Outcome {
   std::optional<int> program_status;       // raw wait status of the program (from init)
   int init_status = 0;                     // raw wait status of init
   bool timed_out = false;
+  uint64_t userns_refused = 0;  // user namespaces refused through the listener
 };
 
 // The signals cordon blocks before clone and handles synchronously.

@@ -37,6 +37,15 @@ Status run_nft(const std::string& commands, const std::string& what) {
 
 std::string capture_ruleset(const CaptureConfig& c) {
   const std::string p = std::to_string(c.proxy_port);
+  // The host loopback services come before loopback's own exemption; only their ports go.
+  std::string forwards;
+  for (const auto& f : c.loopback) {
+    std::string ports = f.port_lo == f.port_hi
+                            ? std::to_string(f.port_lo)
+                            : std::to_string(f.port_lo) + "-" + std::to_string(f.port_hi);
+    forwards += std::string("    ") + (f.v6 ? "ip6" : "ip") + " daddr " + f.net + " tcp dport " +
+                ports + " redirect to :" + p + "\n";
+  }
   const std::string d = std::to_string(c.dns_port);
   const std::string dt = std::to_string(c.dns_tcp_port != 0 ? c.dns_tcp_port : c.dns_port);
   const std::string g = std::to_string(c.nflog_group);
@@ -47,7 +56,8 @@ std::string capture_ruleset(const CaptureConfig& c) {
          // NAT runs first (priority -100): connections leaving for anything but loopback are
          // pointed at the proxy's sockets, which then pass the filter as loopback traffic.
          "  chain nat_output {\n"
-         "    type nat hook output priority -100; policy accept;\n"
+         "    type nat hook output priority -100; policy accept;\n" +
+         forwards +
          "    ip daddr 127.0.0.0/8 return\n"
          "    ip6 daddr ::1 return\n"
          "    udp dport 53 redirect to :" +

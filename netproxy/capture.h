@@ -11,16 +11,27 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "policy/base/result.h"
 
 namespace cordon::netproxy {
 
+// A service on the host's loopback the policy names (network.allow "localhost:11434"): inside
+// the sandbox, connections to `net` on these ports are REDIRECTed to the proxy like any other,
+// which dials the host's own loopback. Every other loopback port stays the sandbox's own.
+struct LoopbackForward {
+  std::string net;  // "127.0.0.1", "::1", "127.0.0.0/8"
+  bool v6 = false;
+  uint16_t port_lo = 0, port_hi = 0;
+};
+
 struct CaptureConfig {
-  uint16_t proxy_port = 0;    // transparent listener (dual-stack [::]:P or 127.0.0.1:P + [::1]:P)
-  uint16_t dns_port = 0;      // UDP DNS responder
-  uint16_t dns_tcp_port = 0;  // TCP DNS responder; 0 = same number as dns_port
-  uint16_t nflog_group = 0;   // NFLOG group the dropped packets are logged to
+  uint16_t proxy_port = 0;  // transparent listener (dual-stack [::]:P or 127.0.0.1:P + [::1]:P)
+  std::vector<LoopbackForward> loopback;  // carried to the host's loopback (see above)
+  uint16_t dns_port = 0;                  // UDP DNS responder
+  uint16_t dns_tcp_port = 0;              // TCP DNS responder; 0 = same number as dns_port
+  uint16_t nflog_group = 0;               // NFLOG group the dropped packets are logged to
   std::string table = "cordon";
 };
 

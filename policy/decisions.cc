@@ -2,6 +2,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "policy/glob.h"
 #include "policy/ip_ranges.h"
@@ -29,14 +31,45 @@ bool names_special(const HostPattern& p, const IpAddress& ip) {
 // Relative deny-style patterns that start with "**" ("**/.env", "**/*.pem") name a file anywhere,
 // so they also cover extra host paths granted by filesystem.read/write. Allow lists never widen
 // this way.
-bool deny_matches(const PathPattern& p, std::string_view path) {
-  if (p.matches(path)) {
+template <typename Test>
+bool deny_rule_test(const PathPattern& p, std::string_view path, Test test) {
+  if (test(p, path)) {
     return true;
   }
   if (!p.absolute && !path.empty() && path.front() == '/' && p.expanded.rfind("**", 0) == 0) {
-    return p.matches(path.substr(1));
+    return test(p, path.substr(1));
   }
   return false;
+}
+
+bool deny_matches(const PathPattern& p, std::string_view path) {
+  return deny_rule_test(p, path,
+                        [](const PathPattern& q, std::string_view s) { return q.matches(s); });
+}
+
+// deny_matches for a workspace path that is also known by its host path: an absolute rule may
+// name it that way.
+bool deny_matches_at(const PathPattern& p, std::string_view path, std::string_view host_path) {
+  return deny_matches(p, path) || (!host_path.empty() && p.absolute && p.matches(host_path));
+}
+
+// The same reach for "may match beneath a directory" (FilesystemPolicy::rules_beneath).
+bool deny_may_match_beneath(const PathPattern& p, std::string_view dir) {
+  return deny_rule_test(
+      p, dir, [](const PathPattern& q, std::string_view s) { return q.may_match_beneath(s); });
+}
+
+// "localhost" names the host's loopback service (HostPattern::names_host_loopback): the addresses
+// the name stands for, as the sandbox dials them, are covered by the entry like the name itself.
+bool localhost_covers(const HostPattern& p, const IpAddress& ip, uint16_t port) {
+  static const IpAddress kV4 = IpAddress::from_v4(0x7f000001);
+  static const IpAddress kV6 = *IpAddress::parse("::1");
+  return p.kind == HostPattern::Kind::Exact && p.name == "localhost" && p.matches_port(port) &&
+         (ip == kV4 || ip == kV6);
+}
+
+bool entry_matches_ip(const HostPattern& p, const IpAddress& ip, uint16_t port) {
+  return p.matches_ip(ip, port) || localhost_covers(p, ip, port);
 }
 
 bool is_workspace_path(std::string_view path) {
@@ -56,7 +89,7 @@ std::optional<NetDecision> deny_for_ip(const NetworkPolicy& p, const IpAddress& 
     // A deny "*" means "nothing at all", raw addresses included; other name patterns cannot
     // say anything about an address.
     bool any = p.deny[i].kind == HostPattern::Kind::AnyName && p.deny[i].matches_port(port);
-    if (any || p.deny[i].matches_ip(ip, port)) {
+    if (any || entry_matches_ip(p.deny[i], ip, port)) {
       return NetDecision{false, indexed("network.deny", i), &p.deny[i]};
     }
   }
@@ -70,6 +103,9 @@ NetDecision decide_address(const NetworkPolicy& p, const IpAddress& ip, uint16_t
   const bool special = ip.is_special() || ip.is_metadata();
   bool matched_unnamed = false;
   for (size_t i = 0; i < p.allow.size(); ++i) {
+    if (localhost_covers(p.allow[i], ip, port)) {
+      return {true, indexed("network.allow", i), &p.allow[i]};
+    }
     if (!p.allow[i].matches_ip(ip, port)) {
       continue;
     }
@@ -166,9 +202,9 @@ const std::vector<IpAddress>* NetworkPolicy::pins(std::string_view name) const {
   return it == resolve.end() ? nullptr : &it->second;
 }
 
-Decision FilesystemPolicy::decide_read(std::string_view path) const {
+Decision FilesystemPolicy::decide_read(std::string_view path, std::string_view host_path) const {
   for (size_t i = 0; i < deny.size(); ++i) {
-    if (deny_matches(deny[i], path)) {
+    if (deny_matches_at(deny[i], path, host_path)) {
       return {false, indexed("filesystem.deny", i)};
     }
   }
@@ -188,19 +224,19 @@ Decision FilesystemPolicy::decide_read(std::string_view path) const {
   return {false, "filesystem.read (no match)"};
 }
 
-Decision FilesystemPolicy::decide_write(std::string_view path) const {
+Decision FilesystemPolicy::decide_write(std::string_view path, std::string_view host_path) const {
   for (size_t i = 0; i < deny.size(); ++i) {
-    if (deny_matches(deny[i], path)) {
+    if (deny_matches_at(deny[i], path, host_path)) {
       return {false, indexed("filesystem.deny", i)};
     }
   }
   for (size_t i = 0; i < deny_write.size(); ++i) {
-    if (deny_matches(deny_write[i], path)) {
+    if (deny_matches_at(deny_write[i], path, host_path)) {
       return {false, indexed("filesystem.deny_write", i)};
     }
   }
   for (size_t i = 0; i < protect.size(); ++i) {
-    if (deny_matches(protect[i], path)) {
+    if (deny_matches_at(protect[i], path, host_path)) {
       return {false, indexed("filesystem.protect", i)};
     }
   }
@@ -222,6 +258,23 @@ Decision FilesystemPolicy::decide_write(std::string_view path) const {
   return {false, "filesystem.write (no match)"};
 }
 
+std::vector<FilesystemPolicy::RuleRef> FilesystemPolicy::rules_beneath(std::string_view dir,
+                                                                       bool workspace) const {
+  std::vector<RuleRef> out;
+  for (const auto& [field, rules] :
+       {std::pair{"filesystem.deny", &deny}, std::pair{"filesystem.deny_write", &deny_write},
+        std::pair{"filesystem.protect", &protect}}) {
+    for (size_t i = 0; i < rules->size(); ++i) {
+      const PathPattern& r = (*rules)[i];
+      // A relative rule is anchored at the workspace root: beneath it by definition.
+      if ((workspace && !r.absolute) || deny_may_match_beneath(r, dir)) {
+        out.push_back({indexed(field, i), r.text});
+      }
+    }
+  }
+  return out;
+}
+
 std::optional<size_t> FilesystemPolicy::protect_rule(std::string_view path, bool is_dir) const {
   for (size_t i = 0; i < protect.size(); ++i) {
     if (deny_matches(protect[i], path) || (!is_dir && protect[i].names_beneath(path))) {
@@ -231,8 +284,9 @@ std::optional<size_t> FilesystemPolicy::protect_rule(std::string_view path, bool
   return std::nullopt;
 }
 
-Decision FilesystemPolicy::decide_create(std::string_view path, bool is_dir) const {
-  Decision d = decide_write(path);
+Decision FilesystemPolicy::decide_create(std::string_view path, bool is_dir,
+                                         std::string_view host_path) const {
+  Decision d = decide_write(path, host_path);
   if (d.allow && !is_dir && is_workspace_path(path)) {
     if (auto i = protect_rule(path, false)) {
       return {false, indexed("filesystem.protect", *i)};
@@ -241,13 +295,24 @@ Decision FilesystemPolicy::decide_create(std::string_view path, bool is_dir) con
   return d;
 }
 
-bool EnvPolicy::is_denied(std::string_view name) const {
-  for (const auto& pat : deny) {
-    if (env_glob(pat, name)) {
+bool EnvPolicy::is_denied(std::string_view name) const { return denied_by(name).has_value(); }
+
+std::optional<size_t> EnvPolicy::denied_by(std::string_view name) const {
+  for (size_t i = 0; i < deny.size(); ++i) {
+    if (env_glob(deny[i], name)) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+bool EnvPolicy::is_secret(std::string_view name) const {
+  for (const auto& n : pass) {
+    if (n == name) {
       return true;
     }
   }
-  return false;
+  return is_denied(name);
 }
 
 }  // namespace cordon::policy

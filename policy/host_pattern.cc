@@ -353,4 +353,22 @@ bool HostPattern::matches_ip(const IpAddress& ip, uint16_t port) const {
   return is_ip() && matches_port(port) && net.contains(ip);
 }
 
+bool HostPattern::names_host_loopback() const {
+  if (kind == Kind::Exact) {
+    return name == "localhost";
+  }
+  if (!is_ip()) {
+    return false;
+  }
+  // Wholly inside: the first and the last address of the network are loopback.
+  IpAddress first = net.addr, last = net.addr;
+  int bits = net.addr.v6 ? 128 : 32;
+  for (int i = net.prefix; i < bits; ++i) {
+    auto bit = static_cast<uint8_t>(0x80u >> (i % 8));
+    first.bytes[static_cast<size_t>(i / 8)] &= static_cast<uint8_t>(~bit);
+    last.bytes[static_cast<size_t>(i / 8)] |= bit;
+  }
+  return first.is_loopback() && last.is_loopback();
+}
+
 }  // namespace cordon::policy

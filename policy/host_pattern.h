@@ -26,6 +26,7 @@ struct IpAddress {
   // (100.64/10), link-local, ULA, multicast, unspecified, broadcast, documentation-free; metadata.
   bool is_special() const;
   bool is_metadata() const;  // 169.254.169.254, fd00:ec2::254, 100.100.100.200, 168.63.129.16, ...
+  bool is_loopback() const;  // 127.0.0.0/8, ::1
 };
 
 struct IpNet {
@@ -57,6 +58,10 @@ struct HostPattern {
   bool matches_name(std::string_view host, uint16_t port) const;
   bool matches_ip(const IpAddress& ip, uint16_t port) const;
   bool is_ip() const { return kind == Kind::Ip || kind == Kind::Cidr; }
+  // Names a service on the host's own loopback: the name "localhost", or an IP/CIDR lying wholly
+  // in 127.0.0.0/8 or ::1. Inside the sandbox those addresses are the sandbox's own `lo`; an
+  // allow entry naming them with a port makes cordon carry that port to the host's loopback.
+  bool names_host_loopback() const;
   bool operator==(const HostPattern&) const = default;
 };
 

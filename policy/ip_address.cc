@@ -170,6 +170,18 @@ bool IpAddress::is_special() const {
   return false;
 }
 
+bool IpAddress::is_loopback() const {
+  if (!v6) {
+    return bytes[0] == 127;
+  }
+  for (size_t i = 0; i < 15; ++i) {
+    if (bytes[i] != 0) {
+      return false;
+    }
+  }
+  return bytes[15] == 1;
+}
+
 bool IpAddress::is_metadata() const {
   static constexpr IpAddress kV4[] = {
       v4(169, 254, 169, 254),  // AWS, GCP, Azure, OpenStack, DigitalOcean, ...

@@ -20,6 +20,7 @@
 
 #include "policy/base/unique_fd.h"
 #include "policy/path_match.h"
+#include "policy/serialize.h"
 
 namespace cordon::policy {
 namespace {
@@ -369,6 +370,8 @@ class Loader {
         {"set", "process.env"},
         {"max_bytes", "record"},
         {"events_per_second", "record"},
+        {"pass", "process.env"},
+        {"nested_sandbox", "process"},
         {"version", ""},
         {"network", ""},
         {"filesystem", ""},
@@ -546,6 +549,19 @@ class Loader {
                 "connect_timeout", "resolve", "dns", "proxy_env", "rules"});
     if (const json* f = field(v, "allow")) {
       n.allow = get_hosts(*f, join_path(path, "allow"));
+      for (size_t i = 0; i < n.allow.size(); ++i) {
+        const HostPattern& a = n.allow[i];
+        // Inside the sandbox the loopback addresses are its own; an entry naming them is carried
+        // to the host's loopback port by port, so "every port" would hand the program every
+        // local service of the host (databases, agents' control ports) and take its own away.
+        if (a.names_host_loopback() && a.port_lo <= 1 && a.port_hi == 65535) {
+          fail(index_path(join_path(path, "allow"), i),
+               show((*f)[i]) +
+                   " names the host's loopback on every port; name the port of the service "
+                   "the program may reach, e.g. \"localhost:11434\" (the sandbox's own loopback "
+                   "stays its own on every other port)");
+        }
+      }
     }
     if (const json* f = field(v, "deny")) {
       n.deny = get_hosts(*f, join_path(path, "deny"));
@@ -847,7 +863,7 @@ class Loader {
     expect_object(v, path);
     check_keys(v, path,
                {"memory", "cpus", "pids", "nofile", "fsize", "timeout", "kill_grace", "env",
-                "exec_allow", "seccomp", "hostname"});
+                "exec_allow", "seccomp", "nested_sandbox", "hostname"});
     if (const json* x = field(v, "memory")) {
       // A limit under 1M would kill the program before its loader finishes: surely a unit typo.
       pr.memory = get_size(*x, join_path(path, "memory"), true, 1ull << 20);
@@ -898,6 +914,15 @@ class Loader {
       if (const json* d = field(*x, "deny")) {
         pr.seccomp.deny = get_syscalls(*d, join_path(p, "deny"));
       }
+      check_seccomp_lists(pr.seccomp);
+    }
+    if (const json* x = field(v, "nested_sandbox")) {
+      pr.nested_sandbox = get_bool(*x, join_path(path, "nested_sandbox"));
+    }
+    if (pr.nested_sandbox && !pr.exec_allow.empty()) {
+      fail(join_path(path, "nested_sandbox"),
+           "true cannot be combined with process.exec_allow: exec_allow is enforced by Landlock, "
+           "which forbids the mounts a nested sandbox needs (drop one of the two)");
     }
     if (const json* x = field(v, "hostname")) {
       std::string p = join_path(path, "hostname");
@@ -951,23 +976,36 @@ class Loader {
     return true;
   }
 
+  // A list of variable names (no globs); `unique` drops repeats.
+  std::vector<std::string> get_env_names(const json& v, const std::string& path, const char* hint,
+                                         bool unique) const {
+    expect_array(v, path, "variable names");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::string ip = index_path(path, i);
+      std::string s = get_string(v[i], ip, "a variable name");
+      if (!valid_env_name(s, false)) {
+        fail(ip, show(v[i]) +
+                     " is not a variable name (accepted: letters, digits and '_', not starting "
+                     "with a digit" +
+                     hint + ")");
+      }
+      if (!unique || std::find(out.begin(), out.end(), s) == out.end()) {
+        out.push_back(s);
+      }
+    }
+    return out;
+  }
+
   void load_env(const json& v, const std::string& path, EnvPolicy& e) const {
     expect_object(v, path);
-    check_keys(v, path, {"keep", "set", "deny"});
+    check_keys(v, path, {"keep", "set", "deny", "pass"});
     if (const json* x = field(v, "keep")) {
-      std::string p = join_path(path, "keep");
-      expect_array(*x, p, "variable names");
-      e.keep.clear();
-      for (size_t i = 0; i < x->size(); ++i) {
-        std::string ip = index_path(p, i);
-        std::string s = get_string((*x)[i], ip, "a variable name");
-        if (!valid_env_name(s, false)) {
-          fail(ip, show((*x)[i]) +
-                       " is not a variable name (accepted: letters, digits and '_', "
-                       "not starting with a digit)");
-        }
-        e.keep.push_back(s);
-      }
+      e.keep = get_env_names(*x, join_path(path, "keep"), "", false);
+    }
+    if (const json* x = field(v, "pass")) {
+      e.pass =
+          get_env_names(*x, join_path(path, "pass"), "; no globs: each credential is named", true);
     }
     if (const json* x = field(v, "set")) {
       std::string p = join_path(path, "set");
@@ -997,6 +1035,12 @@ class Loader {
         }
         e.deny.push_back(s);
       }
+    }
+  }
+
+  void check_seccomp_lists(const SeccompPolicy& s) const {
+    if (auto bad = s.invalid_entry()) {
+      fail(bad->first, bad->second);
     }
   }
 
@@ -1030,6 +1074,88 @@ Policy parse_policy(std::string_view text, const LoadOptions& opts) {
   JsonReader reader(opts.source_name);
   json root = reader.parse(text);
   return Loader(opts, resolve_home(opts)).load(root);
+}
+
+std::optional<std::pair<std::string, std::string>> SeccompPolicy::invalid_entry() const {
+  for (size_t i = 0; i < allow.size(); ++i) {
+    const std::string& n = allow[i];
+    if (n == "unshare" || n == "clone" || n == "clone3") {
+      return std::pair{index_path("process.seccomp.allow", i),
+                       quote_str(n) +
+                           " cannot be allowed: its filter is what stops the program from "
+                           "creating user namespaces (to run the program's own bubblewrap "
+                           "sandbox inside cordon, set process.nested_sandbox: true instead)"};
+    }
+  }
+  for (size_t i = 0; i < deny.size(); ++i) {
+    const std::string& n = deny[i];
+    if (n == "execve" || n == "exit" || n == "exit_group" || n == "rt_sigreturn") {
+      return std::pair{index_path("process.seccomp.deny", i),
+                       quote_str(n) +
+                           " cannot be denied: cordon and every program need it (to restrict "
+                           "what may run, use process.exec_allow)"};
+    }
+  }
+  return std::nullopt;
+}
+
+void apply_override(Policy& p, const Override& o, const LoadOptions& opts) {
+  json doc = to_json(p);
+  json* node = &doc;
+  std::string_view rest = o.field;
+  while (!rest.empty()) {
+    size_t dot = rest.find('.');
+    std::string key(rest.substr(0, dot));
+    if (!node->is_object() || !node->contains(key)) {
+      throw PolicyError(o.flag, "", "no policy field " + o.field + " (a bug in cordon)");
+    }
+    node = &(*node)[key];
+    rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+  }
+  switch (o.how) {
+    case Override::How::Set:
+      *node = o.value;
+      break;
+    case Override::How::Append:
+      node->push_back(o.value);
+      break;
+    case Override::How::Merge:
+      for (auto it = o.value.begin(); it != o.value.end(); ++it) {
+        (*node)[it.key()] = it.value();
+      }
+      break;
+  }
+  LoadOptions lo = opts;
+  lo.source_name = o.flag;
+  p = Loader(lo, resolve_home(lo)).load(doc);
+}
+
+void widen_home_rules(Policy& p, const std::vector<std::string>& homes) {
+  for (const auto& [field, rules] : {std::pair{"filesystem.deny", &p.filesystem.deny},
+                                     std::pair{"filesystem.deny_write", &p.filesystem.deny_write},
+                                     std::pair{"filesystem.protect", &p.filesystem.protect}}) {
+    const size_t given = rules->size();
+    for (const std::string& home : homes) {
+      for (size_t i = 0; i < given; ++i) {
+        const PathPattern r = (*rules)[i];
+        if (r.text.empty() || r.text[0] != '~') {
+          continue;
+        }
+        std::string why;
+        auto other = PathPattern::parse(r.text, home, &why);
+        if (!other) {
+          throw PolicyError(index_path(field, i),
+                            quote_str(r.text) + " under the home " + quote_str(home) + ": " + why);
+        }
+        // Written out as the path it names: policy.json must re-read the same under any home.
+        other->text = other->expanded;
+        if (std::none_of(rules->begin(), rules->end(),
+                         [&](const PathPattern& q) { return q.expanded == other->expanded; })) {
+          rules->push_back(std::move(*other));
+        }
+      }
+    }
+  }
 }
 
 Policy load_policy_file(const std::string& path, const LoadOptions& opts) {

@@ -2,9 +2,11 @@
 // catch PolicyError at one place and print it.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "policy/policy.h"
 
@@ -42,6 +44,26 @@ Policy load_policy_file(const std::string& path, const LoadOptions& opts = {});
 Policy default_policy(const LoadOptions& opts = {});
 // Its source text (JSON with comments), as `cordon policy default` prints it.
 std::string_view default_policy_text();
+
+// One command-line override of a policy field (cordon run's flags). Applied on top of a loaded
+// policy and validated by the same field validators as a policy file, so that a flag can never
+// accept what the file refuses or the other way round.
+struct Override {
+  enum class How { Set, Append, Merge };  // replace the field; add to a list; add object keys
+  std::string flag;                       // as the user typed it ("--read"): errors start with it
+  std::string field;     // a dotted path into the schema: "filesystem.read", "process.memory"
+  nlohmann::json value;  // Set: the new value; Append: one element; Merge: an object of keys
+  How how = How::Set;
+};
+// Applies `o` to `p` (re-validating the whole policy with it). Throws PolicyError, whose text
+// names the flag and the field: `--read: filesystem.read[1]: "x" is relative; ...`.
+void apply_override(Policy& p, const Override& o, const LoadOptions& opts = {});
+
+// Where more than one home is in play (root running the sandbox as another user, sudo), the
+// rules written with "~" in filesystem.deny, deny_write and protect (the default secrets among
+// them) are appended once more for each of `homes`, so they hold beneath every home the sandbox
+// could be shown; earlier entries keep their index. Throws PolicyError for a home "~" cannot be.
+void widen_home_rules(Policy& p, const std::vector<std::string>& homes);
 
 // Sizes: "512", "512K", "64M", "1G", "1.5G", "2T" (binary units; "KiB"/"MB" style accepted).
 std::optional<uint64_t> parse_size(std::string_view text);

@@ -82,6 +82,20 @@ std::optional<std::string> resolve_dotdot(std::string_view path) {
   return r;
 }
 
+// Resolves ".." in `path` (into `storage`, only when it has one). False when it climbs above the
+// root of a relative path: such a path matches nothing.
+bool without_dotdot(std::string_view& path, std::optional<std::string>& storage) {
+  if (!has_dotdot(path)) {
+    return true;
+  }
+  storage = resolve_dotdot(path);
+  if (!storage) {
+    return false;
+  }
+  path = *storage;
+  return true;
+}
+
 }  // namespace
 
 std::optional<PathPattern> PathPattern::parse(std::string_view text, std::string_view home,
@@ -135,7 +149,59 @@ std::optional<PathPattern> PathPattern::parse(std::string_view text, std::string
   return p;
 }
 
-bool PathPattern::matches(std::string_view path) const { return match_with(path, segments_match); }
+bool PathPattern::may_match_beneath(std::string_view dir) const {
+  if (matches(dir)) {
+    return true;
+  }
+  std::optional<std::string> resolved;
+  if (!without_dotdot(dir, resolved)) {
+    return false;
+  }
+  bool abs_dir = !dir.empty() && dir.front() == '/';
+  if (abs_dir != absolute) {
+    return false;
+  }
+  // The pattern's segments as an automaton ("**" loops on any segment): run it over the segments
+  // of `dir`; a state left with pattern segments to spare can go on to match below `dir`.
+  std::vector<std::string_view> pat = segments(expanded);
+  std::vector<bool> at(pat.size() + 1, false), next(pat.size() + 1);
+  auto close = [&](std::vector<bool>& states) {  // "**" may also match no segment at all
+    for (size_t i = 0; i < pat.size(); ++i) {
+      if (states[i] && pat[i] == "**") {
+        states[i + 1] = true;
+      }
+    }
+  };
+  at[0] = true;
+  close(at);
+  for (SegmentCursor c(dir); !c.done(); c.next()) {
+    std::fill(next.begin(), next.end(), false);
+    for (size_t i = 0; i < pat.size(); ++i) {
+      if (!at[i]) {
+        continue;
+      }
+      if (pat[i] == "**") {
+        next[i] = true;
+      } else if (glob_match(pat[i], c.peek())) {
+        next[i + 1] = true;
+      }
+    }
+    close(next);
+    at.swap(next);
+  }
+  for (size_t i = 0; i < pat.size(); ++i) {
+    if (at[i]) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool PathPattern::matches(std::string_view path) const {
+  return match_with(path, [](std::string_view pat, std::string_view p) {
+    return segments_match(pat, p);  // ancestors: a pattern naming a directory covers what it holds
+  });
+}
 
 bool PathPattern::names_beneath(std::string_view path) const {
   return match_with(path, segments_name_prefix);
@@ -144,12 +210,8 @@ bool PathPattern::names_beneath(std::string_view path) const {
 bool PathPattern::match_with(std::string_view path,
                              bool (*segments)(std::string_view, std::string_view)) const {
   std::optional<std::string> resolved;
-  if (has_dotdot(path)) {
-    resolved = resolve_dotdot(path);
-    if (!resolved) {
-      return false;
-    }
-    path = *resolved;
+  if (!without_dotdot(path, resolved)) {
+    return false;
   }
   // "~/x" paths (as a user would type them in a query) are matched against the pattern as written,
   // so a decision does not depend on whose $HOME the caller has.

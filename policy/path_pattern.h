@@ -27,6 +27,11 @@ struct PathPattern {
   // Whether `path`'s last segment is named by the pattern with more of it to match beneath
   // (segments_name_prefix): a non-directory at such a path stands for what the pattern covers.
   bool names_beneath(std::string_view path) const;
+  // Whether the pattern may match some path strictly beneath the directory `dir` (same kind of
+  // path as for matches()), whether or not that path exists yet: "~/.claude/hooks/**" and
+  // "**/.env" may match beneath "~/.claude", "/etc/x" may not. A pattern matching `dir` itself
+  // (or an ancestor) matches everything beneath it too.
+  bool may_match_beneath(std::string_view dir) const;
   bool operator==(const PathPattern&) const = default;
 
  private:

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policy/host_pattern.h"
@@ -109,15 +110,28 @@ struct FilesystemPolicy {
 
   // For a path relative to the workspace root ("src/a.c") or absolute on the host.
   // Deny wins; read is allowed otherwise (the workspace is readable by definition).
-  Decision decide_read(std::string_view path) const;
-  Decision decide_write(std::string_view path) const;  // deny, deny_write, protect, then mode
+  // `host_path`: for a workspace-relative `path`, where it is on the host, so that absolute
+  // rules reaching into the workspace ("~/proj/secrets") decide it too.
+  Decision decide_read(std::string_view path, std::string_view host_path = {}) const;
+  // deny, deny_write, protect, then mode (workspace) or filesystem.write (host paths).
+  Decision decide_write(std::string_view path, std::string_view host_path = {}) const;
+  // A deny-style rule (deny, deny_write, protect) by its policy path.
+  struct RuleRef {
+    std::string rule;  // "filesystem.protect[3]"
+    std::string text;  // as written, "~/.claude/hooks/**"
+  };
+  // The deny-style rules that may decide a path beneath the host directory `dir` (absolute),
+  // existing or created later. `workspace`: `dir` is the workspace, where relative rules apply.
+  // Empty when a plain mount of `dir` already says everything the rules say beneath it.
+  std::vector<RuleRef> rules_beneath(std::string_view dir, bool workspace) const;
   // The protect entry covering an entry at workspace-relative `path`, if any: the path matches
   // one, or the entry is not a directory and stands at a name a pattern continues beneath (a
   // `.git` file or symlink, a `.github` symlink: what git or CI would read through it).
   std::optional<size_t> protect_rule(std::string_view path, bool is_dir) const;
   // decide_write for creating an entry (create, mkdir, symlink, link, rename target): adds the
   // non-directory case of protect_rule.
-  Decision decide_create(std::string_view path, bool is_dir) const;
+  Decision decide_create(std::string_view path, bool is_dir,
+                         std::string_view host_path = {}) const;
   bool operator==(const FilesystemPolicy&) const = default;
 };
 
@@ -130,7 +144,15 @@ struct EnvPolicy {
                                 "*APIKEY*", "*CREDENTIAL*", "*PRIVATE_KEY*", "AWS_*",
                                 "AZURE_*", "GOOGLE_APPLICATION_CREDENTIALS", "GH_*", "GITHUB_*",
                                 "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "*_AUTH*", "*COOKIE*"};
+  // Names passed from the host even when `deny` matches them (process.env.pass, --env-pass): the
+  // explicit way to hand the program a credential. Their values are never recorded.
+  std::vector<std::string> pass;
   bool is_denied(std::string_view name) const;
+  // The index in `deny` of the first pattern matching `name`, if any.
+  std::optional<size_t> denied_by(std::string_view name) const;
+  // Whether a value of `name` counts as a secret that cordon keeps out of its record (policy.json,
+  // events, summaries): a name `deny` matches, or one listed in `pass`.
+  bool is_secret(std::string_view name) const;
   bool operator==(const EnvPolicy&) const = default;
 };
 
@@ -138,6 +160,11 @@ struct SeccompPolicy {
   // Syscall names added to / removed from the default deny list (process.seccomp.deny / .allow).
   std::vector<std::string> deny;
   std::vector<std::string> allow;
+  // The first entry the lists may not hold, whatever the kernel knows, as {field path, why}: the
+  // user-namespace filters (unshare, clone, clone3) are lifted by process.nested_sandbox only, and
+  // what every launch needs (execve, exit, ...) cannot be denied. The loader refuses such a policy
+  // and the filter compiler checks again: one rule, two gates.
+  std::optional<std::pair<std::string, std::string>> invalid_entry() const;
   bool operator==(const SeccompPolicy&) const = default;
 };
 
@@ -152,6 +179,11 @@ struct ProcessPolicy {
   EnvPolicy env;
   std::vector<PathPattern> exec_allow;  // empty = any
   SeccompPolicy seccomp;
+  // process.nested_sandbox: the program may create user and mount namespaces (and mount in them),
+  // so its own sandbox (bubblewrap) works inside cordon as a second layer. Off by default: a
+  // new user namespace hands the program a full capability set over the namespaces it creates,
+  // the kernel attack surface most container escapes start from.
+  bool nested_sandbox = false;
   std::string hostname = "cordon";
   bool operator==(const ProcessPolicy&) const = default;
 };

@@ -166,6 +166,7 @@ json to_json(const Policy& p) {
       {"keep", pr.env.keep},
       {"set", pr.env.set},
       {"deny", pr.env.deny},
+      {"pass", pr.env.pass},
   };
   json process = {
       {"memory", size_json(pr.memory)},
@@ -178,6 +179,7 @@ json to_json(const Policy& p) {
       {"env", env},
       {"exec_allow", texts(pr.exec_allow)},
       {"seccomp", {{"allow", pr.seccomp.allow}, {"deny", pr.seccomp.deny}}},
+      {"nested_sandbox", pr.nested_sandbox},
       {"hostname", pr.hostname},
   };
   // nlohmann::json objects keep keys sorted, so the output is canonical by construction.
@@ -192,6 +194,17 @@ json to_json(const Policy& p) {
               {"record", record}};
 }
 
+json to_record_json(const Policy& p) {
+  json j = to_json(p);
+  json& set = j["process"]["env"]["set"];
+  for (auto it = set.begin(); it != set.end(); ++it) {
+    if (p.process.env.is_secret(it.key())) {
+      *it = kRedactedValue;
+    }
+  }
+  return j;
+}
+
 std::string explain(const Policy& p) {
   std::vector<std::string> lines;
   const NetworkPolicy& n = p.network;
@@ -203,8 +216,14 @@ std::string explain(const Policy& p) {
     lines.push_back("network: no outbound connections (network.max_connections is 0)");
   } else {
     for (size_t i = 0; i < n.allow.size(); ++i) {
-      lines.push_back("network: allow " + host_text(n.allow[i]) + " " + ports_text(n.allow[i]) +
-                      " (network.allow[" + std::to_string(i) + "])");
+      std::string line = "network: allow " + host_text(n.allow[i]) + " " + ports_text(n.allow[i]) +
+                         " (network.allow[" + std::to_string(i) + "])";
+      if (n.allow[i].names_host_loopback()) {
+        line +=
+            ": a service on the host's own loopback; the sandbox's other loopback ports stay "
+            "its own and no other port of the host's is reachable";
+      }
+      lines.push_back(line);
     }
   }
   for (size_t i = 0; i < n.deny.size(); ++i) {
@@ -264,15 +283,64 @@ std::string explain(const Policy& p) {
       (f.quota.bytes == 0 ? std::string("no byte limit") : human_size(f.quota.bytes)) + " / " +
       (f.quota.inodes == 0 ? std::string("no inode limit")
                            : std::to_string(f.quota.inodes) + " inodes");
+  // How the rules hold where the program can write is said where it applies: a rule that
+  // cordon could only apply to files present at start would be a promise it does not keep.
+  std::string ws_rules;
+  bool rules_in_workspace = !f.rules_beneath(f.workspace.empty() ? "." : f.workspace, true).empty();
+  if (f.mode == WorkspaceMode::Rw && rules_in_workspace) {
+    ws_rules =
+        "; through a cordon-fs view, so deny, deny_write and protect are decided at every "
+        "access, files created, renamed or linked later included (cordon refuses to start "
+        "where cordon-fs cannot run)";
+  } else if (f.mode == WorkspaceMode::Cow && rules_in_workspace) {
+    ws_rules =
+        "; through cordon-fs deny, deny_write and protect are decided at every access; on kernel "
+        "overlayfs (no FUSE for this user) they cover the files present at start, and what the "
+        "program creates stays in the session until `cordon commit`";
+  } else if (f.mode == WorkspaceMode::Ro && rules_in_workspace) {
+    ws_rules = "; what filesystem.deny names is hidden at start (nothing can be created in it)";
+  }
   lines.push_back("filesystem: workspace " + f.workspace + " " + mode +
-                  (f.mode == WorkspaceMode::Ro ? "" : "; quota " + quota));
+                  (f.mode == WorkspaceMode::Ro ? "" : "; quota " + quota) + ws_rules);
   for (size_t i = 0; i < f.read.size(); ++i) {
-    lines.push_back("filesystem: read-only " + f.read[i].expanded + " (filesystem.read[" +
-                    std::to_string(i) + "])");
+    std::string line = "filesystem: read-only " + f.read[i].expanded + " (filesystem.read[" +
+                       std::to_string(i) + "])";
+    if (!f.rules_beneath(f.read[i].expanded, false).empty()) {
+      line +=
+          "; what filesystem.deny names in it is hidden at start (nothing can be created in "
+          "a read-only grant)";
+    }
+    lines.push_back(line);
   }
   for (size_t i = 0; i < f.write.size(); ++i) {
-    lines.push_back("filesystem: read-write " + f.write[i].expanded + " (filesystem.write[" +
-                    std::to_string(i) + "])");
+    const std::string& path = f.write[i].expanded;
+    std::string line =
+        "filesystem: read-write " + path + " (filesystem.write[" + std::to_string(i) + "])";
+    Decision whole = f.decide_write(path);
+    auto rules = f.rules_beneath(path, false);
+    if (!f.decide_read(path).allow) {
+      line = "filesystem: not shown: " + path + " (filesystem.write[" + std::to_string(i) + "]), " +
+             f.decide_read(path).rule + " wins";
+    } else if (!whole.allow) {
+      line = "filesystem: read-only " + path + " (filesystem.write[" + std::to_string(i) +
+             "]): " + whole.rule + " covers all of it";
+    } else if (!rules.empty()) {
+      // The rules written for this path first; the general ones (**/.env, ...) counted.
+      std::stable_partition(rules.begin(), rules.end(),
+                            [](const auto& r) { return !r.text.empty() && r.text[0] != '*'; });
+      std::string names;
+      for (size_t k = 0; k < rules.size() && k < 4; ++k) {
+        names += (names.empty() ? "" : ", ") + rules[k].text;
+      }
+      if (rules.size() > 4) {
+        names += " and " + std::to_string(rules.size() - 4) + " more";
+      }
+      line += "; inside it " + names +
+              " hold for files created, renamed or linked later too: a directory is served "
+              "through a cordon-fs view, decided at every access (cordon refuses to start where "
+              "cordon-fs cannot run)";
+    }
+    lines.push_back(line);
   }
   if (f.read.empty() && f.write.empty()) {
     lines.push_back(
@@ -330,18 +398,53 @@ std::string explain(const Policy& p) {
     lines.push_back("process: syscalls lifted from the built-in deny list: " +
                     join(pr.seccomp.allow) + " (process.seccomp.allow)");
   }
+  if (pr.nested_sandbox) {
+    lines.push_back(
+        "process: may create user and mount namespaces and mount in them "
+        "(process.nested_sandbox), so its own sandbox (bubblewrap) works as a second layer. "
+        "RISK: a new user namespace hands the program every capability over the namespaces it "
+        "creates, the kernel attack surface most container escapes start from; cordon's "
+        "Landlock layer is off (Landlock forbids those mounts); the rest of the seccomp filter, "
+        "the mounts and the network capture stay");
+  } else {
+    lines.push_back(
+        "process: creating user namespaces is refused and recorded (an agent's own bubblewrap "
+        "sandbox cannot start; process.nested_sandbox: true allows it)");
+  }
   std::string env_line =
       "environment: keeps " + (pr.env.keep.empty() ? std::string("nothing") : join(pr.env.keep));
   if (!pr.env.deny.empty()) {
     env_line += "; strips " + join(pr.env.deny);
   }
   lines.push_back(env_line);
-  if (!pr.env.set.empty()) {
-    std::vector<std::string> s;
-    for (const auto& [k, v] : pr.env.set) {
-      s.push_back(k);
+  for (const auto& name : pr.env.pass) {
+    std::string line = "environment: passes " + name + " from the host (process.env.pass)";
+    if (auto d = pr.env.denied_by(name)) {
+      line += " although process.env.deny[" + std::to_string(*d) + "] (\"" + pr.env.deny[*d] +
+              "\") matches it";
     }
-    lines.push_back("environment: sets " + join(s) + " (process.env.set)");
+    lines.push_back(line + "; its value is never recorded");
+  }
+  for (const auto& name : pr.env.keep) {
+    if (auto d = pr.env.denied_by(name);
+        d && std::find(pr.env.pass.begin(), pr.env.pass.end(), name) == pr.env.pass.end()) {
+      lines.push_back("environment: " + name + " is kept but never passed: process.env.deny[" +
+                      std::to_string(*d) + "] (\"" + pr.env.deny[*d] +
+                      "\") wins over keep (process.env.pass hands it over)");
+    }
+  }
+  if (!pr.env.set.empty()) {
+    std::vector<std::string> s, secret;
+    for (const auto& [k, v] : pr.env.set) {
+      (pr.env.is_secret(k) ? secret : s).push_back(k);
+    }
+    if (!s.empty()) {
+      lines.push_back("environment: sets " + join(s) + " (process.env.set)");
+    }
+    if (!secret.empty()) {
+      lines.push_back("environment: sets " + join(secret) +
+                      " (process.env.set), secrets whose values are not recorded");
+    }
   }
 
   lines.push_back("record: events.jsonl at most " + human_size(p.record.max_bytes) +

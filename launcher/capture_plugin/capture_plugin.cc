@@ -10,6 +10,7 @@
 
 #include "netproxy/capture.h"
 #include "netproxy/nflog.h"
+#include "policy/host_pattern.h"
 
 namespace {
 
@@ -93,6 +94,19 @@ extern "C" __attribute__((visibility("default"))) int cordon_capture_install(
     cfg.proxy_port = args->proxy_port;
     cfg.dns_port = args->dns_port;
     cfg.nflog_group = args->nflog_group;
+    for (uint16_t i = 0; i < args->n_loopback && i < CORDON_CAPTURE_MAX_LOOPBACK; ++i) {
+      const CordonCaptureLoopback& l = args->loopback[i];
+      cordon::policy::IpAddress a;
+      if (l.v6) {
+        a = cordon::policy::IpAddress::from_v6_bytes(l.addr);
+      } else {
+        a = cordon::policy::IpAddress::from_v4((uint32_t{l.addr[0]} << 24) |
+                                               (uint32_t{l.addr[1]} << 16) |
+                                               (uint32_t{l.addr[2]} << 8) | l.addr[3]);
+      }
+      cfg.loopback.push_back(
+          {a.to_string() + "/" + std::to_string(l.prefix), l.v6 != 0, l.port_lo, l.port_hi});
+    }
     cordon::Status st = install_in_fresh_namespace(cfg);
     if (!st.ok()) {
       return fail(st.error().to_string().c_str());

@@ -8,11 +8,22 @@
 
 extern "C" {
 
+// One host loopback service (netproxy::LoopbackForward): a v4 or v6 network and a port range.
+struct CordonCaptureLoopback {
+  uint8_t v6;
+  uint8_t prefix;
+  uint8_t addr[16];  // v4 in the first 4 bytes
+  uint16_t port_lo, port_hi;
+};
+#define CORDON_CAPTURE_MAX_LOOPBACK 32
+
 struct CordonCaptureArgs {
   uint32_t size;  // sizeof(CordonCaptureArgs): a plugin from another build refuses a mismatch
   uint16_t proxy_port;
   uint16_t dns_port;
   uint16_t nflog_group;
+  uint16_t n_loopback;
+  CordonCaptureLoopback loopback[CORDON_CAPTURE_MAX_LOOPBACK];
 };
 
 // Installs the capture ruleset (netproxy::capture_ruleset) in the caller's network namespace,

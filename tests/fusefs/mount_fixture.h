@@ -118,6 +118,47 @@ inline std::string tree_manifest(const std::string& root, bool with_mtime = fals
   return out;
 }
 
+// Starts cordon-fs with `argv` (its --ready-fd is 3, its output goes to `log`), as `uid`:`gid`
+// when given, and waits until it has mounted. Returns its pid (-1 when none started), with
+// *error saying why when it did not become ready.
+inline pid_t start_cordon_fs(const std::vector<std::string>& argv, const std::string& log,
+                             std::string* error, std::optional<uid_t> uid = std::nullopt,
+                             std::optional<gid_t> gid = std::nullopt) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    *error = "pipe2 failed";
+    return -1;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(ready[1], 3);  // dup2 clears O_CLOEXEC on the copy
+    int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(logfd, 1);
+    ::dup2(logfd, 2);
+    if (uid && (::setgroups(0, nullptr) != 0 || ::setresgid(*gid, *gid, *gid) != 0 ||
+                ::setresuid(*uid, *uid, *uid) != 0)) {
+      ::_exit(126);
+    }
+    std::vector<char*> a;
+    for (auto& s : argv) {
+      a.push_back(const_cast<char*>(s.c_str()));
+    }
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  pollfd p = {ready[0], POLLIN, 0};
+  char c = 0;
+  bool ok = ::poll(&p, 1, 20000) == 1 && ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  if (!ok) {
+    *error = "cordon-fs did not become ready: " + read_file(log);
+    return pid;  // still to be stopped by the caller
+  }
+  return pid;
+}
+
 class MountedFs {
  public:
   // `policy_json`: written to a file and passed as --policy ("" = the embedded default policy).
@@ -149,10 +190,6 @@ class MountedFs {
 
   // Starts the daemon and waits until it is mounted. Returns "" or a description of the failure.
   std::string start(std::vector<std::string> extra = {}) {
-    int ready[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0) {
-      return "pipe2 failed";
-    }
     std::vector<std::string> argv = {cordon::testing::build_path("fusefs/cordon-fs"),
                                      "--lower", lower_, "--upper", upper_, "--mountpoint", mnt_,
                                      "--events", events_, "--control", control_,
@@ -164,36 +201,12 @@ class MountedFs {
     for (auto& e : extra) {
       argv.push_back(e);
     }
-    std::string log = dir_ / "daemon.log";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(ready[1], 3);  // dup2 clears O_CLOEXEC on the copy
-      int logfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(logfd, 1);
-      ::dup2(logfd, 2);
-      if (daemon_uid_ && (::setgroups(0, nullptr) != 0 ||
-                          ::setresgid(*daemon_gid_, *daemon_gid_, *daemon_gid_) != 0 ||
-                          ::setresuid(*daemon_uid_, *daemon_uid_, *daemon_uid_) != 0)) {
-        ::_exit(126);
-      }
-      std::vector<char*> a;
-      for (auto& s : argv) {
-        a.push_back(const_cast<char*>(s.c_str()));
-      }
-      a.push_back(nullptr);
-      ::execv(a[0], a.data());
-      ::_exit(127);
-    }
-    ::close(ready[1]);
-    pollfd p = {ready[0], POLLIN, 0};
-    char c = 0;
-    bool ok = ::poll(&p, 1, 20000) == 1 && ::read(ready[0], &c, 1) == 1;
-    ::close(ready[0]);
-    if (!ok) {
+    std::string error;
+    pid_ = start_cordon_fs(argv, dir_ / "daemon.log", &error, daemon_uid_, daemon_gid_);
+    if (!error.empty()) {
       stop();
-      return "cordon-fs did not become ready: " + read_file(log);
     }
-    return "";
+    return error;
   }
 
   // Unmounts (like the launcher would) and waits for the daemon to exit. Returns its status.

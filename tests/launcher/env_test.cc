@@ -127,5 +127,42 @@ TEST(Env, NullHostEnvironmentGivesOnlySetAndExtra) {
   EXPECT_EQ(env, (std::vector<std::string>{"A=1", "B=2"}));
 }
 
+TEST(Env, PassBeatsDenyAndEveryConflictIsNoted) {
+  auto host = secrets_host();
+  policy::EnvPolicy p;
+  p.keep.push_back("FOO_TOKEN");    // kept, but a deny pattern matches: noted
+  p.keep.push_back("UNSET_TOKEN");  // kept and denied, but the host lacks it: nothing
+  p.pass = {"GITHUB_TOKEN", "EDITOR", "MISSING_KEY"};
+  EnvNotes notes;
+  auto env = build_environment(p, host.get(), {}, &notes);
+  EXPECT_TRUE(has(env, "GITHUB_TOKEN=ghp_x"));  // passed despite "*TOKEN*"
+  EXPECT_TRUE(has(env, "EDITOR=vim"));          // passed, no deny involved
+  EXPECT_FALSE(has_name(env, "FOO_TOKEN"));
+  EXPECT_FALSE(has_name(env, "MISSING_KEY"));
+  ASSERT_EQ(notes.kept_but_denied.size(), 1u);
+  EXPECT_EQ(notes.kept_but_denied[0].name, "FOO_TOKEN");
+  EXPECT_EQ(notes.kept_but_denied[0].rule, "process.env.deny[0]");
+  EXPECT_EQ(notes.kept_but_denied[0].pattern, "*TOKEN*");
+  ASSERT_EQ(notes.passed.size(), 2u);
+  EXPECT_EQ(notes.passed[0].name, "GITHUB_TOKEN");
+  EXPECT_EQ(notes.passed[0].rule, "process.env.deny[0]");
+  EXPECT_EQ(notes.passed[1].name, "EDITOR");
+  EXPECT_EQ(notes.passed[1].rule, "");
+  EXPECT_EQ(notes.pass_missing, (std::vector<std::string>{"MISSING_KEY"}));
+  auto lines = env_note_lines(notes);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0],
+            "environment: FOO_TOKEN is not passed although kept: process.env.deny[0] "
+            "(\"*TOKEN*\") wins over keep; to hand it to the program, --env-pass FOO_TOKEN "
+            "(process.env.pass)");
+  EXPECT_EQ(lines[1],
+            "environment: passing GITHUB_TOKEN from the host (process.env.pass) although "
+            "process.env.deny[0] (\"*TOKEN*\") matches it; its value is not recorded");
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.find("ghp_x"), std::string::npos) << l;  // names only, never values
+    EXPECT_EQ(l.find("t0k3n"), std::string::npos) << l;
+  }
+}
+
 }  // namespace
 }  // namespace cordon::launcher

@@ -494,11 +494,12 @@ TEST(Limits, RootlessFallsBackToRlimitsAndSaysWhatIsWeaker) {
       }).out;
   CORDON_REQUIRE(!probe_cgroup_v2().usable, "a host without a delegated cgroup v2");
   EXPECT_EQ(s,
-            "rlimits|limits: rlimits only (memory as address space 256M per process, pids "
-            "per uid 64, cpus not enforced, nofile 1024, no core dumps; no cgroup: " +
+            "rlimits|limits: rlimits only (memory 256M of private writable memory per process "
+            "(RLIMIT_DATA), not the whole sandbox's, pids per uid 64, cpus not enforced, nofile "
+            "1024, no core dumps; no cgroup: " +
                 probe_cgroup_v2().brief +
                 (v1_memory_mounted() ? ", v1 needs root)|0" : ", no v1 hierarchies)|0"));
-  EXPECT_LE(s.size(), 200u);
+  EXPECT_LE(s.size(), 260u);
 }
 
 // Runs `body` in a forked child after applying `plan`; returns what it wrote.
@@ -516,14 +517,14 @@ std::string limit_of(int resource) {
   return r.rlim_cur == RLIM_INFINITY ? "inf" : std::to_string(r.rlim_cur);
 }
 
-TEST(Limits, RlimitsBackendLimitsAddressSpaceProcessesFilesAndCores) {
-  // RLIMIT_AS counts what is already mapped; sanitizers reserve terabytes of shadow up front,
-  // so the limit is set 256 MiB above the current size: small allocations still work, a fresh
-  // 512 MiB mapping does not.
+TEST(Limits, RlimitsBackendLimitsDataProcessesFilesAndCores) {
+  // RLIMIT_DATA counts the private writable memory already mapped (a sanitizer's shadow too), so
+  // the limit is set 256 MiB above the current size: small allocations still work, a fresh
+  // 512 MiB writable mapping does not.
   uint64_t vm_kib = 0;
   std::istringstream status(slurp("/proc/self/status"));
   for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmSize:", 0) == 0) {
+    if (line.rfind("VmData:", 0) == 0) {
       vm_kib = std::strtoull(line.c_str() + 7, nullptr, 10);
     }
   }
@@ -566,10 +567,10 @@ TEST(Limits, RlimitsBackendLimitsAddressSpaceProcessesFilesAndCores) {
       ++opened;
     }
     bool emfile = errno == EMFILE;
-    int n = snprintf(buf, sizeof buf, "%lld,%lld,%lld,%lld,%lld,%lld,%s,%zd,%s,%s", lim(RLIMIT_AS),
-                     lim(RLIMIT_NPROC), lim(RLIMIT_NOFILE), lim(RLIMIT_FSIZE), lim(RLIMIT_CORE),
-                     lim(RLIMIT_CPU), enomem ? "ENOMEM" : "mapped", w1, efbig ? "EFBIG" : "wrote",
-                     emfile ? "EMFILE" : "no-emfile");
+    int n = snprintf(buf, sizeof buf, "%lld,%lld,%lld,%lld,%lld,%lld,%s,%zd,%s,%s",
+                     lim(RLIMIT_DATA), lim(RLIMIT_NPROC), lim(RLIMIT_NOFILE), lim(RLIMIT_FSIZE),
+                     lim(RLIMIT_CORE), lim(RLIMIT_CPU), enomem ? "ENOMEM" : "mapped", w1,
+                     efbig ? "EFBIG" : "wrote", emfile ? "EMFILE" : "no-emfile");
     (void)!write(pp[1], buf, static_cast<size_t>(n));
     _exit(0);
   }
@@ -590,10 +591,10 @@ TEST(Limits, CgroupBackendsKeepOnlyTheAlwaysOnRlimits) {
   p.pids = 64;
   p.nofile = 100;
   p.fsize = 0;
-  auto before_as = limit_of(RLIMIT_AS);
+  auto before_as = limit_of(RLIMIT_DATA);
   auto before_fsize = limit_of(RLIMIT_FSIZE);
   auto out = in_child_with(plan_rlimits(p, LimitBackend::CgroupV1), [] {
-    return limit_of(RLIMIT_AS) + "," + limit_of(RLIMIT_FSIZE) + "," + limit_of(RLIMIT_NOFILE) +
+    return limit_of(RLIMIT_DATA) + "," + limit_of(RLIMIT_FSIZE) + "," + limit_of(RLIMIT_NOFILE) +
            "," + limit_of(RLIMIT_CORE);
   });
   EXPECT_EQ(out, before_as + "," + before_fsize + ",100,0");

@@ -1040,7 +1040,7 @@ int cordon_capture_install(const void* args, char* err, size_t n) {
   spec.cwd = n.fixture().ws();
   spec.deadline = std::chrono::seconds(60);
   auto r = run_program({bin / "cordon", "run", "--workspace", n.fixture().ws(), "-q", "--mode",
-                        "rw", "--policy", n.policy(), "--", "sh", "-c", "touch ran; echo ran"},
+                        "ro", "--policy", n.policy(), "--", "sh", "-c", "touch ran; echo ran"},
                        spec);
   EXPECT_EQ(r.exit_code(), 125) << r.out << r.err;
   EXPECT_EQ(r.out, "");

@@ -254,6 +254,7 @@ TEST(Plan, DenyGlobsExpandInTheWorkspace) {
     std::fclose(f);
   }
   auto p = rw_policy(ws.path());
+  p.filesystem.mode = policy::WorkspaceMode::Ro;  // nothing can be created: masks at start hold
   std::string why;
   p.filesystem.deny.push_back(*policy::PathPattern::parse("**/.env", home.path(), &why));
   auto plan = build_plan(p, {"true"}, facts(ws.path(), home.path()));
@@ -297,6 +298,98 @@ TEST(Plan, CowModeOverlaysTheWorkspaceWithDenyAndProtectOnTop) {
   ASSERT_LT(ws_at, plan->mounts.size());
   EXPECT_GT(env_at, ws_at) << "the mask must cover the overlay, not sit beneath it";
   EXPECT_GT(git_at, ws_at);
+}
+
+std::string plan_error(const policy::Policy& p, const HostFacts& h) {
+  auto r = build_plan(p, {"true"}, h);
+  return r.ok() ? std::string("planned") : r.error().to_string();
+}
+
+policy::PathPattern pat(const std::string& text, const std::string& home) {
+  std::string why;
+  return *policy::PathPattern::parse(text, home, &why);
+}
+
+TEST(Plan, WritableDirectoriesWithRulesInsideBecomeViewsOrTheLaunchIsRefused) {
+  TempDir ws, home, grant, plain, readable;
+  ::mkdir((readable.path() + "/sub").c_str(), 0755);
+  std::fclose(std::fopen((readable.path() + "/sub/.env").c_str(), "w"));
+  std::fclose(std::fopen((readable.path() + "/keep").c_str(), "w"));
+  auto p = rw_policy(ws.path());
+  p.filesystem.write = {pat(grant.path(), home.path()), pat(plain.path(), home.path())};
+  p.filesystem.read = {pat(readable.path(), home.path())};
+  p.filesystem.deny_write = {pat(grant.path() + "/settings.json", home.path())};
+  p.filesystem.deny = {pat(readable.path() + "/**/.env", home.path())};
+  HostFacts h = facts(ws.path(), home.path());
+  h.fs_views = true;
+  auto plan = build_plan(p, {"true"}, h);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  // The grant with a rule inside: a view; the one without: a plain bind; the workspace (no
+  // rule reaches it) a plain bind too.
+  ASSERT_NE(find_target(*plan, grant.path()), nullptr);
+  EXPECT_EQ(find_target(*plan, grant.path())->kind, MountKind::FsView);
+  ASSERT_EQ(plan->views.size(), 1u);
+  EXPECT_EQ(plan->views[0].dir, grant.path());
+  EXPECT_FALSE(plan->views[0].workspace);
+  ASSERT_EQ(plan->views[0].rules.size(), 1u);
+  EXPECT_EQ(plan->views[0].rules[0].rule, "filesystem.deny_write[0]");
+  EXPECT_EQ(find_target(*plan, plain.path())->kind, MountKind::BindRw);
+  EXPECT_EQ(find_target(*plan, plan->workspace)->kind, MountKind::BindRw);
+  // A read-only grant: its denied files are masked at start.
+  EXPECT_EQ(find_target(*plan, readable.path())->kind, MountKind::BindRo);
+  ASSERT_NE(find_target(*plan, readable.path() + "/sub/.env"), nullptr);
+  EXPECT_EQ(find_target(*plan, readable.path() + "/sub/.env")->kind, MountKind::MaskFile);
+  EXPECT_EQ(find_target(*plan, readable.path() + "/keep"), nullptr);
+
+  // A rule reaching the workspace in rw mode: the workspace is a view as well.
+  auto q = p;
+  q.filesystem.protect = {pat(".git/hooks/**", home.path())};
+  plan = build_plan(q, {"true"}, h);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_EQ(find_target(*plan, plan->workspace)->kind, MountKind::FsView);
+  ASSERT_EQ(plan->views.size(), 2u);
+
+  // Where cordon-fs cannot run: refused, naming the grant, the rule and the fixes.
+  h.fs_views = false;
+  h.no_fs_views_reason = "/dev/fuse is not readable and writable by uid 1000";
+  std::string e = plan_error(p, h);
+  EXPECT_NE(e.find("filesystem.write[0] \"" + grant.path() + "\": filesystem.deny_write[0] (\"" +
+                   grant.path() + "/settings.json\") must hold inside it"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("/dev/fuse is not readable"), std::string::npos) << e;
+  EXPECT_NE(e.find("--read"), std::string::npos) << e;
+  e = plan_error(q, h);
+  EXPECT_NE(e.find("--mode cow"), std::string::npos) << e;
+
+  // A rule covering a whole write grant makes it read-only; a denied one is not shown.
+  auto r = p;
+  r.filesystem.deny_write = {pat(grant.path(), home.path())};
+  r.filesystem.deny.push_back(pat(plain.path(), home.path()));
+  plan = build_plan(r, {"true"}, h);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_EQ(find_target(*plan, grant.path())->kind, MountKind::BindRo);
+  EXPECT_EQ(find_target(*plan, plain.path()), nullptr);
+}
+
+TEST(Plan, HostLoopbackServicesAreCapturedPortByPort) {
+  TempDir ws, home;
+  auto p = rw_policy(ws.path());
+  std::string why;
+  for (const char* a : {"localhost:11434", "127.0.0.1:8000-8100", "api.test:443"}) {
+    p.network.allow.push_back(*policy::HostPattern::parse(a, &why));
+  }
+  auto plan = build_plan(p, {"true"}, facts(ws.path(), home.path()));
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  ASSERT_EQ(plan->loopback_services.size(), 3u);  // localhost is 127.0.0.1 and ::1
+  EXPECT_EQ(plan->loopback_services[0].net.addr.to_string(), "127.0.0.1");
+  EXPECT_EQ(plan->loopback_services[1].net.addr.to_string(), "::1");
+  EXPECT_EQ(plan->loopback_services[0].port_lo, 11434);
+  EXPECT_EQ(plan->loopback_services[2].port_lo, 8000);
+  EXPECT_EQ(plan->loopback_services[2].port_hi, 8100);
+  p.network.allow.push_back(*policy::HostPattern::parse("localhost:15080", &why));
+  EXPECT_NE(plan_error(p, facts(ws.path(), home.path())).find("includes port 15080"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -22,6 +22,18 @@ namespace cordon::testing {
 
 inline std::string cordon_bin() { return build_path("launcher/cordon"); }
 
+// cordon-fs can mount for this user (root, or read-write /dev/fuse and fusermount3): the
+// read-write workspace and write grants with rules inside are served through cordon-fs views,
+// which cordon refuses to do without (it never holds those rules for existing files only).
+inline bool fs_views_here() {
+  return ::geteuid() == 0 ||
+         (::access("/dev/fuse", R_OK | W_OK) == 0 && ::access("/usr/bin/fusermount3", X_OK) == 0);
+}
+
+// The mode of a writable workspace this user can have with the default rules: rw where views
+// run, else cow (on kernel overlayfs), where what the program writes stays in the session.
+inline const char* writable_mode() { return fs_views_here() ? "rw" : "cow"; }
+
 inline void write_text(const std::string& path, const std::string& content, mode_t mode = 0644) {
   std::ofstream(path) << content;
   ::chmod(path.c_str(), mode);
@@ -71,10 +83,10 @@ class SandboxFixture {
     }
     return run_program(argv, spec);
   }
-  // The common case: read-write workspace, no summary, a shell snippet.
+  // The common case: a writable workspace (writable_mode()), no summary, a shell snippet.
   RunResult sh(const std::string& script, std::vector<std::string> flags = {},
                RunSpec spec = {}) const {
-    flags.insert(flags.begin(), {"-q", "--mode", "rw"});
+    flags.insert(flags.begin(), {"-q", "--mode", writable_mode()});
     return run(flags, {"/bin/sh", "-c", script}, std::move(spec));
   }
 

@@ -11,6 +11,9 @@ namespace {
 
 TEST(SandboxFs, RealHomeIsInvisible) {
   SandboxFixture f;
+  // As root: a workspace owner the user database does not know, whose "~" is the invoking
+  // user's, so $HOME inside is the fake home (identity_test.cc covers real users' homes).
+  f.make_workspace_owned();
   write_text(f.home() + "/canary.txt", "CANARY-6b1f\n");
   ::mkdir((f.home() + "/.ssh").c_str(), 0700);
   write_text(f.home() + "/.ssh/id_ed25519", "PRIVATE-KEY-6b1f\n");

@@ -419,7 +419,7 @@ TEST(Seccomp, InstallWithoutNoNewPrivsFailsClearlyWhenUnprivileged) {
     return st.ok() ? std::string("installed") : st.error().to_string();
   });
   ASSERT_TRUE(r.exited_ok());
-  EXPECT_NE(r.out.find("PR_SET_SECCOMP"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("seccomp(SECCOMP_SET_MODE_FILTER)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("drop_privileges"), std::string::npos) << r.out;
 }
 

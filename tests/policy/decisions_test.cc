@@ -169,5 +169,67 @@ TEST(EnvPolicy, DenyGlobsAreCaseInsensitive) {
   EXPECT_FALSE(none.is_denied("GITHUB_TOKEN"));
 }
 
+TEST(DecideIp, LocalhostNamesTheHostLoopbackOnItsPortsOnly) {
+  Policy p = load(R"({"network": {"allow": ["localhost:11434", "api.test:443"],
+                                  "resolve": {"api.test": "127.0.0.1"}}})");
+  const NetworkPolicy& n = p.network;
+  // Transparent connections arrive by address: 127.0.0.1 and ::1 are what localhost stands for.
+  EXPECT_EQ(n.decide_ip(ip("127.0.0.1"), 11434), (Decision{true, "network.allow[0]"}));
+  EXPECT_EQ(n.decide_ip(ip("::1"), 11434), (Decision{true, "network.allow[0]"}));
+  EXPECT_FALSE(n.decide_ip(ip("127.0.0.1"), 22).allow);
+  EXPECT_FALSE(n.decide_ip(ip("127.0.0.2"), 11434).allow);
+  EXPECT_FALSE(n.decide_ip(ip("198.51.100.1"), 11434).allow);
+  // By name (CONNECT, SOCKS, the proxy's DNS): the name's ports only, and the host resolving
+  // it to loopback is covered by the same entry.
+  EXPECT_EQ(n.decide_name("localhost", 11434), (Decision{true, "network.allow[0]"}));
+  EXPECT_FALSE(n.decide_name("localhost", 22).allow);
+  auto by_name = n.decide_destination("localhost", 11434);
+  EXPECT_TRUE(n.check_resolved("localhost", ip("127.0.0.1"), 11434, false, by_name).allow);
+  EXPECT_TRUE(n.check_resolved("localhost", ip("::1"), 11434, false, by_name).allow);
+  // A deny "localhost" refuses the addresses too.
+  Policy q = load(R"({"network": {"allow": ["127.0.0.1:80"], "deny": ["localhost:80"]}})");
+  EXPECT_EQ(q.network.decide_ip(ip("127.0.0.1"), 80), (Decision{false, "network.deny[0]"}));
+}
+
+TEST(RulesBeneath, NamesTheRulesThatReachIntoAGrantOrTheWorkspace) {
+  Policy p = load(R"({"filesystem": {"write": ["~/.claude", "~/out"],
+      "deny": ["**/.env", "~/.ssh"], "deny_write": ["~/.claude/settings.json"],
+      "protect": ["~/.claude/hooks/**", ".git/hooks/**"]}})");
+  const FilesystemPolicy& f = p.filesystem;
+  auto rules = [&](std::string_view dir, bool ws) {
+    std::vector<std::string> out;
+    for (const auto& r : f.rules_beneath(dir, ws)) {
+      out.push_back(r.rule + "=" + r.text);
+    }
+    return out;
+  };
+  EXPECT_EQ(rules("/home/alice/.claude", false),
+            (std::vector<std::string>{"filesystem.deny[0]=**/.env",
+                                      "filesystem.deny_write[0]=~/.claude/settings.json",
+                                      "filesystem.protect[0]=~/.claude/hooks/**"}));
+  EXPECT_EQ(rules("/home/alice/out", false),
+            (std::vector<std::string>{"filesystem.deny[0]=**/.env"}));
+  // The workspace: relative rules apply there, and absolute ones that reach into it.
+  EXPECT_EQ(rules("/srv/proj", true),
+            (std::vector<std::string>{"filesystem.deny[0]=**/.env",
+                                      "filesystem.protect[1]=.git/hooks/**"}));
+  EXPECT_EQ(rules("/home/alice", true).size(), 5u);  // ~/.ssh and the ~/.claude rules too
+  Policy none = load(R"({"filesystem": {"deny": [], "protect": [], "write": ["/x"]}})");
+  EXPECT_TRUE(none.filesystem.rules_beneath("/x", false).empty());
+  EXPECT_TRUE(none.filesystem.rules_beneath("/srv/proj", true).empty());
+}
+
+TEST(DecideWrite, AbsoluteRulesDecideWorkspacePathsByTheirHostPath) {
+  Policy p = load(R"({"filesystem": {"mode": "rw", "deny": ["/srv/proj/secrets"],
+                                     "deny_write": ["/srv/proj/vendor/**"], "protect": []}})");
+  const FilesystemPolicy& f = p.filesystem;
+  EXPECT_TRUE(f.decide_read("secrets/a").allow);  // relative alone: the rule cannot see it
+  EXPECT_EQ(f.decide_read("secrets/a", "/srv/proj/secrets/a"),
+            (Decision{false, "filesystem.deny[0]"}));
+  EXPECT_EQ(f.decide_write("vendor/x", "/srv/proj/vendor/x"),
+            (Decision{false, "filesystem.deny_write[0]"}));
+  EXPECT_EQ(f.decide_write("src/x", "/srv/proj/src/x"), (Decision{true, "filesystem.mode (rw)"}));
+}
+
 }  // namespace
 }  // namespace cordon::policy

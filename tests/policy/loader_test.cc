@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "policy/serialize.h"
 #include "tests/support/test_env.h"
 
 namespace cordon::policy {
@@ -303,6 +304,29 @@ TEST(ParsePolicy, EveryErrorNamesFieldPathValueAndWhatIsAccepted) {
       {R"({"process": {"hostname": "a_b"}})", "process.hostname", {"\"a_b\""}},
       {R"({"process": {"hostname": ""}})", "process.hostname", {"\"\""}},
       {R"({"process": {"exec_allow": [null]}})", "process.exec_allow[0]", {"null"}},
+      // The user-namespace filters are lifted by nested_sandbox only: `check` agrees with `run`.
+      {R"({"process": {"seccomp": {"allow": ["ptrace", "unshare"]}}})",
+       "process.seccomp.allow[1]",
+       {"\"unshare\" cannot be allowed", "process.nested_sandbox: true"}},
+      {R"({"process": {"seccomp": {"allow": ["clone3"]}}})",
+       "process.seccomp.allow[0]",
+       {"\"clone3\""}},
+      {R"({"process": {"seccomp": {"deny": ["execve"]}}})",
+       "process.seccomp.deny[0]",
+       {"\"execve\" cannot be denied", "exec_allow"}},
+      {R"({"process": {"nested_sandbox": "yes"}})", "process.nested_sandbox", {"true or false"}},
+      {R"({"process": {"exec_allow": ["/usr/bin/**"], "nested_sandbox": true}})",
+       "process.nested_sandbox",
+       {"process.exec_allow", "Landlock"}},
+      {R"({"process": {"env": {"pass": ["*_KEY"]}}})",
+       "process.env.pass[0]",
+       {"\"*_KEY\"", "no globs"}},
+      // The host's loopback on every port would hand over every local service.
+      {R"({"network": {"allow": ["localhost"]}})",
+       "network.allow[0]",
+       {"\"localhost\"", "every port", "localhost:11434"}},
+      {R"({"network": {"allow": ["a.test", "127.0.0.0/8"]}})", "network.allow[1]", {"every port"}},
+      {R"({"network": {"allow": ["[::1]"]}})", "network.allow[0]", {"every port"}},
   };
   for (const auto& c : cases) {
     PolicyError e = error_of(c.text);
@@ -482,6 +506,98 @@ TEST(LoadPolicyFile, ClearErrorsForMissingDirectoryUnreadableAndHuge) {
     std::string e = file_error(locked);
     EXPECT_NE(e.find("Permission denied"), std::string::npos) << e;
   }
+}
+
+TEST(ParsePolicy, ReadsTheAgentFields) {
+  Policy p = load(R"({"process": {"nested_sandbox": true,
+      "env": {"pass": ["ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY", "OTHER"]}},
+      "network": {"allow": ["localhost:11434", "127.0.0.1:8000-8100", "[::1]:9000"]}})");
+  EXPECT_TRUE(p.process.nested_sandbox);
+  EXPECT_EQ(p.process.env.pass, (std::vector<std::string>{"ANTHROPIC_API_KEY", "OTHER"}));
+  EXPECT_TRUE(p.process.env.is_secret("OTHER"));         // passed: a secret, by name
+  EXPECT_TRUE(p.process.env.is_secret("GITHUB_TOKEN"));  // denied: a secret
+  EXPECT_FALSE(p.process.env.is_secret("PATH"));
+  EXPECT_FALSE(load("{}").process.nested_sandbox);  // off by default
+  for (const auto& a : p.network.allow) {
+    EXPECT_TRUE(a.names_host_loopback()) << a.text;
+  }
+}
+
+TEST(ApplyOverride, FlagsGoThroughTheFieldValidators) {
+  Policy p = load("{}");
+  auto refusal = [&](const Override& o) -> std::string {
+    Policy q = p;
+    try {
+      apply_override(q, o, opts());
+    } catch (const PolicyError& e) {
+      EXPECT_EQ(q, p) << "a refused flag changed the policy";
+      return e.what();
+    }
+    ADD_FAILURE() << "accepted " << o.flag << " " << o.value.dump();
+    return {};
+  };
+  std::string e = refusal({"--read", "filesystem.read", "rel/path", Override::How::Append});
+  EXPECT_EQ(e.rfind("--read: filesystem.read[0]: \"rel/path\" is relative", 0), 0u) << e;
+  e = refusal({"--write", "filesystem.write", "/tmp/*", Override::How::Append});
+  EXPECT_NE(e.find("--write: filesystem.write[0]"), std::string::npos) << e;
+  EXPECT_NE(e.find("glob"), std::string::npos) << e;
+  e = refusal({"--memory", "process.memory", "12Q", Override::How::Set});
+  EXPECT_EQ(e.rfind("--memory: process.memory: \"12Q\" is not a size", 0), 0u) << e;
+  e = refusal({"--cpus", "process.cpus", 5000, Override::How::Set});
+  EXPECT_NE(e.find("--cpus: process.cpus: 5000 is out of range"), std::string::npos) << e;
+  e = refusal({"--env-pass", "process.env.pass", "A-B", Override::How::Append});
+  EXPECT_NE(e.find("--env-pass: process.env.pass[0]: \"A-B\""), std::string::npos) << e;
+  e = refusal({"--allow-host", "network.allow", "127.0.0.1", Override::How::Append});
+  EXPECT_NE(e.find("--allow-host: network.allow[0]"), std::string::npos) << e;
+  EXPECT_NE(e.find("every port"), std::string::npos) << e;
+
+  // Appends keep what the policy had; sets replace; merges add keys.
+  apply_override(p, {"--read", "filesystem.read", "~/.gitconfig", Override::How::Append}, opts());
+  apply_override(p, {"--read", "filesystem.read", "/opt/tool", Override::How::Append}, opts());
+  apply_override(p, {"--write", "filesystem.write", "~/.claude", Override::How::Append}, opts());
+  apply_override(p, {"--memory", "process.memory", "2G", Override::How::Set}, opts());
+  apply_override(p, {"--env-set", "process.env.set", {{"A", "1"}}, Override::How::Merge}, opts());
+  apply_override(p, {"--env-set", "process.env.set", {{"B", "2"}}, Override::How::Merge}, opts());
+  ASSERT_EQ(p.filesystem.read.size(), 2u);
+  EXPECT_EQ(p.filesystem.read[0].expanded, "/home/alice/.gitconfig");
+  EXPECT_EQ(p.filesystem.read[1].expanded, "/opt/tool");
+  ASSERT_EQ(p.filesystem.write.size(), 1u);
+  EXPECT_EQ(p.filesystem.write[0].expanded, "/home/alice/.claude");
+  EXPECT_EQ(p.process.memory, 2ull << 30);
+  EXPECT_EQ(p.process.env.set, (std::map<std::string, std::string>{{"A", "1"}, {"B", "2"}}));
+  EXPECT_EQ(p.filesystem.deny, load("{}").filesystem.deny);  // the defaults stay
+}
+
+TEST(WidenHomeRules, TildeRulesHoldUnderEveryHomeInPlay) {
+  Policy p = load(R"({"filesystem": {"deny_write": ["~/.claude/settings.json", "/etc/x"]}})");
+  size_t denies = p.filesystem.deny.size();
+  widen_home_rules(p, {"/root", "/home/bob"});
+  auto has = [](const std::vector<PathPattern>& v, const std::string& path) {
+    for (const auto& r : v) {
+      if (r.expanded == path) {
+        return r.text == path || r.text[0] == '~';
+      }
+    }
+    return false;
+  };
+  for (const char* home : {"/home/alice", "/root", "/home/bob"}) {
+    std::string h = home;
+    EXPECT_TRUE(has(p.filesystem.deny, h + "/.ssh")) << h;
+    EXPECT_TRUE(has(p.filesystem.deny, h + "/.aws")) << h;
+    EXPECT_TRUE(has(p.filesystem.deny, h + "/.netrc")) << h;
+    EXPECT_TRUE(has(p.filesystem.deny_write, h + "/.claude/settings.json")) << h;
+  }
+  // Appended after what the policy had: earlier rules keep their index; the globs are shared.
+  EXPECT_EQ(p.filesystem.deny[0].text, "~/.ssh");
+  EXPECT_EQ(p.filesystem.deny.size(), denies + 2 * 11);  // the 11 "~" secrets, twice more
+  EXPECT_EQ(p.filesystem.deny_write.size(), 4u);
+  // Written out as the paths they name, so policy.json re-reads the same under any home.
+  Policy again = parse_policy(to_json(p).dump(), opts());
+  EXPECT_EQ(again.filesystem.deny, p.filesystem.deny);
+  EXPECT_EQ(again.filesystem.deny_write, p.filesystem.deny_write);
+  LoadOptions other = opts();
+  other.home = "/home/carol";
+  EXPECT_TRUE(has(parse_policy(to_json(p).dump(), other).filesystem.deny, "/root/.ssh"));
 }
 
 }  // namespace

@@ -255,5 +255,38 @@ TEST(PathPattern, HostilePatternsStayFast) {
   EXPECT_TRUE(d.matches(path + "x"));
 }
 
+TEST(PathPattern, MayMatchBeneathADirectoryWhetherOrNotThePathExists) {
+  struct Case {
+    const char* pattern;
+    const char* dir;
+    bool beneath;
+  } cases[] = {
+      {"~/.claude/settings.json", "/home/alice/.claude", true},
+      {"~/.claude/hooks/**", "/home/alice/.claude", true},
+      {"~/.claude/hooks/**", "/home/alice/.claude/hooks", true},  // the directory itself
+      {"~/.claude", "/home/alice/.claude/projects", true},        // an ancestor: all of it
+      {"~/.claude/settings.json", "/home/alice/.codex", false},
+      {"~/.claude/settings.json", "/home/alice/.claude/hooks", false},
+      {"/home/*/.claude/x", "/home/alice/.claude", true},
+      {"/home/*/.claude/x", "/home/alice/.codex", false},
+      {"/home/**/x.json", "/home/alice/.claude", true},
+      {"/home/**/hooks/*", "/opt", false},
+      {"/etc/x", "/", true},
+      {"**/.env", "a/b", true},  // relative with relative
+      {".git/hooks/**", "src", false},
+      {".git/hooks/**", ".git", true},
+      {"~/.ssh", "/home/alice/.claude", false},
+      {"/home/alice/.claude/*.json", "/home/alice/.claude", true},
+      {"/home/alice/.claude/*.json", "/home/alice/.claude/sub", false},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(must_parse(c.pattern).may_match_beneath(c.dir), c.beneath)
+        << c.pattern << " beneath " << c.dir;
+  }
+  // An absolute pattern says nothing about a relative path, nor the other way round.
+  EXPECT_FALSE(must_parse("**/.env").may_match_beneath("/home/alice"));
+  EXPECT_FALSE(must_parse("/a/b").may_match_beneath("a"));
+}
+
 }  // namespace
 }  // namespace cordon::policy

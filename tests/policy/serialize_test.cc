@@ -88,7 +88,8 @@ TEST(Explain, DefaultPolicyInPlainWords) {
   std::string e = explain(default_policy(opts()));
   for (const char* line : {
            "network: no outbound connections (network.allow is empty)\n",
-           "filesystem: workspace . copy-on-write; quota 1 GiB / 100000 inodes\n",
+           "filesystem: workspace . copy-on-write; quota 1 GiB / 100000 inodes; through cordon-fs "
+           "deny, deny_write and protect are decided at every access",
            "process: memory 1 GiB, 1 CPU, 512 tasks, timeout 30m\n",
            "environment: keeps PATH, HOME, LANG",
            "strips *TOKEN*, *SECRET*",
@@ -110,14 +111,16 @@ TEST(Explain, NamesEachRuleWithItsPath) {
            "network: allow any subdomain of githubusercontent.com any port (network.allow[1])\n",
            "network: allow addresses in 10.0.0.0/8 any port (network.allow[3])\n",
            "network: allow 2001:db8::1 port 443 (network.allow[4])\n",
-           "network: allow localhost ports 8000-8100 (network.allow[6])\n",
+           "network: allow localhost ports 8000-8100 (network.allow[6]): a service on the host's "
+           "own loopback",
            "network: deny 169.254.169.254 any port (network.deny[0], wins over allow)\n",
            "network: api.test resolves to 127.0.0.1 (network.resolve)\n",
            "network: upload budget 1.5 GiB, download budget 1000 bytes\n",
            "filesystem: workspace ~/proj read-write",
            "quota no byte limit / 12345 inodes",
-           "filesystem: read-only /home/alice/.gitconfig (filesystem.read[0])\n",
-           "filesystem: read-write /tmp/out (filesystem.write[0])\n",
+           "filesystem: read-only /home/alice/.gitconfig (filesystem.read[0]); what "
+           "filesystem.deny names in it is hidden at start",
+           "filesystem: read-write /tmp/out (filesystem.write[0]); inside it **/*.pem hold",
            "shown as missing",
            "filesystem: /tmp without a size limit\n",
            "process: memory 3 MiB, 0.25 CPUs, unlimited tasks, timeout 1d2h3m4s5ms\n",
@@ -129,6 +132,66 @@ TEST(Explain, NamesEachRuleWithItsPath) {
     EXPECT_NE(e.find(line), std::string::npos) << "missing [" << line << "] in:\n" << e;
   }
   EXPECT_EQ(e.find("write-protected"), std::string::npos);  // protect: [] lifted it
+}
+
+TEST(ToRecordJson, SecretValuesAreNeverWritten) {
+  Policy p = parse_policy(R"({"process": {"env": {
+      "set": {"CI": "1", "OPENAI_API_KEY": "sk-live-123", "MY_SECRET_X": "hunter2",
+              "PASSED": "also-secret"},
+      "pass": ["PASSED", "ANTHROPIC_API_KEY"]}}})",
+                          opts());
+  std::string text = to_record_json(p).dump();
+  for (const char* value : {"sk-live-123", "hunter2", "also-secret"}) {
+    EXPECT_EQ(text.find(value), std::string::npos) << value << " in " << text;
+  }
+  auto set = to_record_json(p)["process"]["env"]["set"];
+  EXPECT_EQ(set["CI"], "1");  // not a secret: kept as it is
+  EXPECT_EQ(set["OPENAI_API_KEY"], kRedactedValue);
+  EXPECT_EQ(set["MY_SECRET_X"], kRedactedValue);
+  EXPECT_EQ(set["PASSED"], kRedactedValue);
+  // Names stay, and the record still parses as a policy.
+  Policy back = parse_policy(to_record_json(p).dump(), opts());
+  EXPECT_EQ(back.process.env.pass, p.process.env.pass);
+  EXPECT_EQ(back.process.env.set.size(), 4u);
+  EXPECT_EQ(to_json(p)["process"]["env"]["set"]["OPENAI_API_KEY"], "sk-live-123");  // faithful
+}
+
+TEST(Explain, SaysHowRulesHoldInsideGrantsAndTheAgentSettings) {
+  Policy p = parse_policy(R"({"filesystem": {"mode": "rw", "read": ["/opt/tool"],
+      "write": ["~/.claude", "~/.ssh/x"], "deny_write": ["~/.claude/settings.json"],
+      "protect": ["~/.claude/hooks/**"]},
+      "network": {"allow": ["localhost:11434"]},
+      "process": {"nested_sandbox": true,
+                  "env": {"keep": ["PATH", "GITHUB_TOKEN"], "pass": ["ANTHROPIC_API_KEY"],
+                          "set": {"CI": "1", "X_TOKEN": "v"}}}})",
+                          opts());
+  std::string e = explain(p);
+  for (const char* line : {
+           "network: allow localhost port 11434 (network.allow[0]): a service on the host's own "
+           "loopback; the sandbox's other loopback ports stay its own",
+           "read-write (changes go straight to disk); quota",
+           "through a cordon-fs view, so deny, deny_write and protect are decided at every access",
+           "filesystem: read-write /home/alice/.claude (filesystem.write[0]); inside it "
+           "~/.claude/settings.json, ~/.claude/hooks/**, **/.env, **/.env.local and 5 more hold "
+           "for files created, renamed or linked later too",
+           "filesystem: not shown: /home/alice/.ssh/x (filesystem.write[1]), filesystem.deny[0] "
+           "wins",
+           "filesystem: read-only /opt/tool (filesystem.read[0]); what filesystem.deny names in "
+           "it is hidden at start",
+           "process: may create user and mount namespaces and mount in them "
+           "(process.nested_sandbox)",
+           "RISK: a new user namespace hands the program every capability",
+           "environment: passes ANTHROPIC_API_KEY from the host (process.env.pass) although "
+           "process.env.deny[4] (\"*API_KEY*\") matches it; its value is never recorded",
+           "environment: GITHUB_TOKEN is kept but never passed: process.env.deny[0]",
+           "environment: sets CI (process.env.set)\n",
+           "environment: sets X_TOKEN (process.env.set), secrets whose values are not recorded",
+       }) {
+    EXPECT_NE(e.find(line), std::string::npos) << "missing [" << line << "] in:\n" << e;
+  }
+  Policy d = default_policy(opts());
+  EXPECT_NE(explain(d).find("process: creating user namespaces is refused and recorded"),
+            std::string::npos);
 }
 
 }  // namespace

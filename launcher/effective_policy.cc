@@ -1,0 +1,122 @@
+// Reading the run's policy: file, flags, whose home "~" is, and the other homes' secrets.
+#include "launcher/effective_policy.h"
+
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdlib>
+#include <optional>
+
+#include "launcher/identity.h"
+
+namespace cordon::launcher {
+namespace {
+
+using policy::Override;
+using How = policy::Override::How;
+
+// Counts are numbers in the policy file: a flag's text becomes one when it reads as one, so the
+// loader's message for "--pids abc" is the same as for "pids": "abc" in a file.
+nlohmann::json number_or_text(const std::string& text) {
+  if (!text.empty() && text.find_first_not_of("0123456789.eE+-") == std::string::npos) {
+    auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_number()) {
+      return j;
+    }
+  }
+  return text;
+}
+
+policy::Policy read_policy(const RunOptions& o, const std::string& home) {
+  policy::LoadOptions lo;
+  lo.home = home;
+  policy::Policy p =
+      o.policy_file ? policy::load_policy_file(*o.policy_file, lo) : policy::default_policy(lo);
+  for (const Override& ov : run_overrides(o)) {
+    policy::apply_override(p, ov, lo);
+  }
+  return p;
+}
+
+// The workspace as the plan will resolve it ("~" as the invoking user's home), when it exists.
+std::optional<std::string> resolved_workspace(const policy::Policy& p, const HostFacts& host,
+                                              const std::string& home) {
+  std::string ws = p.filesystem.workspace.empty() ? "." : p.filesystem.workspace;
+  if (ws == "~" || ws.rfind("~/", 0) == 0) {
+    ws = home + ws.substr(1);
+  }
+  if (ws[0] != '/') {
+    ws = host.cwd + "/" + ws;
+  }
+  char buf[PATH_MAX];
+  if (::realpath(ws.c_str(), buf) == nullptr) {
+    return std::nullopt;
+  }
+  return std::string(buf);
+}
+
+}  // namespace
+
+std::vector<Override> run_overrides(const RunOptions& o) {
+  std::vector<Override> out;
+  auto set = [&](const char* flag, const char* field, const std::optional<std::string>& v,
+                 bool numeric = false) {
+    if (v) {
+      out.push_back({flag, field, numeric ? number_or_text(*v) : nlohmann::json(*v), How::Set});
+    }
+  };
+  set("--workspace", "filesystem.workspace", o.workspace);
+  set("--mode", "filesystem.mode", o.mode);
+  set("--memory", "process.memory", o.memory);
+  set("--cpus", "process.cpus", o.cpus, true);
+  set("--pids", "process.pids", o.pids, true);
+  set("--nofile", "process.nofile", o.nofile, true);
+  set("--timeout", "process.timeout", o.timeout);
+  for (const auto& v : o.read) {
+    out.push_back({"--read", "filesystem.read", v, How::Append});
+  }
+  for (const auto& v : o.write) {
+    out.push_back({"--write", "filesystem.write", v, How::Append});
+  }
+  for (const auto& v : o.env_keep) {
+    out.push_back({"--env-keep", "process.env.keep", v, How::Append});
+  }
+  for (const auto& v : o.env_pass) {
+    out.push_back({"--env-pass", "process.env.pass", v, How::Append});
+  }
+  for (const auto& kv : o.env_set) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw policy::PolicyError("--env-set", "", "\"" + kv + "\" is not NAME=VALUE");
+    }
+    out.push_back({"--env-set", "process.env.set",
+                   nlohmann::json{{kv.substr(0, eq), kv.substr(eq + 1)}}, How::Merge});
+  }
+  for (const auto& h : o.allow_host) {
+    out.push_back({"--allow-host", "network.allow", h, How::Append});
+  }
+  return out;
+}
+
+policy::Policy load_effective_policy(const RunOptions& o, const HostFacts& host) {
+  const std::string invoking = invoking_home(host);
+  policy::Policy p = read_policy(o, invoking);
+  auto ws = resolved_workspace(p, host, invoking);
+  if (!ws) {
+    return p;
+  }
+  struct stat st {};
+  if (::stat(ws->c_str(), &st) != 0) {
+    return p;
+  }
+  Identity id = choose_identity(host, st);
+  if (id.home != invoking) {
+    p = read_policy(o, id.home);
+  }
+  // Settled: the workspace is the one found with the invoking user's "~".
+  p.filesystem.workspace = *ws;
+  policy::widen_home_rules(p, id.other_homes);
+  return p;
+}
+
+}  // namespace cordon::launcher

