@@ -78,7 +78,7 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
     }
     out.kind = head.status == wire::ParseStatus::Done ? "http" : "opaque";
     out.claimed = head.host;
-    if (head.status == ParseStatus::Done) {
+    if (head.status == wire::ParseStatus::Done) {
       out.method = head.method;
     }
     break;

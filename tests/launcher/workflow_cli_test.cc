@@ -277,5 +277,36 @@ TEST(WorkflowCli, OverlayFallbackIsStatedAndItsLayerReviewable) {
   EXPECT_NE(cordon(f, {"diff", "last", "--stat"}).out.find("0 changes"), std::string::npos);
 }
 
+// The names, link targets and lines the agent wrote reach the reviewer's terminal only as text:
+// an OSC 52 in a name (which would set the host's clipboard) or a title escape in a line shows as
+// \x1b..., in `cordon diff`, `--stat` and `cordon commit`'s list.
+TEST(WorkflowCli, EscapeSequencesTheAgentWroteNeverReachTheTerminal) {
+  REQUIRE_FUSE();
+  SandboxFixture f;
+  populate(f);
+  auto r = f.run({}, {"/bin/sh", "-c",
+                      "printf 'x\\n' > \"$(printf 'clip\\033]52;c;cm0gLXJmIH4=\\007.txt')\"; "
+                      "printf 'line one\\nline \\033]0;owned\\007two\\tend\\n' > mod.txt; "
+                      "ln -s \"$(printf '\\033[2J')\" link"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  auto stat = cordon(f, {"diff", "last", "--stat"});
+  ASSERT_EQ(stat.exit_code(), 0) << stat.err;
+  EXPECT_NE(stat.out.find("A clip\\x1b]52;c;cm0gLXJmIH4=\\x07.txt  (2 bytes)\n"), std::string::npos)
+      << stat.out;
+  auto full = cordon(f, {"diff", "last"});
+  ASSERT_EQ(full.exit_code(), 0) << full.err;
+  EXPECT_NE(full.out.find("+line \\x1b]0;owned\\x07two\tend\n"), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("  -> \\x1b[2J\n"), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("+++ b/clip\\x1b]52;c;cm0gLXJmIH4=\\x07.txt\n"), std::string::npos)
+      << full.out;
+  auto commit = cordon(f, {"commit", "last"});
+  ASSERT_EQ(commit.exit_code(), 0) << commit.err;
+  EXPECT_NE(commit.out.find("  clip\\x1b]52;c;cm0gLXJmIH4=\\x07.txt\n"), std::string::npos)
+      << commit.out;
+  for (const std::string* out : {&stat.out, &full.out, &commit.out, &commit.err}) {
+    EXPECT_EQ(out->find_first_of("\033\007"), std::string::npos) << *out;
+  }
+}
+
 }  // namespace
 }  // namespace cordon::testing
