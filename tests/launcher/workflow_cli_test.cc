@@ -291,17 +291,18 @@ TEST(WorkflowCli, EscapeSequencesTheAgentWroteNeverReachTheTerminal) {
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   auto stat = cordon(f, {"diff", "last", "--stat"});
   ASSERT_EQ(stat.exit_code(), 0) << stat.err;
-  EXPECT_NE(stat.out.find("A clip\\x1b]52;c;cm0gLXJmIH4=\\x07.txt  (2 bytes)\n"), std::string::npos)
+  EXPECT_NE(stat.out.find("A clip\\x1b]52;c;cm0gLXJmIH4=\\x07.txt  (2 bytes, 0644)\n"),
+            std::string::npos)
       << stat.out;
   auto full = cordon(f, {"diff", "last"});
   ASSERT_EQ(full.exit_code(), 0) << full.err;
   EXPECT_NE(full.out.find("+line \\x1b]0;owned\\x07two\tend\n"), std::string::npos) << full.out;
-  EXPECT_NE(full.out.find("  -> \\x1b[2J\n"), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find(" -> \\x1b[2J  (0777)\n"), std::string::npos) << full.out;
   EXPECT_NE(full.out.find("+++ b/clip\\x1b]52;c;cm0gLXJmIH4=\\x07.txt\n"), std::string::npos)
       << full.out;
   auto commit = cordon(f, {"commit", "last"});
   ASSERT_EQ(commit.exit_code(), 0) << commit.err;
-  EXPECT_NE(commit.out.find("  clip\\x1b]52;c;cm0gLXJmIH4=\\x07.txt\n"), std::string::npos)
+  EXPECT_NE(commit.out.find("  A clip\\x1b]52;c;cm0gLXJmIH4=\\x07.txt\n"), std::string::npos)
       << commit.out;
   for (const std::string* out : {&stat.out, &full.out, &commit.out, &commit.err}) {
     EXPECT_EQ(out->find_first_of("\033\007"), std::string::npos) << *out;
