@@ -546,6 +546,7 @@ TEST(Escape, ChrootIsRefused) {
 }
 
 TEST(Escape, SetuidFilesFromTheWorkspaceNeverGrantHostRoot) {
+  CORDON_REQUIRE(fs_views_here(), "rw mode for this user (cordon-fs views: root, or /dev/fuse)");
   Attack a;
   auto r = a.bash(
       "cp /bin/bash suid && chmod 4755 suid && chown 0:0 suid 2>&1; "
@@ -675,6 +676,7 @@ TEST(Escape, GitCannotBeRedirectedToAPlantedConfig) {
 // The same at any depth: filesystem.protect's "**/.git/commondir" covers a nested repository,
 // whose `.git` becomes read-only in rw mode while its commondir does not exist.
 TEST(Escape, NestedRepositoryCannotBeRedirectedEither) {
+  CORDON_REQUIRE(fs_views_here(), "rw mode for this user (cordon-fs views: root, or /dev/fuse)");
   Attack a;
   make_repo(a);
   ASSERT_EQ(run_program({"git", "init", "-q", a.ws() + "/sub"}).exit_code(), 0);
@@ -735,6 +737,7 @@ TEST(Escape, InitIsNotAnAttackSurface) {
 }
 
 TEST(Escape, LeakedHostFdIsUnusableInsideAndInInit) {
+  CORDON_REQUIRE(fs_views_here(), "rw mode for this user (cordon-fs views: root, or /dev/fuse)");
   Attack a;
   std::string secret_file = a.outside() + "/secret";
   int fd = ::open(secret_file.c_str(), O_RDONLY | O_CLOEXEC);
@@ -778,6 +781,7 @@ TEST(Escape, LeakedHostFdIsUnusableInsideAndInInit) {
 }
 
 TEST(Escape, LeakedHostFdContentNeverReachesTheProgram) {
+  CORDON_REQUIRE(fs_views_here(), "rw mode for this user (cordon-fs views: root, or /dev/fuse)");
   Attack a;
   std::string secret_file = a.outside() + "/secret";
   int fd = ::open(secret_file.c_str(), O_RDONLY | O_CLOEXEC);

@@ -12,6 +12,7 @@
 
 #include "launcher/session.h"
 #include "policy/loader.h"
+#include "tests/launcher/sandbox_fixture.h"
 #include "tests/support/sink_netns.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
@@ -466,8 +467,10 @@ TEST_F(LogTest, EndToEndRunThenLsAndLog) {
   TempDir ws;
   cordon::testing::RunSpec spec;
   spec.deadline = std::chrono::seconds(60);
-  auto run = cordon::testing::run_program(
-      {cordon, "run", "--mode", "rw", "-w", ws.path(), "--", "sh", "-c", "exit 7"}, spec);
+  auto run =
+      cordon::testing::run_program({cordon, "run", "--mode", cordon::testing::writable_mode(), "-w",
+                                    ws.path(), "--", "sh", "-c", "exit 7"},
+                                   spec);
   ASSERT_FALSE(run.timed_out);
   ASSERT_EQ(run.exit_code(), 7) << run.err;
   EXPECT_NE(run.err.find("cordon: session "), std::string::npos) << run.err;

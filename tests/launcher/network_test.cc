@@ -385,11 +385,11 @@ TEST(Network, AllowHostFlagGrantsAndTheSummaryListsTopHosts) {
   std::string u = n.url("/hello.txt");
   RunSpec spec;
   spec.deadline = std::chrono::seconds(60);
-  auto without = n.fixture().run({"--mode", "rw", "--policy", pins},
+  auto without = n.fixture().run({"--mode", writable_mode(), "--policy", pins},
                                  {"sh", "-c", "curl -sS -m 10 " + u + "; echo rc=$?"}, spec);
   EXPECT_THAT(without.out, HasSubstr("rc=6")) << without.out << without.err;  // no network at all
   auto with =
-      n.fixture().run({"--mode", "rw", "--policy", pins, "--allow-host",
+      n.fixture().run({"--mode", writable_mode(), "--policy", pins, "--allow-host",
                        "api.test:" + std::to_string(n.http_port())},
                       {"sh", "-c", "curl -sS " + u + " && curl -sS --noproxy '*' " + u}, spec);
   ASSERT_EQ(with.exit_code(), 0) << with.err;
@@ -407,7 +407,7 @@ TEST(Network, NoAllowMeansNoProxyAndNoRoute) {
   RunSpec spec;
   spec.deadline = std::chrono::seconds(60);
   auto r = n.fixture().run(
-      {"-q", "--mode", "rw", "--policy", pins},
+      {"-q", "--mode", writable_mode(), "--policy", pins},
       {"sh", "-c",
        "cat /etc/resolv.conf; env | grep -ci proxy; python3 -c 'import socket,errno\n"
        "try:\n  socket.create_connection((\"198.51.100.7\", 80), timeout=5)\n"
@@ -437,7 +437,7 @@ TEST(Network, ProxyKilledMidSessionLeavesNoNetwork) {
       "--workspace",
       n.fixture().ws(),
       "--mode",
-      "rw",
+      writable_mode(),
       "--policy",
       n.policy(),
       "--",

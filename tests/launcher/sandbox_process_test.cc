@@ -10,8 +10,8 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/support/host_procs.h"
 #include "tests/launcher/sandbox_fixture.h"
+#include "tests/support/host_procs.h"
 
 namespace cordon::testing {
 namespace {
@@ -59,13 +59,13 @@ TEST(SandboxProcess, ExitStatusesPropagate) {
   EXPECT_EQ(f.sh("kill -KILL $$").exit_code(), 128 + SIGKILL);
   EXPECT_EQ(f.sh("kill -SEGV $$").exit_code(), 128 + SIGSEGV);
 
-  auto nf = f.run({"-q", "--mode", "rw"}, {"no-such-command-x9"});
+  auto nf = f.run({"-q", "--mode", writable_mode()}, {"no-such-command-x9"});
   EXPECT_EQ(nf.exit_code(), 127);
   EXPECT_NE(nf.err.find("cordon: no-such-command-x9: command not found"), std::string::npos)
       << nf.err;
 
   write_text(f.ws() + "/not-exec.sh", "#!/bin/sh\necho hi\n", 0644);
-  auto ne = f.run({"-q", "--mode", "rw"}, {"./not-exec.sh"});
+  auto ne = f.run({"-q", "--mode", writable_mode()}, {"./not-exec.sh"});
   EXPECT_EQ(ne.exit_code(), 126);
   EXPECT_NE(ne.err.find("not-exec.sh: Permission denied"), std::string::npos) << ne.err;
 }
@@ -76,15 +76,15 @@ TEST(SandboxProcess, PathLookupHappensInside) {
   ::mkdir((f.home() + "/bin").c_str(), 0755);
   write_text(f.home() + "/bin/host-only-tool", "#!/bin/sh\necho host\n", 0755);
   f.env()[0] = "PATH=" + f.home() + "/bin:/usr/bin:/bin";
-  auto r = f.run({"-q", "--mode", "rw"}, {"host-only-tool"});
+  auto r = f.run({"-q", "--mode", writable_mode()}, {"host-only-tool"});
   EXPECT_EQ(r.exit_code(), 127) << r.out;
-  auto ok = f.run({"-q", "--mode", "rw"}, {"true"});
+  auto ok = f.run({"-q", "--mode", writable_mode()}, {"true"});
   EXPECT_EQ(ok.exit_code(), 0) << ok.err;
 }
 
 TEST(SandboxProcess, PipesPassThrough) {
   SandboxFixture f;
-  auto r = f.run({"-q", "--mode", "rw"}, {"cat"}, RunSpec{.stdin_data = "hi\n"});
+  auto r = f.run({"-q", "--mode", writable_mode()}, {"cat"}, RunSpec{.stdin_data = "hi\n"});
   EXPECT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_EQ(r.out, "hi\n");
   auto e = f.sh("echo to-stderr >&2");
@@ -143,7 +143,7 @@ TEST(SandboxProcess, SignalsToCordonReachTheProgram) {
                                    "run",
                                    "-q",
                                    "--mode",
-                                   "rw",
+                                   writable_mode(),
                                    "--workspace",
                                    f.ws(),
                                    "--",
@@ -178,7 +178,7 @@ TEST(SandboxProcess, GroupSignalReachesTheProgramOnce) {
       "run",
       "-q",
       "--mode",
-      "rw",
+      writable_mode(),
       "--workspace",
       f.ws(),
       "--",
@@ -202,6 +202,8 @@ bool process_with_token_alive(const std::string& token) {
 }
 
 TEST(SandboxProcess, TimeoutKillsTheWholeTree) {
+  // The markers are read from the workspace itself: rw mode.
+  CORDON_REQUIRE(fs_views_here(), "rw mode for this user (cordon-fs views: root, or /dev/fuse)");
   SandboxFixture f;
   f.make_workspace_owned();
   write_text(f.home() + "/p.json", R"({"version": 1, "process": {"kill_grace": "500ms"}})");
@@ -213,8 +215,9 @@ TEST(SandboxProcess, TimeoutKillsTheWholeTree) {
       "sleep 0.05; done) & done; while [ ! -s marker.1 ] || [ ! -s marker.3 ]; do sleep 0.05; "
       "done; echo started; while :; do sleep 0.05; done";
   auto start = std::chrono::steady_clock::now();
-  auto r = f.run({"-q", "--mode", "rw", "--timeout", "3s", "--policy", f.home() + "/p.json"},
-                 {"/bin/sh", "-c", script, token});
+  auto r =
+      f.run({"-q", "--mode", writable_mode(), "--timeout", "3s", "--policy", f.home() + "/p.json"},
+            {"/bin/sh", "-c", script, token});
   auto took = std::chrono::steady_clock::now() - start;
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 124) << r.err;
@@ -275,7 +278,7 @@ TEST(SandboxProcess, NetworkAllowFailsClosedWithoutTheProxy) {
 
 TEST(SandboxProcess, SessionRecordIsWritten) {
   SandboxFixture f;
-  auto r = f.run({"--mode", "rw"}, {"/bin/sh", "-c", "exit 4"});
+  auto r = f.run({"--mode", writable_mode()}, {"/bin/sh", "-c", "exit 4"});
   EXPECT_EQ(r.exit_code(), 4);
   EXPECT_NE(r.err.find("cordon: session "), std::string::npos) << r.err;
   // --quiet: no summary.

@@ -128,8 +128,8 @@ TEST(Terminal, InteractiveBashThroughThePty) {
   SandboxFixture f;
   std::vector<std::string> env = f.env();
   env.push_back("TERM=dumb");
-  PtySession s({cordon_bin(), "run", "-q", "--mode", "rw", "--workspace", f.ws(), "--", "bash",
-                "--norc", "--noprofile", "-i"},
+  PtySession s({cordon_bin(), "run", "-q", "--mode", writable_mode(), "--workspace", f.ws(), "--",
+                "bash", "--norc", "--noprofile", "-i"},
                env, f.ws());
   s.send("PS1='cordon-prompt> '\n");
   ASSERT_TRUE(s.expect("cordon-prompt> ")) << s.output();
@@ -187,8 +187,9 @@ TEST(Terminal, InteractiveBashThroughThePty) {
 // Starts `cordon run -q --mode rw -- /bin/sh -c SCRIPT` in f's workspace with the pty `slave` as
 // its controlling terminal and stdin/stdout/stderr.
 pid_t start_on_terminal(SandboxFixture& f, int slave, const std::string& script) {
-  std::vector<std::string> argv = {cordon_bin(), "run", "-q",      "--mode", "rw",  "--workspace",
-                                   f.ws(),       "--",  "/bin/sh", "-c",     script};
+  std::vector<std::string> argv = {cordon_bin(),    "run",         "-q",   "--mode",
+                                   writable_mode(), "--workspace", f.ws(), "--",
+                                   "/bin/sh",       "-c",          script};
   std::vector<char*> a, e;
   for (auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
   a.push_back(nullptr);
@@ -320,10 +321,11 @@ TEST(Terminal, UnderScriptTheOutputIsTheProgramsAlone) {
   RunSpec spec;
   spec.env = f.env();
   spec.cwd = f.ws();
-  RunResult r = run_program(
-      {"script", "-qec", cordon_bin() + " run -q --mode rw --workspace " + f.ws() + " -- echo hi",
-       "/dev/null"},
-      spec);
+  RunResult r = run_program({"script", "-qec",
+                             cordon_bin() + " run -q --mode " + writable_mode() + " --workspace " +
+                                 f.ws() + " -- echo hi",
+                             "/dev/null"},
+                            spec);
   EXPECT_EQ(r.out, "hi\r\n") << r.err;
   EXPECT_EQ(r.exit_code(), 0) << r.err;
 }
