@@ -105,7 +105,7 @@ RecordLimiter::Verdict RecordLimiter::admit(std::string_view kind, size_t len, T
     return Verdict::kWrite;
   }
   if (!closed_.load(std::memory_order_relaxed)) {
-    if (fits_normal_part(len, fd)) {
+    if (file_size(fd) + len <= normal_end_) {
       return Verdict::kWrite;
     }
     closed_.store(true, std::memory_order_relaxed);
@@ -115,18 +115,6 @@ RecordLimiter::Verdict RecordLimiter::admit(std::string_view kind, size_t len, T
     count(f, true);
   }
   return said_.exchange(true) ? Verdict::kDropped : Verdict::kCapReached;
-}
-
-bool RecordLimiter::fits_normal_part(size_t len, int fd) {
-  const uint64_t since = since_check_.fetch_add(len, std::memory_order_relaxed) + len;
-  if (since < kRecheckBytes &&
-      known_size_.load(std::memory_order_relaxed) + since + kRecheckBytes <= normal_end_) {
-    return true;
-  }
-  const uint64_t size = file_size(fd);
-  known_size_.store(size, std::memory_order_relaxed);
-  since_check_.store(len, std::memory_order_relaxed);
-  return size + len <= normal_end_;
 }
 
 bool RecordLimiter::close_normal_part(int fd, std::string hit_line) {

@@ -90,23 +90,15 @@ class RecordLimiter {
     std::atomic<bool> pending{false};  // drops since the last report
   };
   std::optional<Drops> report(size_t i, bool now_or_never);
-  // Whether `len` more bytes keep the file within the normal part. The file's size is read
-  // (fstat) only when the estimate comes within kRecheckBytes of the end or this writer has
-  // appended kRecheckBytes since the last read: every writer then overshoots by less than that
-  // (plus one line), which the reserve absorbs, and the common path makes no syscall.
-  bool fits_normal_part(size_t len, int fd);
-  static constexpr uint64_t kRecheckBytes = 16 << 10;
   bool take_token(Family& f, int64_t now_ns);
   void count(Family& f, bool cap);
 
   RecordLimits limits_;
-  uint64_t normal_end_ = 0;                           // max_bytes - reserve()
-  std::atomic<uint64_t> known_size_{0};               // the file's size at the last fstat
-  std::atomic<uint64_t> since_check_{kRecheckBytes};  // appended since; the first admit reads
-  std::atomic<bool> closed_{false};                   // this writer has seen the normal part full
-  std::atomic<bool> said_{false};                     // ... and has offered limit.hit once
-  std::atomic<bool> ended_{false};  // a kLast line was written: nothing may follow it
-  std::mutex cap_mu_;               // threads of this writer: one in close_normal_part
+  uint64_t normal_end_ = 0;          // max_bytes - reserve()
+  std::atomic<bool> closed_{false};  // this writer has seen the normal part full
+  std::atomic<bool> said_{false};    // ... and has offered limit.hit once
+  std::atomic<bool> ended_{false};   // a kLast line was written: nothing may follow it
+  std::mutex cap_mu_;                // threads of this writer: one in close_normal_part
   Family families_[kFamilyCount];
 };
 
