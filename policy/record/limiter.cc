@@ -124,12 +124,16 @@ bool RecordLimiter::close_normal_part(int fd, std::string hit_line) {
   }
   bool wrote = false;
   uint64_t size = file_size(fd);
-  if (size < normal_end_) {
-    // Pad so that the file ends past the normal part: from then on no writer's check passes, and
+  // Writers that checked the size at the same time may all have written past the normal part's
+  // end before any of them found it full; only a file ending kClosedMargin past it has its
+  // limit.hit already.
+  const uint64_t closed_at = normal_end_ + kClosedMargin;
+  if (size < closed_at) {
+    // Pad so that the file ends at the closed mark: from then on no writer's check passes, and
     // a writer that takes the lock after us sees it closed. The padding is JSON whitespace.
     uint64_t end = size + hit_line.size();
-    if (end < normal_end_ && !hit_line.empty()) {
-      hit_line.insert(hit_line.size() - 1, normal_end_ - end, ' ');
+    if (end < closed_at && !hit_line.empty()) {
+      hit_line.insert(hit_line.size() - 1, closed_at - end, ' ');
     }
     wrote = write_all(fd, hit_line);
   }

@@ -61,8 +61,12 @@ class RecordLimiter {
   // Appends `hit_line` (the cap's limit.hit, newline included) unless another writer already
   // did: under an exclusive flock of the file (each writer has its own open file description, so
   // writers exclude each other), and padded with spaces before its newline so that the file then
-  // ends past the normal part, which every writer's next admit() sees. Returns true if written.
+  // ends kClosedMargin past the normal part, which every writer's next admit() sees. Returns true
+  // if written.
   bool close_normal_part(int fd, std::string hit_line);
+  // How far past the normal part the closing limit.hit makes the file end: more than the lines
+  // other writers can have in flight when they all pass the check at once (within the reserve).
+  static constexpr uint64_t kClosedMargin = 32 << 10;
 
   // Drops of one family by this writer, in total.
   struct Drops {
