@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -308,13 +309,23 @@ TEST_P(ReviewAttack, CommitKilledMidwayIsUndoneByDiscardOrFinishedByCommit) {
     while (!killed && std::chrono::steady_clock::now() < deadline) {
       pollfd p{in, POLLIN, 0};
       if (::poll(&p, 1, 100) <= 0) {
+        siginfo_t si{};
+        if (::waitid(P_PID, commit.pid(), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == commit.pid()) {
+          break;  // it finished before the journal was seen complete: no kill point this time
+        }
         continue;
       }
+      // Held still while the journal is read, so it cannot finish (and remove the journal)
+      // between the write that woke us and the look.
+      ::kill(commit.pid(), SIGSTOP);
       char buf[4096];
       (void)!::read(in, buf, sizeof buf);
       if (read_text(dir + "/commit.journal").find("ops-end\n") != std::string::npos) {
         ::kill(commit.pid(), SIGKILL);
         killed = true;
+      } else {
+        ::kill(commit.pid(), SIGCONT);
       }
     }
     ::close(in);
