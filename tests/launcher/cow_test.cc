@@ -19,46 +19,12 @@
 #include "policy/loader.h"
 #include "tests/launcher/sandbox_fixture.h"
 #include "tests/support/fuse_user.h"
+#include "tests/support/tree_state.h"
 
 namespace cordon::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Everything about a tree that a write could change: per entry its type, mode, owner, size,
-// mtime, ctime and content (or link text). Equal snapshots = the tree was not touched.
-std::string tree_snapshot(const std::string& root) {
-  std::map<std::string, std::string> entries;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    std::string p = it->path().string();
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0) {
-      entries[p] = "lstat failed";
-      continue;
-    }
-    std::ostringstream e;
-    e << std::oct << st.st_mode << std::dec << ' ' << st.st_uid << ':' << st.st_gid << ' '
-      << st.st_size << ' ' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec << ' '
-      << st.st_ctim.tv_sec << '.' << st.st_ctim.tv_nsec << ' ';
-    if (S_ISREG(st.st_mode)) {
-      e << read_text(p);
-    } else if (S_ISLNK(st.st_mode)) {
-      e << fs::read_symlink(p, ec).string();
-    }
-    entries[p.substr(root.size())] = e.str();
-  }
-  struct stat st {};
-  ::lstat(root.c_str(), &st);
-  std::ostringstream out;
-  out << "root " << std::oct << st.st_mode << std::dec << ' ' << st.st_mtim.tv_sec << '.'
-      << st.st_mtim.tv_nsec << '\n';
-  for (const auto& [k, v] : entries) {
-    out << k << " = " << v << '\n';
-  }
-  return out.str();
-}
 
 // The upper/ the summary names: "cordon: N files changed in the copy-on-write layer (...): DIR".
 std::string upper_from_summary(const std::string& err) {
@@ -136,7 +102,7 @@ uid_t populate(SandboxFixture& f) {
 TEST(Cow, DefaultModeShowsChangesInsideAndKeepsTheWorkspaceUntouched) {
   SandboxFixture f;
   uid_t uid = populate(f);
-  const std::string before = tree_snapshot(f.ws());
+  const std::string before = tree_state(f.ws(), TreeCheck::Untouched);
 
   // No --mode: the embedded default policy's "cow".
   auto r = f.run({}, {"/bin/sh", "-c",
@@ -146,7 +112,7 @@ TEST(Cow, DefaultModeShowsChangesInsideAndKeepsTheWorkspaceUntouched) {
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_EQ(r.out, "original\nmore\nrename me\nmod.txt new.txt newdir renamed.txt sub \n") << r.err;
 
-  EXPECT_EQ(tree_snapshot(f.ws()), before) << "the real workspace changed";
+  EXPECT_EQ(tree_state(f.ws(), TreeCheck::Untouched), before) << "the real workspace changed";
   EXPECT_EQ(read_text(f.ws() + "/mod.txt"), "original\n");
   EXPECT_EQ(::access((f.ws() + "/new.txt").c_str(), F_OK), -1);
 
@@ -264,7 +230,7 @@ TEST(Cow, NoFlagsAtAllRunsInTheCurrentDirectory) {
 TEST(Cow, SessionStoreInsideTheWorkspaceIsRefused) {
   SandboxFixture f;
   f.make_workspace_owned();
-  const std::string before = tree_snapshot(f.ws());
+  const std::string before = tree_state(f.ws(), TreeCheck::Untouched);
   std::vector<std::string> env = f.env();
   for (auto& e : env) {
     if (e.rfind("CORDON_STATE_DIR=", 0) == 0) {
@@ -276,7 +242,7 @@ TEST(Cow, SessionStoreInsideTheWorkspaceIsRefused) {
   EXPECT_EQ(r.exit_code(), 125);
   EXPECT_NE(r.err.find("is inside the workspace"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--mode ro or rw"), std::string::npos) << r.err;
-  EXPECT_EQ(tree_snapshot(f.ws()), before);
+  EXPECT_EQ(tree_state(f.ws(), TreeCheck::Untouched), before);
 }
 
 // The copy-on-write overlay cannot be built (here: the session store sits on an overlayfs, which
@@ -305,7 +271,7 @@ TEST(Cow, OverlayRefusalFailsClosed) {
     }
   }
   env.push_back("CORDON_COW_BACKEND=overlay");  // this test is about the overlay fallback
-  const std::string before = tree_snapshot(f.ws());
+  const std::string before = tree_state(f.ws(), TreeCheck::Untouched);
   auto r = run_program({cordon_bin(), "run", "--", "/bin/sh", "-c", "echo ran > ran.txt"},
                        RunSpec{.env = env, .cwd = f.ws()});
   EXPECT_EQ(r.exit_code(), 125) << r.err;
@@ -314,7 +280,7 @@ TEST(Cow, OverlayRefusalFailsClosed) {
   EXPECT_NE(r.err.find("upperdir"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("Invalid argument"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("use --mode ro or --mode rw"), std::string::npos) << r.err;
-  EXPECT_EQ(tree_snapshot(f.ws()), before) << "the program must not have run";
+  EXPECT_EQ(tree_state(f.ws(), TreeCheck::Untouched), before) << "the program must not have run";
 }
 
 // cordon-fs decides the path policy at each lookup: a secret the program creates after start is
@@ -367,7 +333,7 @@ TEST(Cow, CordonFsKilledMidRunMakesTheWorkspaceFailNotTheRealTree) {
   CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
   SandboxFixture f;
   populate(f);
-  const std::string before = tree_snapshot(f.ws());
+  const std::string before = tree_state(f.ws(), TreeCheck::Untouched);
   std::vector<std::string> argv = {
       cordon_bin(), "run", "--workspace", f.ws(), "--", "/bin/sh", "-c",
       // cat opens the file, which asks cordon-fs (a stat could be answered from the kernel's
@@ -383,7 +349,7 @@ TEST(Cow, CordonFsKilledMidRunMakesTheWorkspaceFailNotTheRealTree) {
   EXPECT_EQ(bg.wait(), 0);
   EXPECT_EQ(bg.text(), "ready\ncat: mod.txt: Transport endpoint is not connected\nend\n")
       << "the program read something after cordon-fs died";
-  EXPECT_EQ(tree_snapshot(f.ws()), before);
+  EXPECT_EQ(tree_state(f.ws(), TreeCheck::Untouched), before);
   EXPECT_EQ(read_text(session + "/upper/saved.txt"), "kept\n") << "the layer must survive";
   EXPECT_FALSE(mounted_below(session)) << "cordon left the dead mount behind";
 }
@@ -429,7 +395,7 @@ TEST(Cow, CordonFsThatCannotStartFailsClosed) {
   CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
   SandboxFixture f;
   populate(f);
-  const std::string before = tree_snapshot(f.ws());
+  const std::string before = tree_state(f.ws(), TreeCheck::Untouched);
   f.env().push_back("CORDON_FS_BIN=/bin/false");
   auto r = f.run({}, {"/bin/sh", "-c", "echo ran > ran.txt; echo ran"});
   EXPECT_EQ(r.exit_code(), 125) << r.err;
@@ -437,7 +403,7 @@ TEST(Cow, CordonFsThatCannotStartFailsClosed) {
   EXPECT_NE(r.err.find("cordon-fs (/bin/false) exited before mounting (exit 1)"),
             std::string::npos)
       << r.err;
-  EXPECT_EQ(tree_snapshot(f.ws()), before);
+  EXPECT_EQ(tree_state(f.ws(), TreeCheck::Untouched), before);
 }
 
 // cordon and cordon-fs both SIGKILLed: the dead mount stays on the host until the next cordon
@@ -606,13 +572,13 @@ TEST(Cow, RootOwnedWorkspaceIsTheAgentsCopy) {
       f.env().push_back("SUDO_UID=" + std::to_string(sudo));
       f.env().push_back("SUDO_GID=" + std::to_string(sudo));
     }
-    const std::string before = tree_snapshot(f.ws());
+    const std::string before = tree_state(f.ws(), TreeCheck::Untouched);
     auto r = f.run({}, {"/bin/sh", "-c", agent_work(true)});
     ASSERT_EQ(r.exit_code(), 0) << r.err;
     EXPECT_EQ(r.out, agent_work_output(sudo != 0 ? sudo : 65534)) << r.err;
     EXPECT_EQ(r.err.find("cannot"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("(nobody)"), std::string::npos) << r.err;
-    EXPECT_EQ(tree_snapshot(f.ws()), before) << "the real workspace changed";
+    EXPECT_EQ(tree_state(f.ws(), TreeCheck::Untouched), before) << "the real workspace changed";
     auto d = run_program({cordon_bin(), "diff", "last", "--stat"},
                          RunSpec{.env = f.env(), .cwd = f.ws()});
     expect_agent_work_in_diff(d, true);
@@ -654,7 +620,7 @@ TEST(Cow, RootlessAgentOwnsItsCopyOfARootOwnedWorkspace) {
   spec.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home.path(), "LANG=C.UTF-8",
               "CORDON_STATE_DIR=" + state.path()};
   spec.cwd = workspace;
-  const std::string before = tree_snapshot(workspace);
+  const std::string before = tree_state(workspace, TreeCheck::Untouched);
   auto r = run_program(
       {cordon_bin(), "run", "--workspace", workspace, "--", "/bin/sh", "-c", agent_work(false)},
       spec);
@@ -662,7 +628,7 @@ TEST(Cow, RootlessAgentOwnsItsCopyOfARootOwnedWorkspace) {
   EXPECT_EQ(r.out, agent_work_output(uid)) << r.err;
   EXPECT_EQ(r.err.find("kernel overlayfs"), std::string::npos)
       << "not through cordon-fs: " << r.err;
-  EXPECT_EQ(tree_snapshot(workspace), before) << "the real workspace changed";
+  EXPECT_EQ(tree_state(workspace, TreeCheck::Untouched), before) << "the real workspace changed";
   auto d = run_program({cordon_bin(), "diff", "last", "--stat"}, spec);
   expect_agent_work_in_diff(d, false);
 }
@@ -675,7 +641,7 @@ TEST(Cow, OtherOwnersFilesKeepTheirModes) {
   SandboxFixture f;
   populate(f);
   write_text(f.ws() + "/root-secret", "hunter2\n", 0600);
-  const std::string before = tree_snapshot(f.ws());
+  const std::string before = tree_state(f.ws(), TreeCheck::Untouched);
   auto r = f.run({"-q"}, {"/bin/sh", "-c",
                           "cat root-secret; echo x > root-secret; chmod 644 root-secret;"
                           " echo more >> mod.txt && chmod 600 mod.txt && echo own-ok"});
@@ -686,7 +652,7 @@ TEST(Cow, OtherOwnersFilesKeepTheirModes) {
   EXPECT_NE(r.err.find("chmod: changing permissions of 'root-secret': Operation not permitted"),
             std::string::npos)
       << r.err;
-  EXPECT_EQ(tree_snapshot(f.ws()), before);
+  EXPECT_EQ(tree_state(f.ws(), TreeCheck::Untouched), before);
 }
 
 // A unix socket bound in the workspace reaches a client in another process of the sandbox; the
@@ -695,7 +661,7 @@ TEST(Cow, UnixSocketsInTheWorkspace) {
   CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
   SandboxFixture f;
   populate(f);
-  const std::string before = tree_snapshot(f.ws());
+  const std::string before = tree_state(f.ws(), TreeCheck::Untouched);
   auto r = f.run({"-q"}, {"/usr/bin/python3", "-c",
                           "import os, socket\n"
                           "s = socket.socket(socket.AF_UNIX)\n"
@@ -714,7 +680,7 @@ TEST(Cow, UnixSocketsInTheWorkspace) {
                           "print(got == b'hello from %d' % pid, os.waitstatus_to_exitcode(st))\n"});
   EXPECT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_EQ(r.out, "True 0\n") << r.err;
-  EXPECT_EQ(tree_snapshot(f.ws()), before);
+  EXPECT_EQ(tree_state(f.ws(), TreeCheck::Untouched), before);
   struct stat st {};
   ASSERT_EQ(::lstat((only_session(f) + "/upper/sub/agent.sock").c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));

@@ -1,6 +1,8 @@
 // tree_state(root): everything about a tree a write could change, one line per entry (type and
 // mode, owner, size, mtime, content hash or link target, xattr names). Equal states: the tree
-// was not touched. Shared by the tests that prove a review command left a workspace alone.
+// holds what it held. With Untouched, also every ctime and the root's own mode and mtime: equal
+// states then mean nothing was even moved away and back (a rolled-back commit changes ctimes, so
+// the tests of undo compare the content form).
 #pragma once
 
 #include <sys/stat.h>
@@ -17,7 +19,9 @@
 
 namespace cordon::testing {
 
-inline std::string tree_state(const std::string& root) {
+enum class TreeCheck { Content, Untouched };
+
+inline std::string tree_state(const std::string& root, TreeCheck check = TreeCheck::Content) {
   namespace fs = std::filesystem;
   std::map<std::string, std::string> entries;
   std::error_code ec;
@@ -25,10 +29,16 @@ inline std::string tree_state(const std::string& root) {
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::string p = it->path().string();
     struct stat st {};
-    ::lstat(p.c_str(), &st);
+    if (::lstat(p.c_str(), &st) != 0) {
+      entries[p.substr(root.size())] = "lstat failed";
+      continue;
+    }
     std::ostringstream e;
     e << std::oct << st.st_mode << std::dec << ' ' << st.st_uid << ':' << st.st_gid << ' '
       << st.st_size << ' ' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec;
+    if (check == TreeCheck::Untouched) {
+      e << " c" << st.st_ctim.tv_sec << '.' << st.st_ctim.tv_nsec;
+    }
     if (S_ISREG(st.st_mode)) {
       std::ifstream f(p, std::ios::binary);
       e << ' ' << std::hash<std::string>()(std::string(std::istreambuf_iterator<char>(f), {}));
@@ -43,6 +53,14 @@ inline std::string tree_state(const std::string& root) {
     entries[p.substr(root.size())] = e.str();
   }
   std::string out;
+  if (check == TreeCheck::Untouched) {
+    struct stat st {};
+    ::lstat(root.c_str(), &st);
+    std::ostringstream r;
+    r << "root " << std::oct << st.st_mode << std::dec << ' ' << st.st_mtim.tv_sec << '.'
+      << st.st_mtim.tv_nsec << '\n';
+    out = r.str();
+  }
   for (const auto& [k, v] : entries) {
     out += k + " = " + v + "\n";
   }
