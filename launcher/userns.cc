@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -95,14 +96,28 @@ std::string userns_restriction(const UsernsSettings& s) {
   return "";
 }
 
-std::string userns_disabled_hint() {
+std::string userns_disabled_hint(const UsernsSettings& s, const std::string& exe,
+                                 bool profile_installed) {
   // Name the switch this host actually has set, so the fix is one command, not a list of guesses.
-  std::string setting = userns_restriction(read_userns_settings());
+  std::string setting = userns_restriction(s);
   if (setting.rfind("kernel.apparmor_restrict_unprivileged_userns", 0) == 0) {
-    return setting +
-           ": AppArmor lets only programs with a profile create user namespaces; allow them "
-           "for all programs: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 "
-           "(docs/install.md)";
+    const std::string load = std::string("sudo apparmor_parser -r ") + kAppArmorProfile;
+    std::string fix;
+    if (!profile_installed) {
+      fix = std::string("cordon's profile is not installed: sudo install -m 644 ") +
+            kAppArmorProfileSource + " " + kAppArmorProfile + " (packaging/apparmor/cordon " +
+            "in a source tree), then load it: " + load;
+    } else if (exe != kInstalledCordon) {
+      fix = std::string("cordon's profile ") + kAppArmorProfile + " lets only " + kInstalledCordon +
+            " create them, and this cordon is " + exe + ": run " + kInstalledCordon +
+            ", or copy the profile naming " + exe + " and load the copy with " +
+            "sudo apparmor_parser -r";
+    } else {
+      fix = std::string("load cordon's profile ") + kAppArmorProfile + ": " + load;
+    }
+    return setting + ": AppArmor lets only programs with a profile create user namespaces; " + fix +
+           "; or allow them for all programs: sudo sysctl -w " +
+           "kernel.apparmor_restrict_unprivileged_userns=0 (docs/install.md)";
   }
   if (setting == "kernel.unprivileged_userns_clone=0") {
     return setting +
@@ -115,6 +130,13 @@ std::string userns_disabled_hint() {
   return "unprivileged user namespaces are disabled: sysctl -w "
          "kernel.unprivileged_userns_clone=1 (Debian) / user.max_user_namespaces=15000 / "
          "kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu)";
+}
+
+std::string userns_disabled_hint() {
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  return userns_disabled_hint(read_userns_settings(), ec ? "cordon" : exe,
+                              ::access(kAppArmorProfile, F_OK) == 0);
 }
 
 }  // namespace cordon::launcher

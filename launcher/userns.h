@@ -35,7 +35,18 @@ UsernsSettings read_userns_settings(const std::string& proc_sys = "/proc/sys");
 // when none of them does.
 std::string userns_restriction(const UsernsSettings& s);
 
-// The message for EPERM/ENOSPC from clone(CLONE_NEWUSER).
+// Where the Debian package puts cordon's AppArmor profile (packaging/apparmor/cordon; its
+// postinst copies it to /etc/apparmor.d where AppArmor reads ABI 4.0), and the one program it
+// lets create user namespaces.
+inline constexpr const char* kAppArmorProfileSource = "/usr/share/cordon/apparmor/cordon";
+inline constexpr const char* kAppArmorProfile = "/etc/apparmor.d/cordon";
+inline constexpr const char* kInstalledCordon = "/usr/bin/cordon";
+
+// The message for EPERM/ENOSPC from clone(CLONE_NEWUSER) under settings `s`: the setting, and for
+// AppArmor's restriction the profile and the command that loads it, for a cordon at `exe`.
+std::string userns_disabled_hint(const UsernsSettings& s, const std::string& exe,
+                                 bool profile_installed);
+// The same for this host, this executable and the profile as installed here.
 std::string userns_disabled_hint();
 
 }  // namespace cordon::launcher

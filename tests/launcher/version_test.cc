@@ -135,4 +135,39 @@ TEST(UsernsSettings, NamesTheSettingThatRefusesOrdinaryUsers) {
   EXPECT_EQ(userns_restriction(read_userns_settings(sys.path())), "user.max_user_namespaces=0");
 }
 
+// The refusal's message under each restriction: the setting, and for AppArmor's the profile and
+// the command that loads it, or what to do when it is missing or does not cover this cordon.
+TEST(UsernsSettings, AppArmorRestrictionNamesTheProfileAndTheCommandThatLoadsIt) {
+  using cordon::launcher::userns_disabled_hint;
+  cordon::launcher::UsernsSettings aa;
+  aa.apparmor_restrict_unprivileged_userns = 1;
+  std::string loaded = userns_disabled_hint(aa, "/usr/bin/cordon", true);
+  EXPECT_EQ(loaded.rfind("kernel.apparmor_restrict_unprivileged_userns=1: ", 0), 0u) << loaded;
+  EXPECT_NE(loaded.find("load cordon's profile /etc/apparmor.d/cordon: sudo apparmor_parser -r "
+                        "/etc/apparmor.d/cordon"),
+            std::string::npos)
+      << loaded;
+  EXPECT_NE(loaded.find("sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
+            std::string::npos);
+  std::string missing = userns_disabled_hint(aa, "/usr/bin/cordon", false);
+  EXPECT_NE(missing.find("not installed: sudo install -m 644 /usr/share/cordon/apparmor/cordon "
+                         "/etc/apparmor.d/cordon"),
+            std::string::npos)
+      << missing;
+  EXPECT_NE(missing.find("then load it: sudo apparmor_parser -r /etc/apparmor.d/cordon"),
+            std::string::npos)
+      << missing;
+  std::string elsewhere = userns_disabled_hint(aa, "/home/u/cordon/build/launcher/cordon", true);
+  EXPECT_NE(elsewhere.find("lets only /usr/bin/cordon create them, and this cordon is "
+                           "/home/u/cordon/build/launcher/cordon"),
+            std::string::npos)
+      << elsewhere;
+  cordon::launcher::UsernsSettings debian;
+  debian.unprivileged_userns_clone = 0;
+  std::string off = userns_disabled_hint(debian, "/usr/bin/cordon", true);
+  EXPECT_EQ(off.rfind("kernel.unprivileged_userns_clone=0: ", 0), 0u) << off;
+  EXPECT_NE(off.find("sudo sysctl -w kernel.unprivileged_userns_clone=1"), std::string::npos);
+  EXPECT_EQ(off.find("apparmor"), std::string::npos) << "the profile does not lift this one";
+}
+
 }  // namespace
