@@ -199,6 +199,27 @@ int ls_command(const std::string& root, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+int ls_ids_command(const std::string& root, std::ostream& out, std::ostream& err) {
+  auto root_fd = store::open_root(root);
+  if (!root_fd.ok()) {
+    if (root_fd.error().code == ENOENT) {
+      return 0;
+    }
+    err << "cordon: " << root_fd.error().to_string() << "\n";
+    return 1;
+  }
+  auto ids = store::list_sessions(root_fd->get());
+  if (!ids.ok()) {
+    err << "cordon: " << ids.error().to_string() << "\n";
+    return 1;
+  }
+  for (const auto& id : *ids) {
+    out << id << "\n";
+  }
+  return 0;
+}
+
 int ls_command() { return ls_command(sessions_root(), std::cout, std::cerr); }
+int ls_ids_command() { return ls_ids_command(sessions_root(), std::cout, std::cerr); }
 
 }  // namespace cordon::launcher

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "launcher/commands.h"
+#include "launcher/completion.h"
 #include "launcher/session.h"
 #include "launcher/version.h"
 #include "policy/loader.h"
@@ -168,6 +169,8 @@ int main(int argc, char** argv) {
       "EXIT is the program's exit status, `running` while cordon runs it, or `no end` when\n"
       "cordon was killed before recording one. SIZE is the record on disk. PENDING is `yes`\n"
       "when a cow session holds changes not yet committed or discarded (cordon diff ID).");
+  bool ls_ids = false;
+  ls_cmd->add_flag("--ids", ls_ids, "Only the ids, one a line (for shell completion)")->group("");
 
   PruneOptions prune;
   std::string prune_older;
@@ -244,6 +247,13 @@ int main(int argc, char** argv) {
   discard_cmd->add_option("ID", wf_id, "Session")->required();
   discard_cmd->footer(wf_footer);
 
+  // Hidden: the package installs the scripts it prints (packaging/completion).
+  std::string completion_shell;
+  auto* completion_cmd =
+      app.add_subcommand("completion", "Print the completion script for bash, zsh or fish");
+  completion_cmd->group("");
+  completion_cmd->add_option("SHELL", completion_shell, "bash | zsh | fish")->required();
+
   // `run`'s program and its arguments are cut off before CLI11 sees them: CLI11 would otherwise
   // read the program's own flags as cordon's, or take a mistyped cordon flag as the program name.
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -274,8 +284,11 @@ int main(int argc, char** argv) {
   if (*pol_explain) {
     return policy_explain_command(pol_file);
   }
+  if (*completion_cmd) {
+    return completion_command(app, completion_shell);
+  }
   if (*ls_cmd) {
-    return ls_command();
+    return ls_ids ? ls_ids_command() : ls_command();
   }
   if (*log_cmd) {
     return log_net ? log_net_command(session_id, log_json) : log_command(session_id, log_json);

@@ -30,14 +30,14 @@ SessionPaths session_paths(const std::string& root, const std::string& id);
 
 // How the program ended; what session.end and summary.json record.
 struct SessionEnd {
-  int exit_code = 0;                 // what cordon exits with
-  std::optional<int> signal;         // the program died of this signal
+  int exit_code = 0;          // what cordon exits with
+  std::optional<int> signal;  // the program died of this signal
   bool timed_out = false;
-  std::string limit_hit;             // "" or "memory" / "pids" / "timeout" / ...
+  std::string limit_hit;  // "" or "memory" / "pids" / "timeout" / ...
   std::chrono::milliseconds duration{0};
   Usage usage;
-  std::string limits_backend;        // Limits::describe()
-  std::string error;                 // cordon's own failure, if any
+  std::string limits_backend;  // Limits::describe()
+  std::string error;           // cordon's own failure, if any
   // The limits as configured, named in messages ("memory limit (256 MiB) reached"); 0 = unknown.
   // Session::summary() fills them from the effective policy.
   uint64_t memory_limit = 0;
@@ -102,19 +102,20 @@ class Session {
   std::vector<std::string> argv_;
   std::string workspace_;
   std::chrono::steady_clock::time_point t0_;
-  UniqueFd dir_;                 // the session directory; files are written relative to it
-  std::string started_at_;       // RFC 3339, at create()
-  std::string limits_line_;      // from started()
+  UniqueFd dir_;             // the session directory; files are written relative to it
+  std::string started_at_;   // RFC 3339, at create()
+  std::string limits_line_;  // from started()
   pid_t init_pid_ = 0;
-  uint64_t memory_limit_ = 0;    // the effective policy's limits, for limit.hit and the summary
+  uint64_t memory_limit_ = 0;  // the effective policy's limits, for limit.hit and the summary
   uint32_t pids_limit_ = 0;
   std::chrono::milliseconds timeout_{0};
-  bool finished_ = false;        // finish() writes session.end once
+  bool finished_ = false;          // finish() writes session.end once
   uint64_t record_max_bytes_ = 0;  // record.max_bytes, for summary.json
   std::string record_line_;        // the exit summary's record line, from finish()
 };
 
-// The short summary printed on stderr at exit (unless --quiet), a few lines, each starting "cordon: ".
+// The short summary printed on stderr at exit (unless --quiet), a few lines, each starting "cordon:
+// ".
 std::string format_summary(const std::string& id, const SessionEnd& end);
 
 // `ID` as users type it: a full id, a unique prefix of one, or "last". Errors list candidates.
@@ -137,11 +138,14 @@ struct LogOptions {
 
 // `cordon ls` and `cordon log ID [--json]`. Return the process exit code.
 int ls_command();
+// `cordon ls --ids` (hidden, for shell completion): the ids alone, one a line, newest last.
+int ls_ids_command();
 int log_command(const std::string& id, bool json);
 // `cordon log ID --net`: by host, by method, by status, and the refusals (--json: the net.* lines).
 int log_net_command(const std::string& id, bool json);
 // The same over an explicit root and streams (tests, and later filters from main.cc).
 int ls_command(const std::string& root, std::ostream& out, std::ostream& err);
+int ls_ids_command(const std::string& root, std::ostream& out, std::ostream& err);
 int log_command(const std::string& root, const std::string& id, const LogOptions& opts,
                 std::ostream& out, std::ostream& err);
 
