@@ -20,7 +20,7 @@ rm -rf "$DIST" && mkdir -p "$DIST"
 say "building cordon $version in $BUILD"
 cmake -S "$SRC" -B "$BUILD" >/dev/null
 cmake --build "$BUILD" --target cordon cordon-fs cordon-netproxy cordon_preload cordon-capture \
-  cordon-man -- --quiet
+  cordon-man cordon-policy-man cordon-completion -- --quiet
 (cd "$BUILD" && cpack -G DEB -B "$DIST/cpack" >/dev/null)
 mv "$DIST"/cpack/cordon_*.deb "$DIST/"
 rm -rf "$DIST/cpack"

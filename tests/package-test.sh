@@ -25,7 +25,7 @@ if [ "${1:-}" != --inside ]; then
   trap 'rmdir "$WORK/root" 2>/dev/null || true' EXIT
   say "building the companions (nothing to do if built) and the package"
   cmake --build "$BUILD" --target cordon cordon-fs cordon-netproxy cordon_preload cordon-capture \
-    cordon-man -- --quiet
+    cordon-man cordon-policy-man cordon-completion -- --quiet
   (cd "$BUILD" && cpack -G DEB -B "$WORK/deb" >"$WORK/logs/cpack.log" 2>&1) ||
     { cat "$WORK/logs/cpack.log" >&2; die "cpack failed"; }
   DEB=$(ls "$WORK"/deb/cordon_*.deb)
@@ -85,6 +85,10 @@ snapshot() {
 }
 snapshot > /fresh-logs/paths.before
 touch /fresh-logs/stamp
+# An AppArmor that knows ABI 4.0 (Ubuntu 24.04's) is announced by this file; the package's
+# postinst then puts its profile in /etc/apparmor.d (there is no AppArmor kernel here to load it
+# into, and no aa-enabled to say there is). Made after the snapshot: remove must not take it.
+mkdir -p /etc/apparmor.d/abi && echo "# stands for AppArmor 4's ABI file" > /etc/apparmor.d/abi/4.0
 sleep 1
 
 say "apt-get install ./$(basename "$PKG_DEB")"
@@ -93,9 +97,15 @@ as_root apt-get install -y -qq --no-install-recommends "/opt/pkg/$(basename "$PK
 dpkg -L cordon | sort > /fresh-logs/cordon.files
 for f in /usr/bin/cordon /usr/libexec/cordon/cordon-fs /usr/libexec/cordon/cordon-netproxy \
          /usr/libexec/cordon/cordon-capture.so /usr/libexec/cordon/libcordon_preload.so \
-         /usr/share/man/man1/cordon.1.gz /usr/share/man/man1/cordon-run.1.gz; do
+         /usr/share/man/man1/cordon.1.gz /usr/share/man/man1/cordon-run.1.gz \
+         /usr/share/man/man5/cordon-policy.5.gz /usr/share/bash-completion/completions/cordon \
+         /usr/share/zsh/vendor-completions/_cordon /usr/share/fish/vendor_completions.d/cordon.fish \
+         /usr/share/cordon/apparmor/cordon /usr/share/doc/cordon/copyright; do
   grep -qx "$f" /fresh-logs/cordon.files || die "the package does not install $f"
 done
+grep -qx 'License: Apache-2.0' /usr/share/doc/cordon/copyright || die "copyright: no Apache-2.0"
+cmp -s /usr/share/cordon/apparmor/cordon /etc/apparmor.d/cordon ||
+  die "postinst did not put the AppArmor profile in /etc/apparmor.d on an ABI 4.0 host"
 ! grep -E '^/usr/(lib|libexec)/cordon/.*(test|fuzz|bench)' /fresh-logs/cordon.files ||
   die "the package holds test files"
 
@@ -125,6 +135,13 @@ check_as() {
 }
 check_as root as_root /root
 check_as user as_user /home/newcomer
+# The installed bash completion offers the user's own sessions, from the installed cordon.
+ids=$(as_user bash -c 'cd && source /usr/share/bash-completion/completions/cordon &&
+  COMP_WORDS=(cordon diff "") COMP_CWORD=2 && _cordon && echo "${COMPREPLY[*]}"' 2>&1) ||
+  die "bash completion failed: $ids"
+newest=$(as_user sh -c 'cd && cordon ls --ids | tail -1')
+case " $ids " in *" last "*" $newest "*|*" $newest "*" last "*) ;;
+  *) die "bash completion of cordon diff offers '$ids', not last and $newest" ;; esac
 # Every session has ended: none of their copy-on-write mounts may be left.
 if grep -E ' fuse(\.[a-z-]+)? ' /proc/self/mountinfo > /fresh-logs/mounts.left; then
   cat /home/newcomer/.local/state/cordon/sessions/*/cordon-fs.log > /fresh-logs/user-cordon-fs.log
