@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "launcher/session.h"
@@ -142,31 +143,46 @@ Row read_row(int root_fd, const std::string& root, const std::string& id) {
   return row;
 }
 
-}  // namespace
+struct Listing {
+  UniqueFd root;  // not open when there is no sessions directory yet
+  std::vector<std::string> ids;
+};
 
-int ls_command(const std::string& root, std::ostream& out, std::ostream& err) {
+// The sessions under `root`, oldest first; none when it does not exist yet. nullopt once the
+// reason is on `err`.
+std::optional<Listing> list(const std::string& root, std::ostream& err) {
   auto root_fd = store::open_root(root);
   if (!root_fd.ok()) {
     if (root_fd.error().code == ENOENT) {
-      out << "no sessions yet (" << root << ")\n";
-      return 0;
+      return Listing{};
     }
     err << "cordon: " << root_fd.error().to_string() << "\n";
-    return 1;
+    return std::nullopt;
   }
   auto ids = store::list_sessions(root_fd->get());
   if (!ids.ok()) {
     err << "cordon: " << ids.error().to_string() << "\n";
+    return std::nullopt;
+  }
+  return Listing{std::move(*root_fd), std::move(*ids)};
+}
+
+}  // namespace
+
+int ls_command(const std::string& root, std::ostream& out, std::ostream& err) {
+  auto listing = list(root, err);
+  if (!listing) {
     return 1;
   }
-  if (ids->empty()) {
+  const auto& [root_fd, ids] = *listing;
+  if (ids.empty()) {
     out << "no sessions yet (" << root << ")\n";
     return 0;
   }
   std::vector<Row> rows;
   rows.push_back({"ID", "START", "DURATION", "EXIT", "SIZE", "PENDING", "COMMAND", "WORKSPACE"});
-  for (const auto& id : *ids) {
-    Row r = read_row(root_fd->get(), root, id);
+  for (const auto& id : ids) {
+    Row r = read_row(root_fd.get(), root, id);
     r.command = fit(r.command, kCommandWidth);
     r.workspace = fit(r.workspace, kWorkspaceWidth);
     rows.push_back(std::move(r));
@@ -200,20 +216,11 @@ int ls_command(const std::string& root, std::ostream& out, std::ostream& err) {
 }
 
 int ls_ids_command(const std::string& root, std::ostream& out, std::ostream& err) {
-  auto root_fd = store::open_root(root);
-  if (!root_fd.ok()) {
-    if (root_fd.error().code == ENOENT) {
-      return 0;
-    }
-    err << "cordon: " << root_fd.error().to_string() << "\n";
+  auto listing = list(root, err);
+  if (!listing) {
     return 1;
   }
-  auto ids = store::list_sessions(root_fd->get());
-  if (!ids.ok()) {
-    err << "cordon: " << ids.error().to_string() << "\n";
-    return 1;
-  }
-  for (const auto& id : *ids) {
+  for (const auto& id : listing->ids) {
     out << id << "\n";
   }
   return 0;
