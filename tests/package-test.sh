@@ -83,12 +83,12 @@ snapshot() {
   { find / \( -path /proc -o -path /sys -o -path /dev -o -path /fresh-logs -o -path /opt \
     -o -path /var/cache/apt \) -prune -o -print 2>>/fresh-logs/find.err || true; } | sort
 }
-snapshot > /fresh-logs/paths.before
-touch /fresh-logs/stamp
 # An AppArmor that knows ABI 4.0 (Ubuntu 24.04's) is announced by this file; the package's
 # postinst then puts its profile in /etc/apparmor.d (there is no AppArmor kernel here to load it
-# into, and no aa-enabled to say there is). Made after the snapshot: remove must not take it.
+# into, and no aa-enabled to say there is), and removing the package takes it away again.
 mkdir -p /etc/apparmor.d/abi && echo "# stands for AppArmor 4's ABI file" > /etc/apparmor.d/abi/4.0
+snapshot > /fresh-logs/paths.before
+touch /fresh-logs/stamp
 sleep 1
 
 say "apt-get install ./$(basename "$PKG_DEB")"
