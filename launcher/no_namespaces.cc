@@ -24,7 +24,9 @@
 #include <map>
 #include <optional>
 
+#include "launcher/diagnostics.h"
 #include "launcher/env.h"
+#include "launcher/exit_status.h"
 #include "launcher/limits.h"
 #include "launcher/net_sidecar.h"
 #include "launcher/plan.h"
@@ -232,12 +234,7 @@ LandlockPlan no_namespaces_landlock(const policy::Policy& pol, const std::string
 
 int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   auto t0 = Clock::now();
-  std::fputs(kNoNamespacesWarning, stderr);
-  std::fputc('\n', stderr);
-  auto fail = [](const std::string& msg) {
-    std::fprintf(stderr, "cordon: %s\n", msg.c_str());
-    return kExitCordonFailed;
-  };
+  say(std::string_view(kNoNamespacesWarning).substr(std::string_view("cordon: ").size()));
 
   // Plan, all before anything starts.
   auto ws = workspace_path(pol);
@@ -246,10 +243,8 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   }
   bool writable = pol.filesystem.mode == policy::WorkspaceMode::Rw;
   if (pol.filesystem.mode == policy::WorkspaceMode::Cow) {
-    std::fputs(
-        "cordon: --no-namespaces: copy-on-write needs a mount namespace; the workspace is "
-        "read-only (use --mode rw to let the program write it)\n",
-        stderr);
+    say("--no-namespaces: copy-on-write needs a mount namespace; the workspace is read-only "
+        "(use --mode rw to let the program write it)");
   }
   auto library = find_preload_library();
   if (!library.ok()) {
@@ -271,10 +266,7 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
     ll.exec_paths = *paths;
   }
   if (!ll.enabled) {
-    std::fputs(
-        "cordon: --no-namespaces: this kernel has no Landlock: file rules are not "
-        "enforced\n",
-        stderr);
+    say("--no-namespaces: this kernel has no Landlock: file rules are not enforced");
   }
   auto seccomp = compile_seccomp(pol.process.seccomp);
   if (!seccomp.ok()) {
@@ -301,9 +293,8 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
     return code;
   };
   auto setup_failed = [&](const std::string& msg) {
-    std::fprintf(stderr, "cordon: %s\n", msg.c_str());
     end.error = msg;
-    return finish(kExitCordonFailed);
+    return finish(fail(msg));
   };
 
   // The collector: the program runs as cordon's user (or the dropped id), so the socket lives in
@@ -379,20 +370,16 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
     }
     ll.write_paths.push_back(private_tmp);
     extra_env["TMPDIR"] = private_tmp;
-    std::fprintf(stderr,
-                 "cordon: --no-namespaces: the read-only workspace is beneath /tmp, so only "
-                 "TMPDIR=%s is writable there\n",
-                 private_tmp.c_str());
+    say("--no-namespaces: the read-only workspace is beneath /tmp, so only TMPDIR=" +
+        private_tmp + " is writable there");
   }
   EnvNotes env_notes;
   std::vector<std::string> envp =
       build_environment(pol.process.env, environ, extra_env, &env_notes);
   report_env_notes(env_notes, session->events(), opts.quiet);
   if (!*shim) {
-    std::fputs(
-        "cordon: --no-namespaces: CORDON_SHIM=off: nothing refuses direct connections, and "
-        "filesystem.deny/deny_write/protect are not applied inside the workspace\n",
-        stderr);
+    say("--no-namespaces: CORDON_SHIM=off: nothing refuses direct connections, and "
+        "filesystem.deny/deny_write/protect are not applied inside the workspace");
   }
 
   int rel[2], rep[2];
@@ -436,7 +423,7 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
     ::kill(pid, SIGKILL);
   }
   if (auto s = session->started(pid, end.limits_backend); !s.ok()) {
-    std::fprintf(stderr, "cordon: session record: %s\n", s.error().to_string().c_str());
+    say("session record: " + s.error().to_string());
   }
 
   // Wait, with the wall-clock limit.
@@ -483,33 +470,24 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   }
   end.usage = limits->usage();
 
+  // The child's report: empty once it reached exec, "exec ERRNO ..." when exec failed, else
+  // the step that failed.
   char buf[1024];
   ssize_t n = ::read(report_r.get(), buf, sizeof buf - 1);
   std::string report = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  Outcome out;
   if (report.rfind("exec ", 0) == 0) {
-    int e = std::atoi(report.c_str() + 5);
-    const std::string& cmd = opts.argv[0];
-    bool missing = e == ENOENT || e == ENOTDIR;
-    std::string msg = cmd + ": " + (missing ? "command not found" : std::strerror(e));
-    std::fprintf(stderr, "cordon: %s\n", msg.c_str());
-    end.error = msg;
-    return finish(missing ? kExitNotFound : kExitCannotExec);
+    out.exec_errno = std::atoi(report.c_str() + 5);
+  } else if (!report.empty()) {
+    out.setup_error = report;
   }
-  if (!report.empty()) {
-    return setup_failed(report);
-  }
-  if (timed_out) {
-    end.timed_out = true;
-    end.limit_hit = "timeout";
-    std::fprintf(stderr, "cordon: killed: timeout (%s) reached\n",
-                 policy::format_duration(pol.process.timeout).c_str());
-    return finish(kExitTimeout);
-  }
-  if (WIFSIGNALED(status)) {
-    end.signal = WTERMSIG(status);
-    return finish(128 + WTERMSIG(status));
-  }
-  return finish(WIFEXITED(status) ? WEXITSTATUS(status) : kExitCordonFailed);
+  out.timed_out = timed_out;
+  out.program_status = status;
+  ExitFacts facts;
+  facts.command = opts.argv[0];
+  facts.timeout = pol.process.timeout;
+  facts.memory = pol.process.memory;
+  return finish(exit_status(out, facts, end));
 }
 
 }  // namespace cordon::launcher

@@ -1,0 +1,89 @@
+// The one mapping from how the program ended to `cordon run`'s exit status and messages.
+#include "launcher/exit_status.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "launcher/diagnostics.h"
+#include "launcher/run_options.h"
+#include "policy/loader.h"
+
+namespace cordon::launcher {
+namespace {
+
+std::string human_size(uint64_t b) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (v == std::floor(v)) {
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, units[u]);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  }
+  return buf;
+}
+
+int exec_failed(int e, const ExitFacts& facts, SessionEnd& end) {
+  if (e == ENOENT || e == ENOTDIR) {
+    end.error = facts.command + ": command not found";
+    if (facts.not_found_hint) {
+      if (auto hint = facts.not_found_hint()) {
+        end.error += " in the sandbox; " + *hint;
+      }
+    }
+    say(end.error);
+    return kExitNotFound;
+  }
+  end.error = facts.command + ": " + std::strerror(e);
+  say(end.error);
+  return kExitCannotExec;
+}
+
+}  // namespace
+
+int exit_status(const Outcome& out, const ExitFacts& facts, SessionEnd& end) {
+  if (out.setup_error) {
+    end.error = *out.setup_error;
+    return fail(end.error);
+  }
+  if (out.exec_errno) {
+    return exec_failed(*out.exec_errno, facts, end);
+  }
+  if (out.timed_out) {
+    end.timed_out = true;
+    end.limit_hit = "timeout";
+    say("killed: timeout (" + policy::format_duration(facts.timeout) + ") reached");
+    return kExitTimeout;
+  }
+  // The program's own status (from init); init's status if init died before it could report.
+  int st = out.program_status.value_or(out.init_status);
+  if (WIFSIGNALED(st)) {
+    int sig = WTERMSIG(st);
+    end.signal = sig;
+    if (sig == SIGKILL && end.usage.oom_killed) {
+      end.limit_hit = "memory";
+      say("killed: memory limit (" + human_size(facts.memory) + ") reached");
+    } else if (end.usage.pids_limit_hit) {
+      end.limit_hit = "pids";
+    }
+    return 128 + sig;
+  }
+  if (end.usage.oom_killed) {
+    end.limit_hit = "memory";
+  } else if (end.usage.pids_limit_hit) {
+    end.limit_hit = "pids";
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : kExitCordonFailed;
+}
+
+}  // namespace cordon::launcher
