@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "launcher/diagnostics.h"
 #include "launcher/limits_backend.h"
 #include "policy/base/unique_fd.h"
 
@@ -170,8 +170,7 @@ class CgroupV1 final : public CgroupTree {
         return sys_error("mkdir(\"" + dir + "\")",
                          errno == EEXIST ? "a session with this id already exists" : "");
       }
-      dirs_.push_back(
-          {dir, e.rel + (e.rel == "/" ? "" : "/") + "cordon/" + id, {e.controller}});
+      dirs_.push_back({dir, e.rel + (e.rel == "/" ? "" : "/") + "cordon/" + id, {e.controller}});
     }
     if (v.memory != 0) {
       std::string mem = dir_of("memory");
@@ -233,8 +232,8 @@ class CgroupV1 final : public CgroupTree {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(round < 10 ? 1 : 10));
     }
-    spdlog::warn("cgroup {}: processes still present after 200 SIGKILL rounds",
-                 dirs_.empty() ? "" : dirs_[0].path);
+    say("cgroup " + (dirs_.empty() ? std::string() : dirs_[0].path) +
+        ": processes still present after 200 SIGKILL rounds");
   }
 
   std::vector<std::string> paths() const override {
@@ -247,8 +246,8 @@ class CgroupV1 final : public CgroupTree {
 
  private:
   struct Dir {
-    std::string path;    // <mount>/<own>/cordon/<id>
-    std::string rel;     // /<own>/cordon/<id> as /proc/<pid>/cgroup shows it
+    std::string path;  // <mount>/<own>/cordon/<id>
+    std::string rel;   // /<own>/cordon/<id> as /proc/<pid>/cgroup shows it
     std::vector<std::string> controllers;
   };
 
@@ -336,7 +335,7 @@ class CgroupV1 final : public CgroupTree {
         }
       }
       if (!removed) {
-        spdlog::warn("cannot remove cgroup {}: {}", d.path, std::strerror(errno));
+        say("cannot remove cgroup " + d.path + ": " + std::strerror(errno));
       }
       // The shared "cordon" parent stays: removing it when empty raced with a concurrent session
       // between its mkdir of the parent (EEXIST) and of its own directory (ENOENT).

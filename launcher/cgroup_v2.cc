@@ -2,7 +2,6 @@
 // was delegated to us (writable, with memory, pids and cpu available), or for root
 // "<top>/cordon/<id>" at the top of the hierarchy.
 #include <signal.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <cmath>
 #include <thread>
 
+#include "launcher/diagnostics.h"
 #include "launcher/limits_backend.h"
 
 namespace cordon::launcher::limits_detail {
@@ -272,7 +272,7 @@ class CgroupV2 final : public CgroupTree {
       }
     }
     if (!removed) {
-      spdlog::warn("cannot remove cgroup {}: {}", dir_, std::strerror(errno));
+      say("cannot remove cgroup " + dir_ + ": " + std::strerror(errno));
     }
     dir_.clear();
   }

@@ -1,4 +1,4 @@
-// say() and fail(): the "cordon: " lines on stderr.
+// say(), fail() and their subcommand forms: the "cordon: " lines on stderr.
 #include "launcher/diagnostics.h"
 
 #include <unistd.h>
@@ -10,11 +10,11 @@
 
 namespace cordon::launcher {
 
-void say(std::string_view msg) {
-  std::string line = "cordon: ";
-  line.append(msg);
+namespace {
+
+// stderr is unbuffered: one write keeps the line whole. A failed write has nowhere to go.
+void write_line(std::string line) {
   line += '\n';
-  // stderr is unbuffered: one write keeps the line whole. A failed write has nowhere to go.
   size_t off = 0;
   while (off < line.size()) {
     ssize_t n = ::write(STDERR_FILENO, line.data() + off, line.size() - off);
@@ -26,6 +26,27 @@ void say(std::string_view msg) {
     }
     off += static_cast<size_t>(n);
   }
+}
+
+}  // namespace
+
+void say(std::string_view msg) {
+  std::string line = "cordon: ";
+  line.append(msg);
+  write_line(std::move(line));
+}
+
+void say_in(std::string_view command, std::string_view msg) {
+  std::string line = "cordon ";
+  line.append(command);
+  line += ": ";
+  line.append(msg);
+  write_line(std::move(line));
+}
+
+int fail_in(std::string_view command, std::string_view msg) {
+  say_in(command, msg);
+  return kExitCordonFailed;
 }
 
 int fail(std::string_view msg) {

@@ -1,4 +1,5 @@
-// The launcher's own voice on stderr: one line per message, each starting "cordon: ".
+// The launcher's own voice on stderr: one line per message, each starting "cordon: " (or
+// "cordon COMMAND: " for a subcommand's own).
 #pragma once
 
 #include <string_view>
@@ -10,5 +11,9 @@ void say(std::string_view msg);
 
 // say(msg), then the exit status of cordon's own failure (kExitCordonFailed).
 int fail(std::string_view msg);
+
+// The same for a subcommand's own messages: "cordon COMMAND: MSG" ("cordon prune: ...").
+void say_in(std::string_view command, std::string_view msg);
+int fail_in(std::string_view command, std::string_view msg);
 
 }  // namespace cordon::launcher

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string_view>
 
+#include "launcher/diagnostics.h"
+
 namespace cordon::launcher {
 
 namespace {
@@ -76,7 +78,7 @@ std::vector<std::string> env_note_lines(const EnvNotes& n) {
 void report_env_notes(const EnvNotes& n, const record::EventLog& events, bool quiet) {
   if (!quiet) {
     for (const auto& line : env_note_lines(n)) {
-      std::fprintf(stderr, "cordon: %s\n", line.c_str());
+      say(line);
     }
   }
   for (const auto& e : n.kept_but_denied) {

@@ -2,8 +2,6 @@
 // plainly which one is in force.
 #include "launcher/limits.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstdio>
 #include <utility>
 
@@ -64,7 +62,6 @@ Result<Limits> Limits::create(const policy::ProcessPolicy& p, const std::string&
   } else {
     s->backend = LimitBackend::Rlimits;
     s->why_no_cgroup = v2.brief + ", " + v1.brief;
-    spdlog::debug("limits: no cgroup: cgroup v2: {}; cgroup v1: {}", v2.why_not, v1.why_not);
   }
   s->rlimits = limits_detail::plan_rlimits(p, s->backend);
   Limits l;

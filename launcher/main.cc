@@ -7,6 +7,7 @@
 
 #include "launcher/commands.h"
 #include "launcher/completion.h"
+#include "launcher/diagnostics.h"
 #include "launcher/session.h"
 #include "launcher/version.h"
 #include "policy/loader.h"
@@ -76,12 +77,14 @@ int main(int argc, char** argv) {
   RunOptions run;
   auto* run_cmd = app.add_subcommand(
       "run", "Run a program in a sandbox: cordon run [OPTIONS] -- COMMAND [ARGS...]");
-  run_cmd->add_option("--policy,-p", run.policy_file,
-                      "Policy file (JSON with comments); default: the embedded policy "
-                      "(`cordon policy default`)")
+  run_cmd
+      ->add_option("--policy,-p", run.policy_file,
+                   "Policy file (JSON with comments); default: the embedded policy "
+                   "(`cordon policy default`)")
       ->type_name("FILE");
-  run_cmd->add_option("--workspace,-w", run.workspace,
-                      "Directory the program works in (filesystem.workspace); default: .")
+  run_cmd
+      ->add_option("--workspace,-w", run.workspace,
+                   "Directory the program works in (filesystem.workspace); default: .")
       ->type_name("DIR");
   run_cmd->add_option("--mode", run.mode, "Workspace mode: cow | ro | rw (filesystem.mode)")
       ->type_name("MODE");
@@ -93,9 +96,10 @@ int main(int argc, char** argv) {
       ->type_name("N");
   run_cmd->add_option("--nofile", run.nofile, "Most open files per process (process.nofile)")
       ->type_name("N");
-  run_cmd->add_option("--timeout", run.timeout,
-                      "Wall-clock limit, e.g. 90s, 30m, 0 for none (process.timeout); on expiry "
-                      "SIGTERM, then SIGKILL after the grace period, exit 124")
+  run_cmd
+      ->add_option("--timeout", run.timeout,
+                   "Wall-clock limit, e.g. 90s, 30m, 0 for none (process.timeout); on expiry "
+                   "SIGTERM, then SIGKILL after the grace period, exit 124")
       ->type_name("DURATION");
   // One value per occurrence: a greedy vector option would swallow the "--" before CMD.
   run_cmd->add_option("--env-keep", run.env_keep, "Keep this host variable (repeatable)")
@@ -218,8 +222,7 @@ int main(int argc, char** argv) {
   snap_cmd->add_option("NAME", wf_name, "Snapshot name (default: snap-DATE-TIME)");
   snap_cmd->footer(wf_footer);
   auto* rollback_cmd = app.add_subcommand(
-      "rollback",
-      "Back to snapshot NAME or the start (live: the program sees it at once)");
+      "rollback", "Back to snapshot NAME or the start (live: the program sees it at once)");
   rollback_cmd->add_option("ID", wf_id, "Session")->required();
   rollback_cmd->add_option("NAME", wf_name, "Snapshot name (default: the start)");
   rollback_cmd->footer(wf_footer);
@@ -242,8 +245,8 @@ int main(int argc, char** argv) {
                        "Also commit the protected paths (git hooks and config, editor and agent "
                        "settings, CI workflows) that a plain commit leaves out");
   commit_cmd->footer(wf_footer);
-  auto* discard_cmd = app.add_subcommand(
-      "discard", "Drop every change and snapshot of a finished cow session");
+  auto* discard_cmd =
+      app.add_subcommand("discard", "Drop every change and snapshot of a finished cow session");
   discard_cmd->add_option("ID", wf_id, "Session")->required();
   discard_cmd->footer(wf_footer);
 
@@ -269,9 +272,7 @@ int main(int argc, char** argv) {
 
   if (*run_cmd) {
     if (!has_command) {
-      std::fprintf(stderr,
-                   "cordon run: no command given; usage: cordon run [OPTIONS] -- COMMAND [ARGS...]\n");
-      return kExitCordonFailed;
+      return fail_in("run", "no command given; usage: cordon run [OPTIONS] -- COMMAND [ARGS...]");
     }
     return run_command(run);
   }
@@ -297,10 +298,8 @@ int main(int argc, char** argv) {
     if (!prune_older.empty()) {
       auto age = cordon::policy::parse_duration(prune_older);
       if (!age) {
-        std::fprintf(stderr,
-                     "cordon prune: --older-than %s: not a duration; use e.g. 7d, 12h, 30m\n",
-                     prune_older.c_str());
-        return kExitCordonFailed;
+        return fail_in("prune",
+                       "--older-than " + prune_older + ": not a duration; use e.g. 7d, 12h, 30m");
       }
       prune.older_than = std::chrono::duration_cast<std::chrono::seconds>(*age);
     }

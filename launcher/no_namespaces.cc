@@ -370,8 +370,8 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
     }
     ll.write_paths.push_back(private_tmp);
     extra_env["TMPDIR"] = private_tmp;
-    say("--no-namespaces: the read-only workspace is beneath /tmp, so only TMPDIR=" +
-        private_tmp + " is writable there");
+    say("--no-namespaces: the read-only workspace is beneath /tmp, so only TMPDIR=" + private_tmp +
+        " is writable there");
   }
   EnvNotes env_notes;
   std::vector<std::string> envp =

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "launcher/commands.h"
+#include "launcher/diagnostics.h"
 #include "launcher/identity.h"
 #include "launcher/landlock.h"
 #include "launcher/seccomp.h"
@@ -43,11 +44,11 @@ int policy_check_command(const std::string& file) {
   try {
     policy::Policy p = load(file);
     if (auto s = validate_for_run(p); !s.ok()) {
-      std::cerr << "cordon: " << file << ": " << s.error().to_string() << "\n";
+      say(file + ": " + s.error().to_string());
       return 1;
     }
   } catch (const policy::PolicyError& e) {
-    std::cerr << "cordon: " << e.what() << "\n";
+    say(e.what());
     return 1;
   }
   std::cout << file << ": ok\n";
@@ -58,12 +59,12 @@ int policy_explain_command(const std::string& file) {
   try {
     policy::Policy p = load(file);
     if (auto s = validate_for_run(p); !s.ok()) {
-      std::cerr << "cordon: " << file << ": " << s.error().to_string() << "\n";
+      say(file + ": " + s.error().to_string());
       return 1;
     }
     std::cout << policy::explain(p);
   } catch (const policy::PolicyError& e) {
-    std::cerr << "cordon: " << e.what() << "\n";
+    say(e.what());
     return 1;
   }
   return 0;

@@ -15,6 +15,7 @@
 
 #include "fusefs/safe_io.h"
 #include "launcher/cowfs_sidecar.h"
+#include "launcher/diagnostics.h"
 #include "launcher/run_options.h"
 #include "launcher/session.h"
 #include "launcher/session_state.h"
@@ -154,10 +155,9 @@ void apply_retention(const std::string& root) {
   if (const char* env = std::getenv("CORDON_RETENTION"); env != nullptr && *env != '\0') {
     auto d = policy::parse_duration(env);
     if (!d) {
-      std::fprintf(stderr,
-                   "cordon: CORDON_RETENTION=%s is not a duration (e.g. 30d, 12h; 0 keeps every "
-                   "session); old sessions were not pruned\n",
-                   text::one_line(env, 64).c_str());
+      say("CORDON_RETENTION=" + text::one_line(env, 64) +
+          " is not a duration (e.g. 30d, 12h; 0 keeps every session); old sessions were not "
+          "pruned");
       return;
     }
     keep_for = std::chrono::duration_cast<std::chrono::seconds>(*d);

@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "launcher/channel.h"
+#include "launcher/diagnostics.h"
 #include "launcher/init.h"
 #include "launcher/pty.h"
 
@@ -87,7 +88,7 @@ Outcome supervise(const SuperviseSpec& spec) {
       if (errno == EINTR) {
         continue;
       }
-      std::perror("cordon: poll");
+      say(std::string("poll: ") + std::strerror(errno));
       break;
     }
     if (r == 0) {
