@@ -5,33 +5,15 @@
 #include <sys/wait.h>
 
 #include <cerrno>
-#include <cmath>
-#include <cstdio>
 #include <cstring>
 
 #include "launcher/diagnostics.h"
 #include "launcher/run_options.h"
+#include "launcher/session_text.h"
 #include "policy/loader.h"
 
 namespace cordon::launcher {
 namespace {
-
-std::string human_size(uint64_t b) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[64];
-  if (v == std::floor(v)) {
-    std::snprintf(buf, sizeof buf, "%.0f %s", v, units[u]);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-  }
-  return buf;
-}
 
 int exec_failed(int e, const ExitFacts& facts, SessionEnd& end) {
   if (e == ENOENT || e == ENOTDIR) {
@@ -72,7 +54,7 @@ int exit_status(const Outcome& out, const ExitFacts& facts, SessionEnd& end) {
     end.signal = sig;
     if (sig == SIGKILL && end.usage.oom_killed) {
       end.limit_hit = "memory";
-      say("killed: memory limit (" + human_size(facts.memory) + ") reached");
+      say("killed: memory limit (" + text::size(facts.memory) + ") reached");
     } else if (end.usage.pids_limit_hit) {
       end.limit_hit = "pids";
     }
