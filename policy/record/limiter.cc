@@ -105,7 +105,7 @@ RecordLimiter::Verdict RecordLimiter::admit(std::string_view kind, size_t len, T
     return Verdict::kWrite;
   }
   if (!closed_.load(std::memory_order_relaxed)) {
-    if (file_size(fd) + len <= normal_end_) {
+    if (normal_fits(len, fd)) {
       return Verdict::kWrite;
     }
     closed_.store(true, std::memory_order_relaxed);
@@ -115,6 +115,22 @@ RecordLimiter::Verdict RecordLimiter::admit(std::string_view kind, size_t len, T
     count(f, true);
   }
   return said_.exchange(true) ? Verdict::kDropped : Verdict::kCapReached;
+}
+
+bool RecordLimiter::normal_fits(size_t len, int fd) {
+  std::lock_guard lock(size_mu_);
+  // Other writers move the end too, so the count is a lower bound: trusted only for a few KiB,
+  // and never near the end.
+  if (unseen_ >= kLookEvery || seen_size_ + len + kLookEvery > normal_end_) {
+    seen_size_ = file_size(fd);
+    unseen_ = 0;
+  }
+  if (seen_size_ + len > normal_end_) {
+    return false;
+  }
+  seen_size_ += len;
+  unseen_ += len;
+  return true;
 }
 
 bool RecordLimiter::close_normal_part(int fd, std::string hit_line) {

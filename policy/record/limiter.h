@@ -65,8 +65,14 @@ class RecordLimiter {
   // if written.
   bool close_normal_part(int fd, std::string hit_line);
   // How far past the normal part the closing limit.hit makes the file end: more than the lines
-  // other writers can have in flight when they all pass the check at once (within the reserve).
+  // other writers can have in flight when they all pass the check at once, plus what each of
+  // them writes before its next look at the file (kLookEvery), within the reserve.
   static constexpr uint64_t kClosedMargin = 32 << 10;
+  // A writer looks at the file's size (fstat) once it has admitted this many bytes since its
+  // last look, and at every event within this distance of the normal part's end; in between it
+  // counts its own bytes. So past the end each writer writes less than this plus one line, and
+  // the normal path costs one fstat per few KiB instead of one per event.
+  static constexpr uint64_t kLookEvery = 4 << 10;
 
   // Drops of one family by this writer, in total.
   struct Drops {
@@ -95,6 +101,7 @@ class RecordLimiter {
   };
   std::optional<Drops> report(size_t i, bool now_or_never);
   bool take_token(Family& f, int64_t now_ns);
+  bool normal_fits(size_t len, int fd);
   void count(Family& f, bool cap);
 
   RecordLimits limits_;
@@ -103,6 +110,9 @@ class RecordLimiter {
   std::atomic<bool> said_{false};    // ... and has offered limit.hit once
   std::atomic<bool> ended_{false};   // a kLast line was written: nothing may follow it
   std::mutex cap_mu_;                // threads of this writer: one in close_normal_part
+  std::mutex size_mu_;               // guards the two below
+  uint64_t seen_size_ = 0;           // the file's size at the last look, plus what was admitted
+  uint64_t unseen_ = kLookEvery;     // bytes admitted since the last look (the first admit looks)
   Family families_[kFamilyCount];
 };
 

@@ -219,6 +219,52 @@ TEST(RecordLimiter, TheLimitHitClosesTheNormalPartForEveryWriter) {
   EXPECT_EQ(b->dropped(), 2u);
 }
 
+// A writer counts its own bytes between looks at the file: when another writer fills the file
+// meanwhile, it still stops within kLookEvery and one line of the normal part's end, and closes it.
+TEST(RecordLimiter, AWriterCountingItsOwnBytesStopsSoonAfterAnotherFilledTheFile) {
+  TempDir dir;
+  std::string path = dir / "events.jsonl";
+  const RecordLimits limits{1 << 20, 0};
+  const uint64_t normal_end = limits.max_bytes - limits.reserve();
+  auto a = EventLog::open(path, "s", "a", limits);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(a->emit("fs.refused", {{"early", true}}).ok());  // a's look: the file is small
+  {
+    // Another writer (the lines of one that has no cap) takes the file to 100 bytes short of
+    // the normal part's end.
+    std::ofstream other(path, std::ios::app);
+    auto line = [](uint64_t len) {
+      return R"({"kind":"other","pad":")" + std::string(len - 26, 'o') + "\"}\n";
+    };
+    ASSERT_EQ(line(1000).size(), 1000u);
+    const uint64_t target = normal_end - 100;
+    uint64_t size = file_size(path);
+    for (; size + 2000 <= target; size += 1000) {
+      other << line(1000);
+    }
+    other << line(target - size);
+  }
+  ASSERT_EQ(file_size(path), normal_end - 100);
+  size_t line_len = 0;
+  for (int i = 0; i < 200; ++i) {
+    uint64_t before = file_size(path);
+    ASSERT_TRUE(a->emit("fs.refused", {{"i", i}, {"pad", std::string(150, 'x')}}).ok());
+    if (line_len == 0 && file_size(path) > before) {
+      line_len = file_size(path) - before;
+    }
+  }
+  ASSERT_GT(line_len, 0u);
+  size_t bad = 0;
+  auto evs = read_lines(path, &bad);
+  EXPECT_EQ(bad, 0u);
+  size_t late = count_kind(evs, "fs.refused") - 1;  // a's lines after the fill
+  EXPECT_LE(late * line_len, RecordLimiter::kLookEvery + line_len) << late << " lines";
+  EXPECT_EQ(late + a->dropped(), 200u);
+  EXPECT_EQ(count_kind(evs, "limit.hit"), 1u);
+  EXPECT_EQ(evs.back().value("kind", ""), "limit.hit");
+  EXPECT_LE(file_size(path), normal_end + RecordLimiter::kClosedMargin + line_len);
+}
+
 TEST(RecordLimiter, WithoutLimitsEveryEventIsWritten) {
   TempDir dir;
   std::string path = dir / "events.jsonl";
