@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/record/run.sh [BUILD_DIR]: the cost of the record's limits (token bucket per kind family,
-# a look at the size of events.jsonl every few KiB for the cap) on the normal event path, in ns per event, with and without.
+# a look at the size of events.jsonl every few KiB for the cap) on the normal event path, in ns
+# per event, with and without.
 # Medians of interleaved rounds; the scratch file is on a tmpfs.
 set -euo pipefail
 BUILD=${1:-${CORDON_BUILD_DIR:-build}}
