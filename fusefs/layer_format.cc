@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <set>
 
 #include "fusefs/layer_names.h"
@@ -100,6 +101,34 @@ Status check_overlay_features(LayerFormat f, int fd, const std::string& rel) {
     }
   }
   return {};
+}
+
+Status check_overlay_features_at(LayerFormat f, int dirfd, const std::string& name,
+                                 const std::string& rel) {
+  if (f != LayerFormat::Overlay) {
+    return {};
+  }
+  // Through the directory fd's magic link: `name` is one component and is not followed, so the
+  // lookup cannot leave the directory.
+  char list[4096];
+  std::string path = "/proc/self/fd/" + std::to_string(dirfd) + "/" + name;
+  ssize_t n = ::llistxattr(path.c_str(), list, sizeof list);
+  bool overlay_keys = n < 0;  // ERANGE (a long list) or an error: the open below decides
+  for (ssize_t i = 0; i < n && !overlay_keys;) {
+    std::string_view key(list + i, ::strnlen(list + i, static_cast<size_t>(n - i)));
+    for (const char* prefix : kOverlayPrefixes) {
+      overlay_keys = overlay_keys || key.starts_with(prefix);
+    }
+    i += static_cast<ssize_t>(key.size()) + 1;
+  }
+  if (!overlay_keys) {
+    return {};
+  }
+  UniqueFd fd(open_beneath(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) {
+    return sys_error("opening the upper layer's " + rel);
+  }
+  return check_overlay_features(f, fd.get(), rel);
 }
 
 bool xattr_commits(std::string_view name) {

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <map>
+#include <string>
 #include <unordered_map>
 
 #include "fusefs/safe_io.h"
@@ -13,10 +14,23 @@
 namespace cordon::fusefs {
 namespace {
 
+// Files up to kKeepFile bytes are kept in memory when read for their hash, within kKeepTotal in
+// all: a candidate pair is then compared without reading either file again.
+constexpr size_t kKeepFile = 64 << 10;
+constexpr size_t kKeepTotal = 64 << 20;
+
+struct Content {
+  uint64_t hash = 0;
+  bool kept = false;  // `bytes` is the whole file, read to its end
+  std::string bytes;
+};
+
 // FNV-1a over the whole file: only a bucket key, every match is confirmed byte for byte, so a
-// collision costs one comparison and never a wrong rename.
-bool hash_file(int fd, uint64_t* out) {
+// collision costs one comparison and never a wrong rename. `*budget`: what may still be kept.
+bool read_content(int fd, size_t* budget, Content* out) {
   uint64_t h = 1469598103934665603ull;
+  bool keep = true;
+  std::string bytes;
   char buf[65536];
   for (off_t off = 0;;) {
     ssize_t n = ::pread(fd, buf, sizeof buf, off);
@@ -29,9 +43,20 @@ bool hash_file(int fd, uint64_t* out) {
     for (ssize_t i = 0; i < n; ++i) {
       h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
     }
+    size_t total = bytes.size() + static_cast<size_t>(n);
+    if (keep && (total > kKeepFile || total > *budget)) {
+      keep = false;
+      std::string().swap(bytes);
+    }
+    if (keep) {
+      bytes.append(buf, static_cast<size_t>(n));
+    }
     off += n;
   }
-  *out = h;
+  if (keep) {
+    *budget -= bytes.size();
+  }
+  *out = {h, keep, std::move(bytes)};
   return true;
 }
 
@@ -60,17 +85,6 @@ UniqueFd open_side(int root, const std::string& rel) {
 // Empty files are not paired: any two would "match", and the pairing would mean nothing.
 bool regular_file(const Change& c) { return c.type == 'f'; }
 
-// The size of a deleted file (the diff records new sizes only).
-bool size_of(int root, const std::string& rel, uint64_t* size) {
-  UniqueFd fd(open_beneath(root, rel, O_PATH | O_NOFOLLOW));
-  struct stat st {};
-  if (!fd || stat_fd(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return false;
-  }
-  *size = static_cast<uint64_t>(st.st_size);
-  return true;
-}
-
 }  // namespace
 
 std::vector<DiffEntry> pair_renames(const std::vector<Change>& changes, int lower_fd,
@@ -86,15 +100,15 @@ std::vector<DiffEntry> pair_renames(const std::vector<Change>& changes, int lowe
   }
   for (size_t i = 0; i < changes.size(); ++i) {
     const Change& c = changes[i];
-    uint64_t size = 0;
-    if (c.kind == ChangeKind::Deleted && regular_file(c) && size_of(lower_fd, c.path, &size) &&
-        added_sizes.count(size) != 0) {
-      deleted_by_size[size].push_back(i);
+    if (c.kind == ChangeKind::Deleted && regular_file(c) && added_sizes.count(c.old_size) != 0) {
+      deleted_by_size[c.old_size].push_back(i);
     }
   }
   // (size, hash) -> deleted candidates, hashed lazily per size bucket, in path order.
   std::map<std::pair<uint64_t, uint64_t>, std::vector<size_t>> buckets;
   std::unordered_map<uint64_t, bool> hashed;
+  std::vector<Content> deleted_content(changes.size());
+  size_t budget = kKeepTotal;
   auto bucket_for = [&](uint64_t size) {
     if (hashed[size]) {
       return;
@@ -102,9 +116,8 @@ std::vector<DiffEntry> pair_renames(const std::vector<Change>& changes, int lowe
     hashed[size] = true;
     for (size_t j : deleted_by_size[size]) {
       UniqueFd f = open_side(lower_fd, changes[j].path);
-      uint64_t h = 0;
-      if (f && hash_file(f.get(), &h)) {
-        buckets[{size, h}].push_back(j);
+      if (f && read_content(f.get(), &budget, &deleted_content[j])) {
+        buckets[{size, deleted_content[j].hash}].push_back(j);
       }
     }
   };
@@ -119,11 +132,12 @@ std::vector<DiffEntry> pair_renames(const std::vector<Change>& changes, int lowe
     }
     bucket_for(add.size);
     UniqueFd nf = open_side(upper_fd, add.path);
-    uint64_t h = 0;
-    if (!nf || !hash_file(nf.get(), &h)) {
+    Content added;
+    size_t add_budget = kKeepFile;  // kept only while it is compared
+    if (!nf || !read_content(nf.get(), &add_budget, &added)) {
       continue;
     }
-    auto it = buckets.find({add.size, h});
+    auto it = buckets.find({add.size, added.hash});
     if (it == buckets.end()) {
       continue;
     }
@@ -137,10 +151,19 @@ std::vector<DiffEntry> pair_renames(const std::vector<Change>& changes, int lowe
       if (used[j]) {
         continue;
       }
-      UniqueFd of = open_side(lower_fd, changes[j].path);
-      if (of && same_bytes(of.get(), nf.get())) {
+      Content& old = deleted_content[j];
+      bool same = false;
+      if (old.kept && added.kept) {
+        same = old.bytes == added.bytes;
+      } else {
+        UniqueFd of = open_side(lower_fd, changes[j].path);
+        same = of && same_bytes(of.get(), nf.get());
+      }
+      if (same) {
         used[j] = true;
         from[i] = changes[j].path;
+        budget += old.bytes.size();
+        std::string().swap(old.bytes);
         break;
       }
     }

@@ -186,6 +186,7 @@ class DiffWalk {
     }
     if (old != nullptr) {
       c.old_mode = old->st_mode & 07777;
+      c.old_size = S_ISREG(old->st_mode) ? static_cast<uint64_t>(old->st_size) : 0;
       if (kind == ChangeKind::Modified) {
         c.old_type = type_char(old->st_mode);
       }
@@ -254,12 +255,8 @@ class DiffWalk {
       }
       return walk(usub.get(), lsub ? lsub.get() : -1, path, depth + 1);
     }
-    if (format_ == LayerFormat::Overlay && S_ISREG(ust.st_mode)) {
-      UniqueFd f(open_beneath(upper, n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-      if (!f) {
-        return sys_error("opening the upper layer's " + path);
-      }
-      TRY(check_overlay_features(format_, f.get(), path));
+    if (S_ISREG(ust.st_mode)) {
+      TRY(check_overlay_features_at(format_, upper, n, path));
     }
     if (!in_lower) {
       emit(ChangeKind::Added, path, &ust, nullptr);

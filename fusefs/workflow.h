@@ -24,6 +24,7 @@ struct Change {
   char type = 'f';
   char old_type = 0;          // Modified: the type of what the workspace has there ('f', 'd', ...)
   uint64_t size = 0;          // new size for Added/Modified files
+  uint64_t old_size = 0;      // the workspace file's size; Modified/Deleted files
   uint32_t mode = 0;          // permission bits (07777) of the new object; Added/Modified
   uint32_t old_mode = 0;      // permission bits of the workspace's object; Modified/Deleted
   bool is_protected = false;  // filesystem.protect covers it: would run code on the host
