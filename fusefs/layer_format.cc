@@ -113,15 +113,18 @@ Status check_overlay_features_at(LayerFormat f, int dirfd, const std::string& na
   char list[4096];
   std::string path = "/proc/self/fd/" + std::to_string(dirfd) + "/" + name;
   ssize_t n = ::llistxattr(path.c_str(), list, sizeof list);
-  bool overlay_keys = n < 0;  // ERANGE (a long list) or an error: the open below decides
-  for (ssize_t i = 0; i < n && !overlay_keys;) {
+  // Overlayfs marks every copied-up file with an origin xattr: only the two features matter.
+  bool listed = n < 0;  // ERANGE (a long list) or an error: the open below decides
+  for (ssize_t i = 0; i < n && !listed;) {
     std::string_view key(list + i, ::strnlen(list + i, static_cast<size_t>(n - i)));
     for (const char* prefix : kOverlayPrefixes) {
-      overlay_keys = overlay_keys || key.starts_with(prefix);
+      for (const char* feature : {"redirect", "metacopy"}) {
+        listed = listed || key == std::string(prefix) + feature;
+      }
     }
     i += static_cast<ssize_t>(key.size()) + 1;
   }
-  if (!overlay_keys) {
+  if (!listed) {
     return {};
   }
   UniqueFd fd(open_beneath(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));

@@ -42,9 +42,9 @@ bool is_opaque_dir(LayerFormat f, int dirfd);
 // userxattr, which refuses both, so a layer that has them was not written by cordon): an error
 // naming the entry when `fd` (an open file or directory of the layer) carries one.
 Status check_overlay_features(LayerFormat f, int fd, const std::string& rel);
-// The same for the entry `name` of the upper directory `dirfd`, without opening it when it has no
-// overlay xattr at all (one listxattr instead of an open and four reads: diff asks this of
-// every file of the layer).
+// The same for the entry `name` of the upper directory `dirfd`, opened only when it lists one of
+// those xattrs (one listxattr instead of an open and four reads: diff asks this of every file of
+// the layer).
 Status check_overlay_features_at(LayerFormat f, int dirfd, const std::string& name,
                                  const std::string& rel);
 

@@ -572,6 +572,18 @@ TEST(OverlayLayers, WhiteoutsOpaqueDirectoriesAndDevicesAreRead) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().to_string().find("moved uses overlayfs redirect"), std::string::npos)
       << refused.error().to_string();
+  // The same of a file (read without opening it when it has no overlay xattr): other user
+  // xattrs pass, a metacopy one is refused.
+  ASSERT_EQ(::rmdir(at("upper/moved").c_str()), 0);
+  write_file(at("upper/meta"), "meta");
+  ASSERT_EQ(::setxattr(at("upper/meta").c_str(), "user.note", "n", 1, 0), 0);
+  auto noted = diff_layers(at("lower"), at("upper"), nullptr, LayerFormat::Overlay);
+  ASSERT_TRUE(noted.ok()) << noted.error().to_string();
+  ASSERT_EQ(::setxattr(at("upper/meta").c_str(), "user.overlay.metacopy", "", 0, 0), 0);
+  refused = diff_layers(at("lower"), at("upper"), nullptr, LayerFormat::Overlay);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().to_string().find("meta uses overlayfs metacopy"), std::string::npos)
+      << refused.error().to_string();
 }
 
 // A layer nested deeper than any path can be (built with *at() calls) is refused by diff with
