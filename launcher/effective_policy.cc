@@ -95,6 +95,9 @@ std::vector<Override> run_overrides(const RunOptions& o) {
   for (const auto& h : o.allow_host) {
     out.push_back({"--allow-host", "network.allow", h, How::Append});
   }
+  for (const auto& h : o.inspect) {
+    out.push_back({"--inspect", "network.inspect", h, How::Append});
+  }
   return out;
 }
 

@@ -138,6 +138,12 @@ int main(int argc, char** argv) {
                    "own loopback (a local model server) and nothing else of it")
       ->allow_extra_args(false)
       ->type_name("PATTERN");
+  run_cmd
+      ->add_option("--inspect", run.inspect,
+                   "Inspect HTTPS to this host pattern, as in network.inspect (repeatable): the "
+                   "proxy sees and logs its requests and network.rules apply to them")
+      ->allow_extra_args(false)
+      ->type_name("PATTERN");
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");
   run_cmd->add_flag("--no-namespaces", run.no_namespaces,
                     "ADVISORY mode, not a sandbox: for hosts without user namespaces. The program "

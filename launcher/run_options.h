@@ -17,6 +17,7 @@ struct RunOptions {
   std::vector<std::string> env_pass;  // NAME: passed even where process.env.deny matches
   std::vector<std::string> env_set;   // K=V
   std::vector<std::string> allow_host;
+  std::vector<std::string> inspect;      // --inspect: network.inspect entries
   std::vector<std::string> read, write;  // extra host paths (filesystem.read / .write)
   bool quiet = false;
   // --no-namespaces: advisory mode on the host (launcher/no_namespaces.h).
@@ -25,10 +26,10 @@ struct RunOptions {
 };
 
 // Exit codes, following timeout(1) and env(1).
-inline constexpr int kExitTimeout = 124;      // wall-clock timeout reached
-inline constexpr int kExitCordonFailed = 125; // cordon itself failed (bad flag, setup error)
-inline constexpr int kExitCannotExec = 126;   // program found but not executable
-inline constexpr int kExitNotFound = 127;     // program not found
+inline constexpr int kExitTimeout = 124;       // wall-clock timeout reached
+inline constexpr int kExitCordonFailed = 125;  // cordon itself failed (bad flag, setup error)
+inline constexpr int kExitCannotExec = 126;    // program found but not executable
+inline constexpr int kExitNotFound = 127;      // program not found
 // Death by signal N: 128 + N.
 
 }  // namespace cordon::launcher

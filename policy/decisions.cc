@@ -1,4 +1,5 @@
 // The decision functions of the policy model: network destinations, file access, environment.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,8 +84,7 @@ bool env_glob(std::string_view pat, std::string_view s) {
 
 // The deny entry that refuses the raw address `ip` on `port`, if any: the one deny loop for
 // addresses, shared by raw-IP decisions and the check of resolved addresses.
-std::optional<NetDecision> deny_for_ip(const NetworkPolicy& p, const IpAddress& ip,
-                                       uint16_t port) {
+std::optional<NetDecision> deny_for_ip(const NetworkPolicy& p, const IpAddress& ip, uint16_t port) {
   for (size_t i = 0; i < p.deny.size(); ++i) {
     // A deny "*" means "nothing at all", raw addresses included; other name patterns cannot
     // say anything about an address.
@@ -122,6 +122,19 @@ NetDecision decide_address(const NetworkPolicy& p, const IpAddress& ip, uint16_t
 }
 
 }  // namespace
+
+bool NetworkPolicy::inspects(std::string_view host, uint16_t port) const {
+  auto named = [&](const std::vector<HostPattern>& pats) {
+    return std::any_of(pats.begin(), pats.end(),
+                       [&](const HostPattern& h) { return h.matches_name(host, port); });
+  };
+  if (named(inspect_exclude)) {
+    return false;
+  }
+  return named(inspect) || std::any_of(rules.begin(), rules.end(), [&](const HttpRule& r) {
+           return r.host.matches_name(host, port);
+         });
+}
 
 Decision NetworkPolicy::decide_name(std::string_view host, uint16_t port) const {
   return decide_destination(host, port).decision();
@@ -168,9 +181,8 @@ NetDecision NetworkPolicy::decide_dns(std::string_view name) const {
   return {false, "network.allow (no match)"};
 }
 
-NetDecision NetworkPolicy::check_resolved(std::string_view name, const IpAddress& ip,
-                                          uint16_t port, bool pinned,
-                                          const NetDecision& by_name) const {
+NetDecision NetworkPolicy::check_resolved(std::string_view name, const IpAddress& ip, uint16_t port,
+                                          bool pinned, const NetDecision& by_name) const {
   if (auto d = deny_for_ip(*this, ip, port)) {
     return *d;
   }

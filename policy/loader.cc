@@ -343,6 +343,9 @@ class Loader {
         {"dns", "network"},
         {"proxy_env", "network"},
         {"rules", "network"},
+        {"inspect", "network"},
+        {"inspect_exclude", "network"},
+        {"ca", "network"},
         {"types", "network.dns"},
         {"workspace", "filesystem"},
         {"mode", "filesystem"},
@@ -543,10 +546,11 @@ class Loader {
 
   void load_network(const json& v, const std::string& path, NetworkPolicy& n) const {
     expect_object(v, path);
-    check_keys(v, path,
-               {"allow", "deny", "max_connections", "max_connections_per_host",
-                "connections_per_minute", "max_bytes_out", "max_bytes_in", "idle_timeout",
-                "connect_timeout", "resolve", "dns", "proxy_env", "rules"});
+    check_keys(
+        v, path,
+        {"allow", "deny", "max_connections", "max_connections_per_host", "connections_per_minute",
+         "max_bytes_out", "max_bytes_in", "idle_timeout", "connect_timeout", "resolve", "dns",
+         "proxy_env", "rules", "inspect", "inspect_exclude", "ca"});
     if (const json* f = field(v, "allow")) {
       n.allow = get_hosts(*f, join_path(path, "allow"));
       for (size_t i = 0; i < n.allow.size(); ++i) {
@@ -606,6 +610,30 @@ class Loader {
     }
     if (const json* f = field(v, "rules")) {
       n.rules = get_http_rules(*f, join_path(path, "rules"));
+    }
+    if (const json* f = field(v, "inspect")) {
+      n.inspect = get_hosts(*f, join_path(path, "inspect"));
+    }
+    if (const json* f = field(v, "inspect_exclude")) {
+      n.inspect_exclude = get_hosts(*f, join_path(path, "inspect_exclude"));
+    }
+    if (const json* f = field(v, "ca")) {
+      std::string p = join_path(path, "ca");
+      expect_object(*f, p);
+      check_keys(*f, p, {"cert", "key"});
+      for (auto [key, out] : {std::pair{"cert", &n.ca_cert}, std::pair{"key", &n.ca_key}}) {
+        const json* x = field(*f, key);
+        std::string kp = join_path(p, key);
+        if (!x) {
+          fail(p, std::string("missing \"") + key +
+                      "\" (network.ca needs both the CA certificate and its key, PEM files)");
+        }
+        *out = get_string(*x, kp, "a PEM file path");
+        if (out->empty() || out->size() > 4096 ||
+            !(out->front() == '/' || out->starts_with("~/"))) {
+          fail(kp, show(*x) + " is not a file path (accepted: \"/abs/ca.pem\", \"~/ca.pem\")");
+        }
+      }
     }
   }
 

@@ -28,7 +28,8 @@ struct Decision {
 
 // A network decision with the entry that made it, for callers that need the rule itself (its
 // ports), not only its path. `pattern` points into the NetworkPolicy that decided (null when no
-// allow/deny entry did: no match, a pin, a special-address refusal); `decision()` is the plain form.
+// allow/deny entry did: no match, a pin, a special-address refusal); `decision()` is the plain
+// form.
 struct NetDecision {
   bool allow = false;
   std::string rule;                      // as Decision::rule, e.g. "network.allow[2]"
@@ -37,8 +38,8 @@ struct NetDecision {
 };
 
 struct NetworkPolicy {
-  std::vector<HostPattern> allow;  // network.allow
-  std::vector<HostPattern> deny;   // network.deny; wins over allow
+  std::vector<HostPattern> allow;          // network.allow
+  std::vector<HostPattern> deny;           // network.deny; wins over allow
   uint32_t max_connections = 64;           // concurrent, whole session; 0 = no connections at all
   uint32_t max_connections_per_host = 16;  // concurrent, per destination name (or IP)
   uint32_t connections_per_minute = 600;   // new connections, sliding minute
@@ -46,7 +47,8 @@ struct NetworkPolicy {
   uint64_t max_bytes_in = 0;               // 0 = unlimited
   Millis idle_timeout{std::chrono::minutes(5)};
   Millis connect_timeout{std::chrono::seconds(10)};
-  // network.resolve: names pinned to addresses (like curl --resolve). Keys lowercased, no trailing dot.
+  // network.resolve: names pinned to addresses (like curl --resolve). Keys lowercased, no trailing
+  // dot.
   std::map<std::string, std::vector<IpAddress>> resolve;
   // network.dns.types: record types answered for allowed names; default {"A","AAAA"}.
   // Anything else (TXT, ANY, NULL, ...) is refused unless listed here.
@@ -56,6 +58,18 @@ struct NetworkPolicy {
   // network.rules: which methods and paths HTTP requests to a host may use (plain HTTP); first
   // match wins, and a host some rule names is denied what no rule allows.
   std::vector<HttpRule> rules;
+  // network.inspect: hosts whose TLS the proxy terminates with a leaf from the session's CA, so
+  // that network.rules and the request log see HTTPS requests. The hosts network.rules name are
+  // always inspected too (rules a tunnel would bypass); network.inspect_exclude wins over both
+  // (certificate pinning, mTLS).
+  std::vector<HostPattern> inspect;
+  std::vector<HostPattern> inspect_exclude;
+  // network.ca: a user-supplied CA (PEM files, absolute or "~/"); empty = a CA made per session.
+  std::string ca_cert, ca_key;
+  // Whether TLS to `host` (a name or IP literal as the client named it) on `port` is inspected.
+  bool inspects(std::string_view host, uint16_t port) const;
+  // Whether any host is inspected (and so a CA is needed).
+  bool inspects_any() const { return !inspect.empty() || !rules.empty(); }
 
   // Decides a destination given by name (what DNS, SNI, Host, CONNECT or SOCKS named).
   // Deny wins; then the first matching allow; otherwise {false, "network.allow (no match)"}.
@@ -78,8 +92,8 @@ struct NetworkPolicy {
   // entry naming it even when pinned; a pinned address is otherwise allowed (rule
   // "network.resolve.NAME"); other special addresses need an IP/CIDR allow entry; anything else
   // keeps the name's decision `by_name`.
-  NetDecision check_resolved(std::string_view name, const IpAddress& ip, uint16_t port,
-                             bool pinned, const NetDecision& by_name) const;
+  NetDecision check_resolved(std::string_view name, const IpAddress& ip, uint16_t port, bool pinned,
+                             const NetDecision& by_name) const;
   // network.resolve's pins for `name` (already normalised), or null.
   const std::vector<IpAddress>* pins(std::string_view name) const;
   bool operator==(const NetworkPolicy&) const = default;
@@ -130,20 +144,33 @@ struct FilesystemPolicy {
   std::optional<size_t> protect_rule(std::string_view path, bool is_dir) const;
   // decide_write for creating an entry (create, mkdir, symlink, link, rename target): adds the
   // non-directory case of protect_rule.
-  Decision decide_create(std::string_view path, bool is_dir,
-                         std::string_view host_path = {}) const;
+  Decision decide_create(std::string_view path, bool is_dir, std::string_view host_path = {}) const;
   bool operator==(const FilesystemPolicy&) const = default;
 };
 
 struct EnvPolicy {
-  std::vector<std::string> keep{"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER",
-                                "LOGNAME", "SHELL", "COLORTERM", "NO_COLOR"};
+  std::vector<std::string> keep{"PATH", "HOME", "LANG",    "LC_ALL", "LC_CTYPE",  "TERM",
+                                "TZ",   "USER", "LOGNAME", "SHELL",  "COLORTERM", "NO_COLOR"};
   std::map<std::string, std::string> set;
-  // Glob patterns (only '*') matched against names, case-insensitively; wins over keep (not over set).
-  std::vector<std::string> deny{"*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*API_KEY*",
-                                "*APIKEY*", "*CREDENTIAL*", "*PRIVATE_KEY*", "AWS_*",
-                                "AZURE_*", "GOOGLE_APPLICATION_CREDENTIALS", "GH_*", "GITHUB_*",
-                                "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "*_AUTH*", "*COOKIE*"};
+  // Glob patterns (only '*') matched against names, case-insensitively; wins over keep (not over
+  // set).
+  std::vector<std::string> deny{"*TOKEN*",
+                                "*SECRET*",
+                                "*PASSWORD*",
+                                "*PASSWD*",
+                                "*API_KEY*",
+                                "*APIKEY*",
+                                "*CREDENTIAL*",
+                                "*PRIVATE_KEY*",
+                                "AWS_*",
+                                "AZURE_*",
+                                "GOOGLE_APPLICATION_CREDENTIALS",
+                                "GH_*",
+                                "GITHUB_*",
+                                "SSH_AUTH_SOCK",
+                                "GPG_AGENT_INFO",
+                                "*_AUTH*",
+                                "*COOKIE*"};
   // Names passed from the host even when `deny` matches them (process.env.pass, --env-pass): the
   // explicit way to hand the program a credential. Their values are never recorded.
   std::vector<std::string> pass;
@@ -169,12 +196,12 @@ struct SeccompPolicy {
 };
 
 struct ProcessPolicy {
-  uint64_t memory = 1ull << 30;    // bytes; 0 = unlimited
-  double cpus = 1.0;               // CPU quota in cores; 0 = unlimited
-  uint32_t pids = 512;             // tasks; 0 = unlimited
+  uint64_t memory = 1ull << 30;  // bytes; 0 = unlimited
+  double cpus = 1.0;             // CPU quota in cores; 0 = unlimited
+  uint32_t pids = 512;           // tasks; 0 = unlimited
   uint32_t nofile = 1024;
-  uint64_t fsize = 0;              // largest file the program may write, bytes; 0 = unlimited
-  Millis timeout{std::chrono::minutes(30)};  // wall clock; 0 = none
+  uint64_t fsize = 0;  // largest file the program may write, bytes; 0 = unlimited
+  Millis timeout{std::chrono::minutes(30)};    // wall clock; 0 = none
   Millis kill_grace{std::chrono::seconds(5)};  // SIGTERM -> SIGKILL
   EnvPolicy env;
   std::vector<PathPattern> exec_allow;  // empty = any

@@ -148,6 +148,15 @@ json to_json(const Policy& p) {
     }
     network["rules"] = std::move(rules);
   }
+  if (!n.inspect.empty()) {
+    network["inspect"] = texts(n.inspect);
+  }
+  if (!n.inspect_exclude.empty()) {
+    network["inspect_exclude"] = texts(n.inspect_exclude);
+  }
+  if (!n.ca_cert.empty()) {
+    network["ca"] = {{"cert", n.ca_cert}, {"key", n.ca_key}};
+  }
   const FilesystemPolicy& f = p.filesystem;
   json filesystem = {
       {"workspace", f.workspace},
@@ -263,8 +272,35 @@ std::string explain(const Policy& p) {
   }
   if (!ruled.empty()) {
     lines.push_back("network: HTTP requests to " + join(ruled) +
-                    " that no rule allows are refused with 403; rules see plain HTTP only, not "
+                    " that no rule allows are refused with 403, over plain HTTP and inspected "
                     "HTTPS (paths decoded and normalised once, see docs/policy.md)");
+  }
+  std::vector<std::string> inspected = ruled;
+  for (const auto& h : n.inspect) {
+    if (std::find(inspected.begin(), inspected.end(), h.text) == inspected.end()) {
+      inspected.push_back(h.text);
+    }
+  }
+  if (inspected.empty()) {
+    lines.push_back(
+        "network: HTTPS is not inspected: the proxy sees names and byte counts only "
+        "(network.inspect)");
+  } else {
+    lines.push_back(
+        "network: HTTPS to " + join(inspected) +
+        " is inspected (network.inspect and the hosts network.rules name)" +
+        ": the proxy ends TLS with a certificate from " +
+        (n.ca_cert.empty() ? std::string("a CA made for the session") : "the CA " + n.ca_cert) +
+        ", which the sandbox trusts, checks the server's certificate against the host's trust "
+        "store, and logs every request");
+  }
+  if (!n.inspect_exclude.empty()) {
+    std::vector<std::string> ex;
+    for (const auto& h : n.inspect_exclude) {
+      ex.push_back(host_text(h));
+    }
+    lines.push_back("network: HTTPS to " + join(ex) +
+                    " is never inspected (network.inspect_exclude): it passes through as is");
   }
   for (const auto& [name, ips] : n.resolve) {
     std::vector<std::string> s;
