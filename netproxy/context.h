@@ -16,7 +16,11 @@
 #include "policy/policy.h"
 #include "policy/record/events.h"
 
+struct ssl_ctx_st;
+
 namespace cordon::netproxy {
+
+class CertAuthority;
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -44,6 +48,10 @@ struct Context {
   const record::EventLog& events;
   Caps caps;
   NameMap names;
+  // TLS inspection (inspect.h): the CA minting leaves and the upstream verifying context; null
+  // when the policy inspects nothing.
+  CertAuthority* ca = nullptr;
+  ssl_ctx_st* upstream_tls = nullptr;
   PipePool pipes;                 // for the splice(2) data path (splice.h)
   std::list<IdleWatch*> watched;  // for the one idle-timeout sweeper (upstream.cc)
   bool sweeping = false;

@@ -9,35 +9,22 @@
 #include "netproxy/decide.h"
 #include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
+#include "netproxy/http_common.h"
+#include "netproxy/inspect.h"
 #include "netproxy/splice.h"
 #include "netproxy/upstream.h"
 #include "netproxy/wire/http_head.h"
 
 namespace cordon::netproxy {
 
-namespace http = beast::http;
 using namespace asio::experimental::awaitable_operators;
 
 namespace {
-
-constexpr uint32_t kMaxRequestHead = 16 * 1024;
-constexpr uint32_t kMaxResponseHead = 64 * 1024;
 
 // The helpers below serve both beast::tcp_stream (explicit proxy: a deadline per operation) and a
 // plain tcp::socket (transparent: the idle sweeper's one deadline per connection).
 tcp::socket& sock(beast::tcp_stream& s) { return s.socket(); }
 tcp::socket& sock(tcp::socket& s) { return s; }
-// A deadline per operation on a tcp_stream. Plain sockets are only used for connections under
-// the idle sweeper (`watched` below), which keeps one deadline for the whole connection.
-void set_deadline(beast::tcp_stream& s, Millis timeout) { s.expires_after(timeout); }
-void set_deadline(tcp::socket&, Millis) {}
-// Records a move on a watched connection (nullptr: not watched).
-void touch(Clock::time_point* watched) {
-  if (watched != nullptr) {
-    *watched = Clock::now();
-  }
-}
-
 template <class Stream>
 asio::awaitable<void> send_refusal(Context& ctx, Stream& s, unsigned version, http::status status,
                                    const std::string& line, bool keep_alive) {
@@ -51,112 +38,9 @@ asio::awaitable<void> send_refusal(Context& ctx, Stream& s, unsigned version, ht
   co_await http::async_write(s, res, use_nothrow);
 }
 
-// network.rules for one plain-HTTP request (host as decided, target in origin form): a refusal
-// (403 naming the rule, or 400 for a path the rules cannot judge) with its net.refused event, or
-// nullopt when the request may go.
-struct RuleRefusal {
-  http::status status;
-  std::string line;
-};
-std::optional<RuleRefusal> check_rules(Context& ctx, std::string_view host, uint16_t port,
-                                       std::string_view method, std::string_view target,
-                                       const std::string& client, std::string_view mode,
-                                       const std::string& url) {
-  if (ctx.policy.rules.empty()) {
-    return std::nullopt;
-  }
-  const std::string name = policy::normalize_host(host);
-  std::string why;
-  auto path = policy::normalize_http_path(target, &why);
-  policy::HttpDecision d;
-  RuleRefusal r{http::status::forbidden, {}};
-  if (!path) {
-    // Judged as the root so a host without rules is not refused over its paths.
-    d = policy::decide_http(ctx.policy.rules, name, port, method, "/");
-    if (!d.ruled) {
-      return std::nullopt;
-    }
-    d.allow = false;
-    d.rule = "network.rules (path)";
-    r.status = http::status::bad_request;
-    r.line = "cordon: " + std::string(method) + " " + name + " refused: " + why +
-             " (network.rules judge the decoded path)";
-  } else {
-    d = policy::decide_http(ctx.policy.rules, name, port, method, *path);
-    if (d.allow) {
-      return std::nullopt;
-    }
-    r.line = "cordon: " + std::string(method) + " " + name + *path + " is denied by " + d.rule;
-  }
-  ctx.emit("net.refused", {{"name", name},
-                           {"port", port},
-                           {"mode", std::string(mode)},
-                           {"decision", "deny"},
-                           {"rule", d.rule},
-                           {"client", client},
-                           {"method", std::string(method)},
-                           {"url", url},
-                           {"reason", r.line}});
-  return r;
-}
-
 http::status status_for(Failure f) {
   return (f == Failure::Policy || f == Failure::Cap) ? http::status::forbidden
                                                      : http::status::bad_gateway;
-}
-
-// Streams a chunked message (head already parsed into `p`) from `in` to `out` through a bounded
-// buffer, the shape of Beast's relay example: the chunk framing has to be parsed to find the
-// message's end. Counts bytes written; `outbound` says which byte budget they are charged to.
-// Returns an error, or a cap name in *cut when a budget ran out. `watched`: see relay_message.
-template <bool isRequest, class Stream>
-asio::awaitable<beast::error_code> relay_chunked(Context& ctx, Stream& in, beast::flat_buffer& buf,
-                                                 http::parser<isRequest, http::buffer_body>& p,
-                                                 Stream& out, bool outbound, uint64_t* written,
-                                                 std::string* cut, Clock::time_point* watched) {
-  http::serializer<isRequest, http::buffer_body> sr{p.get()};
-  std::array<char, 16 * 1024> chunk;
-  const auto timeout = ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
-                                                           : Millis(std::chrono::hours(24));
-  do {
-    if (!p.is_done()) {
-      p.get().body().data = chunk.data();
-      p.get().body().size = chunk.size();
-      set_deadline(in, timeout);
-      auto [ec, n] = co_await http::async_read(in, buf, p, use_nothrow);
-      touch(watched);
-      if (ec == http::error::need_buffer) {
-        ec = {};
-      }
-      if (ec) {
-        co_return ec;
-      }
-      p.get().body().size = chunk.size() - p.get().body().size;
-      p.get().body().data = chunk.data();
-      p.get().body().more = !p.is_done();
-    } else {
-      p.get().body().data = nullptr;
-      p.get().body().size = 0;
-      p.get().body().more = false;
-    }
-    set_deadline(out, timeout);
-    auto [ec, w] = co_await http::async_write(out, sr, use_nothrow);
-    touch(watched);
-    if (ec == http::error::need_buffer) {
-      ec = {};
-    }
-    *written += w;
-    uint64_t ok = outbound ? ctx.caps.take_out(w) : ctx.caps.take_in(w);
-    if (ec) {
-      co_return ec;
-    }
-    if (ok < w) {
-      // The budget ran out inside this chunk: cut here (an HTTP message cannot be trimmed).
-      *cut = outbound ? "network.max_bytes_out" : "network.max_bytes_in";
-      co_return beast::error_code(asio::error::connection_aborted);
-    }
-  } while (!p.is_done() && !sr.is_done());
-  co_return beast::error_code{};
 }
 
 // Ends when nothing moved for the idle timeout (the splice pump has no deadline of its own).
@@ -244,28 +128,10 @@ asio::awaitable<beast::error_code> read_head(Stream& in, beast::flat_buffer& buf
   co_return ec;
 }
 
-// A parsed head as Beast serialises it (the bytes `os << header` gives), straight into one
-// string: no ostream (its construction and locale cost more than the copy, per message).
-template <bool isRequest>
-std::string head_text(const http::header<isRequest, http::fields>& h) {
-  auto text = [](const auto& bufs) {
-    std::string out(beast::buffer_bytes(bufs), '\0');
-    asio::buffer_copy(asio::buffer(out), bufs);
-    return out;
-  };
-  if constexpr (isRequest) {
-    http::fields::writer fr{h, h.version(), h.method()};
-    return text(fr.get());
-  } else {
-    http::fields::writer fr{h, h.version(), h.result_int()};
-    return text(fr.get());
-  }
-}
-
 // Forwards one message whose head was just parsed into `p` (body bytes already read sit in
 // `buf`): the head as Beast serialises it, then a body of known length (Content-Length, or a
 // response running to EOF) by splice(2) with nothing copied through user space; chunked bodies
-// go through relay_chunked. *to_eof: the body ended with the connection (no keep-alive).
+// go through relay_parsed. *to_eof: the body ended with the connection (no keep-alive).
 // `client_closes`: for a response, the client's request asked to close the connection after it.
 // `watched`: the connection is under the idle sweeper (IdleWatch), which closes it after the
 // idle timeout: no deadline per operation, and *watched is set after each move. nullptr: each
@@ -278,7 +144,7 @@ asio::awaitable<beast::error_code> relay_message(Context& ctx, Stream& in, beast
                                                  bool client_closes = false,
                                                  Clock::time_point* watched = nullptr) {
   if (p.chunked()) {
-    co_return co_await relay_chunked(ctx, in, buf, p, out, outbound, written, cut, watched);
+    co_return co_await relay_parsed(ctx, in, buf, p, out, outbound, written, cut, watched);
   }
   // No body: HEAD, 204, 304, Content-Length 0, a bodiless request.
   const bool bodiless = p.is_done();
@@ -371,15 +237,63 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
     finish_upstream(ctx, opened.up);
     co_return;
   }
+  if (should_inspect(ctx, opened.up)) {
+    co_await serve_inspected(ctx, client.release_socket(), std::move(*opened.socket),
+                             std::move(opened.up), take_leftover(buf));
+    co_return;
+  }
   start_named_tunnel(ctx, client.release_socket(), std::move(*opened.socket), std::move(opened.up),
                      take_leftover(buf));
 }
 
-// One net.http event per relayed request; skipped without an event log (it is built per
-// request). `mode` is added when not empty.
+}  // namespace
+
+std::optional<RuleRefusal> check_rules(Context& ctx, std::string_view host, uint16_t port,
+                                       std::string_view method, std::string_view target,
+                                       const std::string& client, std::string_view mode,
+                                       const std::string& url) {
+  if (ctx.policy.rules.empty()) {
+    return std::nullopt;
+  }
+  const std::string name = policy::normalize_host(host);
+  std::string why;
+  auto path = policy::normalize_http_path(target, &why);
+  policy::HttpDecision d;
+  RuleRefusal r{http::status::forbidden, {}};
+  if (!path) {
+    // Judged as the root so a host without rules is not refused over its paths.
+    d = policy::decide_http(ctx.policy.rules, name, port, method, "/");
+    if (!d.ruled) {
+      return std::nullopt;
+    }
+    d.allow = false;
+    d.rule = "network.rules (path)";
+    r.status = http::status::bad_request;
+    r.line = "cordon: " + std::string(method) + " " + name + " refused: " + why +
+             " (network.rules judge the decoded path)";
+  } else {
+    d = policy::decide_http(ctx.policy.rules, name, port, method, *path);
+    if (d.allow) {
+      return std::nullopt;
+    }
+    r.line = "cordon: " + std::string(method) + " " + name + *path + " is denied by " + d.rule;
+  }
+  ctx.emit("net.refused", {{"name", name},
+                           {"port", port},
+                           {"mode", std::string(mode)},
+                           {"decision", "deny"},
+                           {"rule", d.rule},
+                           {"client", client},
+                           {"method", std::string(method)},
+                           {"url", url},
+                           {"reason", r.line}});
+  return r;
+}
+
 void emit_http(const Context& ctx, const Upstream& up, std::string_view method,
                std::string_view url, std::string_view name, uint16_t port, unsigned status,
-               uint64_t req_bytes, uint64_t resp_bytes, std::string_view mode) {
+               uint64_t req_bytes, uint64_t resp_bytes, std::string_view mode,
+               Clock::time_point started) {
   if (!ctx.events.enabled()) {
     return;
   }
@@ -399,10 +313,12 @@ void emit_http(const Context& ctx, const Upstream& up, std::string_view method,
   if (!mode.empty()) {
     ev.add("mode", mode);
   }
+  if (started != Clock::time_point{}) {
+    ev.add("duration_ms", static_cast<uint64_t>(
+                              std::chrono::duration_cast<Millis>(Clock::now() - started).count()));
+  }
   ctx.emit(ev);
 }
-
-}  // namespace
 
 asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
                                        beast::flat_buffer buf) {

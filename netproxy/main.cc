@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
       "REDIRECTed inside the sandbox's network namespace; --dns-fd / --dns-tcp-fd answer DNS.\n"
       "Exit status: 0 after SIGINT/SIGTERM, 2 for a bad policy or command line, 1 if a socket\n"
       "could not be set up."};
-  std::string policy_file, events_file, session = "standalone", log_level = "warn";
+  std::string policy_file, events_file, session = "standalone", log_level = "warn", ca_dir;
   std::vector<std::string> listen;
   std::vector<int> listen_fds, transparent_fds, dns_fds, dns_tcp_fds;
   int events_fd = -1, ready_fd = -1, nflog_fd = -1, policy_fd = -1, handoff_fd = -1;
@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
   app.add_option("--events-fd", events_fd, "Append events to this inherited O_APPEND fd")
       ->excludes(ev_file);
   app.add_option("--session", session, "Session id written in every event");
+  app.add_option("--ca-dir", ca_dir,
+                 "Directory of the session's TLS inspection CA (ca.pem, ca.key; made when "
+                 "absent), for a policy that inspects TLS without its own network.ca");
   app.add_option("--ready-fd", ready_fd,
                  "Write one byte to this fd (then close it) once every socket is set up");
   app.add_option("--log-level", log_level, "Diagnostics on stderr: trace|debug|info|warn|error");
@@ -150,7 +153,8 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   // Two sockets per connection, plus a pipe pair per chunk in flight (splice data path): use the
   // hard descriptor limit, not the (often 1024) soft one.
-  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+  if (rlimit nofile{};
+      ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
     nofile.rlim_cur = nofile.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
       spdlog::warn("setrlimit(RLIMIT_NOFILE, {}): {}", nofile.rlim_max, std::strerror(errno));
@@ -203,6 +207,7 @@ int main(int argc, char** argv) {
   opts.dns_udp_fds = dns_fds;
   opts.dns_tcp_fds = dns_tcp_fds;
   opts.nflog_fd = nflog_fd;
+  opts.ca_dir = ca_dir;
   if (auto st = proxy.start(opts); !st.ok()) {
     std::fprintf(stderr, "cordon-netproxy: %s\n", st.error().to_string().c_str());
     return 1;

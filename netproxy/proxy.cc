@@ -10,6 +10,7 @@
 #include "netproxy/context.h"
 #include "netproxy/dns_server.h"
 #include "netproxy/frontends.h"
+#include "netproxy/tls_ca.h"
 #include "netproxy/wire/http_head.h"
 
 namespace cordon::netproxy {
@@ -43,6 +44,8 @@ struct Proxy::Impl {
   std::list<udp::socket> dns_udp_sockets;
   std::optional<asio::posix::stream_descriptor> nflog;
   std::optional<asio::signal_set> signals;
+  std::unique_ptr<CertAuthority> ca;
+  SslCtxPtr upstream_tls;
 };
 
 namespace {
@@ -168,6 +171,34 @@ Proxy::~Proxy() = default;
 
 Status Proxy::start(const ProxyOptions& opts) {
   auto& im = *impl_;
+  if (im.policy.inspect.empty() && im.policy.ca_cert.empty() && opts.ca_dir.empty() &&
+      !im.policy.rules.empty()) {
+    // Only network.rules ask for inspection and no CA was given: their hosts' HTTPS stays a
+    // tunnel the rules cannot see into, as the start-up line says.
+    spdlog::warn(
+        "network.rules apply to plain HTTP only: no inspection CA (--ca-dir or "
+        "network.ca) was given, so HTTPS to their hosts is not inspected");
+  } else if (im.policy.inspects_any()) {
+    Result<std::unique_ptr<CertAuthority>> ca =
+        !im.policy.ca_cert.empty() ? CertAuthority::load(im.policy.ca_cert, im.policy.ca_key)
+        : !opts.ca_dir.empty()
+            ? CertAuthority::in_dir(opts.ca_dir)
+            : Result<std::unique_ptr<CertAuthority>>(
+                  make_error("network.inspect: the policy inspects TLS but no CA was given",
+                             "pass --ca-dir DIR (cordon run passes the session directory) or set "
+                             "network.ca {cert, key}"));
+    if (!ca) {
+      return std::move(ca).error();
+    }
+    auto client = upstream_client_ctx();
+    if (!client) {
+      return std::move(client).error();
+    }
+    im.ca = std::move(*ca);
+    im.upstream_tls = std::move(*client);
+    im.ctx.ca = im.ca.get();
+    im.ctx.upstream_tls = im.upstream_tls.get();
+  }
   for (const auto& spec : opts.listen) {
     std::string host;
     int port = -1;

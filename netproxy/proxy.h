@@ -29,6 +29,9 @@ struct ProxyOptions {
   int nflog_fd = -1;
   // Per-packet drop events per second before they are only counted and summarised.
   uint32_t nflog_events_per_second = 20;
+  // Where the session's inspection CA lives (ca.pem, ca.key: made when absent), for a policy
+  // that inspects TLS without naming its own network.ca. Empty: such a policy is an error.
+  std::string ca_dir;
 };
 
 class Proxy {

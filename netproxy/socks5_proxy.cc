@@ -3,6 +3,7 @@
 
 #include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
+#include "netproxy/inspect.h"
 #include "netproxy/upstream.h"
 #include "netproxy/wire/socks5.h"
 
@@ -123,6 +124,11 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
   }
   auto reply = wire::socks5::make_reply(wire::socks5::kSucceeded, bound, ec ? 0 : local.port());
   co_await send(ctx, client, reply);
+  if (should_inspect(ctx, opened.up)) {
+    co_await serve_inspected(ctx, client.release_socket(), std::move(*opened.socket),
+                             std::move(opened.up), take_leftover(buf));
+    co_return;
+  }
   start_named_tunnel(ctx, client.release_socket(), std::move(*opened.socket), std::move(opened.up),
                      take_leftover(buf));
 }

@@ -9,6 +9,7 @@
 #include "netproxy/decide.h"
 #include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
+#include "netproxy/inspect.h"
 #include "netproxy/upstream.h"
 
 namespace cordon::netproxy {
@@ -132,6 +133,11 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
     co_await serve_http_transparent(ctx, std::move(client), std::move(buf),
                                     std::move(*opened.socket), opened.up);
     finish_upstream(ctx, opened.up);
+    co_return;
+  }
+  if (peeked.kind == "tls" && should_inspect(ctx, opened.up)) {
+    co_await serve_inspected(ctx, std::move(client), std::move(*opened.socket),
+                             std::move(opened.up), take_leftover(buf));
     co_return;
   }
   start_tunnel(ctx, std::move(client), std::move(*opened.socket), std::move(opened.up),

@@ -5,7 +5,7 @@ import http.server, json, os, socket, socketserver, ssl, sys, threading
 
 args = dict(a.split("=", 1) for a in sys.argv[1:])
 root = args.get("root", ".")
-stats = {"echo_bytes": 0, "echo_conns": 0, "echo_open": 0, "banner_conns": 0, "dns_queries": 0}
+stats = {"posts": 0, "echo_bytes": 0, "echo_conns": 0, "echo_open": 0, "banner_conns": 0, "dns_queries": 0}
 lock = threading.Lock()
 
 
@@ -39,8 +39,18 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
     def do_POST(self):
-        n = int(self.headers.get("Content-Length", "0"))
-        data = self.rfile.read(n)
+        with lock:
+            stats["posts"] += 1
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                data += self.rfile.read(size)
+                self.rfile.readline()
+                if size == 0:
+                    break
+        else:
+            data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         body = ("got %d bytes\n" % len(data)).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))

@@ -1,0 +1,133 @@
+// What the HTTP front ends share: head limits, a parsed head as bytes, the network.rules check
+// and the net.http event.
+#pragma once
+
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "netproxy/context.h"
+
+namespace cordon::netproxy {
+
+struct Upstream;
+namespace http = beast::http;
+
+constexpr uint32_t kMaxRequestHead = 16 * 1024;
+constexpr uint32_t kMaxResponseHead = 64 * 1024;
+
+// A parsed head as Beast serialises it (the bytes `os << header` gives), straight into one
+// string: no ostream (its construction and locale cost more than the copy, per message).
+template <bool isRequest>
+std::string head_text(const http::header<isRequest, http::fields>& h) {
+  auto text = [](const auto& bufs) {
+    std::string out(beast::buffer_bytes(bufs), '\0');
+    asio::buffer_copy(asio::buffer(out), bufs);
+    return out;
+  };
+  if constexpr (isRequest) {
+    http::fields::writer fr{h, h.version(), h.method()};
+    return text(fr.get());
+  } else {
+    http::fields::writer fr{h, h.version(), h.result_int()};
+    return text(fr.get());
+  }
+}
+
+// network.rules for one request (host as decided, target in origin form): a refusal (403 naming
+// the rule, or 400 for a path the rules cannot judge) with its net.refused event, or nullopt
+// when the request may go.
+struct RuleRefusal {
+  http::status status;
+  std::string line;
+};
+std::optional<RuleRefusal> check_rules(Context& ctx, std::string_view host, uint16_t port,
+                                       std::string_view method, std::string_view target,
+                                       const std::string& client, std::string_view mode,
+                                       const std::string& url);
+
+// A deadline per operation on a tcp_stream. Plain sockets are only used for connections under
+// the idle sweeper (`watched` below), which keeps one deadline for the whole connection.
+inline void set_deadline(beast::tcp_stream& s, Millis timeout) { s.expires_after(timeout); }
+inline void set_deadline(tcp::socket&, Millis) {}
+inline void set_deadline(beast::ssl_stream<beast::tcp_stream>& s, Millis timeout) {
+  beast::get_lowest_layer(s).expires_after(timeout);
+}
+// Records a move on a watched connection (nullptr: not watched).
+inline void touch(Clock::time_point* watched) {
+  if (watched != nullptr) {
+    *watched = Clock::now();
+  }
+}
+
+// Streams a message (head already parsed into `p`, not yet written) from `in` to `out` through a
+// bounded buffer, the shape of Beast's relay example: for chunked bodies the framing has to be
+// parsed to find the message's end, and a TLS stream cannot splice. `on_body` (may be empty) sees
+// each piece of body as it passes, in order. Counts bytes written; `outbound` says which byte
+// budget they are charged to. Returns an error, or a cap name in *cut when a budget ran out.
+// `watched`: see relay_message.
+template <bool isRequest, class Stream>
+asio::awaitable<beast::error_code> relay_parsed(
+    Context& ctx, Stream& in, beast::flat_buffer& buf,
+    http::parser<isRequest, http::buffer_body>& p, Stream& out, bool outbound, uint64_t* written,
+    std::string* cut, Clock::time_point* watched,
+    const std::function<void(std::string_view)>& on_body = {}) {
+  http::serializer<isRequest, http::buffer_body> sr{p.get()};
+  std::array<char, 16 * 1024> chunk;
+  const auto timeout = ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
+                                                           : Millis(std::chrono::hours(24));
+  do {
+    if (!p.is_done()) {
+      p.get().body().data = chunk.data();
+      p.get().body().size = chunk.size();
+      set_deadline(in, timeout);
+      auto [ec, n] = co_await http::async_read(in, buf, p, use_nothrow);
+      touch(watched);
+      if (ec == http::error::need_buffer) {
+        ec = {};
+      }
+      if (ec) {
+        co_return ec;
+      }
+      p.get().body().size = chunk.size() - p.get().body().size;
+      p.get().body().data = chunk.data();
+      p.get().body().more = !p.is_done();
+      if (on_body) {
+        on_body(std::string_view(chunk.data(), p.get().body().size));
+      }
+    } else {
+      p.get().body().data = nullptr;
+      p.get().body().size = 0;
+      p.get().body().more = false;
+    }
+    set_deadline(out, timeout);
+    auto [ec, w] = co_await http::async_write(out, sr, use_nothrow);
+    touch(watched);
+    if (ec == http::error::need_buffer) {
+      ec = {};
+    }
+    *written += w;
+    uint64_t ok = outbound ? ctx.caps.take_out(w) : ctx.caps.take_in(w);
+    if (ec) {
+      co_return ec;
+    }
+    if (ok < w) {
+      // The budget ran out inside this chunk: cut here (an HTTP message cannot be trimmed).
+      *cut = outbound ? "network.max_bytes_out" : "network.max_bytes_in";
+      co_return beast::error_code(asio::error::connection_aborted);
+    }
+  } while (!p.is_done() && !sr.is_done());
+  co_return beast::error_code{};
+}
+
+// One net.http event per relayed request; skipped without an event log (it is built per
+// request). `mode` is added when not empty, `duration_ms` when `started` is set.
+void emit_http(const Context& ctx, const Upstream& up, std::string_view method,
+               std::string_view url, std::string_view name, uint16_t port, unsigned status,
+               uint64_t req_bytes, uint64_t resp_bytes, std::string_view mode,
+               Clock::time_point started = {});
+
+}  // namespace cordon::netproxy
