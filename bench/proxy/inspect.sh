@@ -26,7 +26,7 @@ ec="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
 (cd "$work" &&
   openssl req -x509 $ec -keyout up-ca.key -out up-ca.pem -days 2 -subj '/CN=bench CA' 2>/dev/null &&
   openssl req $ec -keyout srv.key -out srv.csr -subj '/CN=bench.test' 2>/dev/null &&
-  printf 'subjectAltName=DNS:bench.test,DNS:*.bench.test\n' > san.ext &&
+  printf 'subjectAltName=DNS:localhost,DNS:bench.test,DNS:*.bench.test\n' > san.ext &&
   openssl x509 -req -in srv.csr -CA up-ca.pem -CAkey up-ca.key -CAcreateserial -out srv.pem \
     -days 2 -extfile san.ext 2>/dev/null)
 tp=$(free_port)
@@ -36,8 +36,8 @@ kill "$(cat "$work/nginx.pid")"; sleep 0.3; nginx -c "$work/nginx.conf"
 names=(); resolve=""
 for i in $(seq 1 50); do names+=("n$i.bench.test"); resolve+="\"n$i.bench.test\": \"127.0.0.1\", "; done
 cat > "$work/inspect.json" <<POL
-{"version": 1, "network": {"allow": ["bench.test:$tp", "*.bench.test:$tp"],
- "resolve": {${resolve}"bench.test": "127.0.0.1"}, "inspect": ["bench.test", "*.bench.test"],
+{"version": 1, "network": {"allow": ["localhost:$tp", "*.bench.test:$tp"],
+ "resolve": {${resolve}"bench.test": "127.0.0.1"}, "inspect": ["localhost", "*.bench.test"],
  "max_connections": 4096, "max_connections_per_host": 4096, "connections_per_minute": 10000000}}
 POL
 mkdir -p "$work/ca"
@@ -57,21 +57,22 @@ if command -v mitmdump >/dev/null; then
   sleep 1
 fi
 
-url="https://bench.test:$tp"
+# localhost: a name mitmproxy can resolve too (the host's /etc/hosts).
+url="https://localhost:$tp"
 lat() {  # lat PROXY CAFILE NAME... -> "median first"
   python3 "$HERE/inspect_latency.py" "$1" "$tp" "$2" "${@:3}"
 }
-warm=(); for _ in $(seq 200); do warm+=(bench.test); done
+warm=(); for _ in $(seq 200); do warm+=(localhost); done
 keepalive() {  # keepalive CURL_ARGS... -> requests/s over one connection
   local urls=() t0 t1
   for _ in $(seq "$n"); do urls+=("$url/index.html"); done
   t0=$(date +%s.%N)
-  curl -sS --resolve "bench.test:$tp:127.0.0.1" "$@" "${urls[@]}" -o /dev/null
+  curl -sS "$@" "${urls[@]}" -o /dev/null
   t1=$(date +%s.%N)
   python3 -c "print('%.0f' % ($n / ($t1 - $t0)))"
 }
 bulk() {  # bulk CURL_ARGS... -> MiB/s
-  curl -sS --resolve "bench.test:$tp:127.0.0.1" "$@" -o /dev/null -w '%{speed_download}' \
+  curl -sS "$@" -o /dev/null -w '%{speed_download}' \
     "$url/big.bin" | python3 -c "import sys; print('%.0f' % (float(sys.stdin.read()) / 2**20))"
 }
 
