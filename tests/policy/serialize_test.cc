@@ -194,5 +194,24 @@ TEST(Explain, SaysHowRulesHoldInsideGrantsAndTheAgentSettings) {
             std::string::npos);
 }
 
+// Explain says what cordon run does with inspection: no session CA there, so rules alone leave
+// HTTPS a tunnel and network.inspect without network.ca refuses to start.
+TEST(Explain, InspectionSaysWhatCordonRunDoes) {
+  std::string ruled = explain(parse_policy(R"({"network": {"allow": ["h.test"], "rules": [
+      {"host": "h.test", "methods": ["GET"], "action": "allow"}]}})",
+                                           opts()));
+  EXPECT_NE(ruled.find("network: HTTPS to h.test is not inspected: network.rules apply to plain "
+                       "HTTP only unless network.ca names a CA for inspection\n"),
+            std::string::npos)
+      << ruled;
+  EXPECT_EQ(ruled.find("which the sandbox trusts"), std::string::npos) << ruled;
+  std::string named =
+      explain(parse_policy(R"({"network": {"allow": ["h.test"], "inspect": ["h.test"]}})", opts()));
+  EXPECT_NE(named.find("network: network.inspect names h.test but no network.ca is set: cordon "
+                       "run refuses to start"),
+            std::string::npos)
+      << named;
+}
+
 }  // namespace
 }  // namespace cordon::policy
