@@ -141,7 +141,9 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--inspect", run.inspect,
                    "Inspect HTTPS to this host pattern, as in network.inspect (repeatable): the "
-                   "proxy sees and logs its requests and network.rules apply to them")
+                   "proxy sees and logs its requests and network.rules apply to them. Needs "
+                   "network.ca, a CA the program already trusts: without it the run refuses to "
+                   "start")
       ->allow_extra_args(false)
       ->type_name("PATTERN");
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");
