@@ -36,10 +36,8 @@ void AccessControl::refused(std::string_view path, std::string_view op, const st
   if (events_ == nullptr || !events_->enabled()) {
     return;
   }
-  nlohmann::json ev = {{"decision", "deny"},
-                       {"path", std::string(path)},
-                       {"op", std::string(op)},
-                       {"rule", rule}};
+  nlohmann::json ev = {
+      {"decision", "deny"}, {"path", std::string(path)}, {"op", std::string(op)}, {"rule", rule}};
   if (who.pid > 0) {
     ev["pid"] = who.pid;
     if (std::string exe = exe_of(who.pid); !exe.empty()) {
@@ -169,8 +167,8 @@ int AccessControl::check_tree_move(int dirfd, std::string_view from, std::string
       }
       is_dir = S_ISDIR(st.st_mode);
     }
-    std::string rel = stack.back().rel.empty() ? std::string(name)
-                                               : stack.back().rel + "/" + std::string(name);
+    std::string rel =
+        stack.back().rel.empty() ? std::string(name) : stack.back().rel + "/" + std::string(name);
     // It leaves `from` (removable there, as rm would need) and is created at `to` (a .git file
     // landing where a protected directory name stands is refused like writing it).
     int rc = check_read(beneath(from, rel), "rename", who);

@@ -1,5 +1,6 @@
-// Path policy inside the workspace: read-deny, write-deny and protect, decided on workspace-relative
-// paths at every lookup/open/create/rename/link, with an fs.refused event per refusal.
+// Path policy inside the workspace: read-deny, write-deny and protect, decided on
+// workspace-relative paths at every lookup/open/create/rename/link, with an fs.refused event per
+// refusal.
 #pragma once
 
 #include <sys/types.h>

@@ -40,11 +40,11 @@ enum class OpKind { Put, Swap, Remove, Chmod };
 
 struct JournalOp {
   OpKind kind = OpKind::Put;
-  std::string path;      // workspace-relative
-  size_t stage = 0;      // index into Journal::stages (Put, Swap, Remove)
-  std::string name;      // the entry in that staging directory
-  uint64_t new_ino = 0;  // Put, Swap: the staged object
-  uint64_t old_ino = 0;  // Swap, Remove: the workspace's object; Chmod: the directory
+  std::string path;       // workspace-relative
+  size_t stage = 0;       // index into Journal::stages (Put, Swap, Remove)
+  std::string name;       // the entry in that staging directory
+  uint64_t new_ino = 0;   // Put, Swap: the staged object
+  uint64_t old_ino = 0;   // Swap, Remove: the workspace's object; Chmod: the directory
   uint64_t old_size = 0;  // Swap, Remove: the workspace's object as validated
   int64_t old_mtime_ns = 0;
   uint32_t old_mode = 0, new_mode = 0;  // Chmod

@@ -85,9 +85,12 @@ std::string ControlServer::handle(CowFs* fs, const std::string& snapshots_dir,
     if (op == "status") {
       Usage u = fs->usage();
       CowFs::IoStats io = fs->io_stats();
-      reply = {{"ok", true},          {"bytes", u.bytes},
-               {"inodes", u.inodes},  {"passthrough", io.passthrough},
-               {"reads", io.reads},   {"writes", io.writes},
+      reply = {{"ok", true},
+               {"bytes", u.bytes},
+               {"inodes", u.inodes},
+               {"passthrough", io.passthrough},
+               {"reads", io.reads},
+               {"writes", io.writes},
                {"passthrough_opens", io.passthrough_opens}};
       // Which transport serves the mount (decided at INIT) and how many requests each carried.
       UringStats ur = uring_stats();

@@ -1,5 +1,6 @@
 // The control socket of a running cordon-fs: one JSON object per line in, one per line out.
-//   {"op":"snapshot","name":"before-refactor"}  -> {"ok":true,"path":".../snapshots/before-refactor"}
+//   {"op":"snapshot","name":"before-refactor"}  ->
+//   {"ok":true,"path":".../snapshots/before-refactor"}
 //   {"op":"rollback","name":"before-refactor"}  -> {"ok":true}   (no name: back to the start)
 //   {"op":"status"}                             -> {"ok":true,"bytes":N,"inodes":N}
 //   errors                                      -> {"ok":false,"error":"..."}
@@ -17,8 +18,8 @@ namespace cordon::fusefs {
 class ControlServer {
  public:
   // Binds `socket_path` (mode 0600, replacing a stale socket) and serves on a thread.
-  static Result<std::unique_ptr<ControlServer>> start(const std::string& socket_path,
-                                                      CowFs* fs, std::string snapshots_dir);
+  static Result<std::unique_ptr<ControlServer>> start(const std::string& socket_path, CowFs* fs,
+                                                      std::string snapshots_dir);
   ~ControlServer();  // stops the thread, removes the socket
 
   // Handles one request line; public for tests.

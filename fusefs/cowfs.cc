@@ -60,13 +60,13 @@ int firewall(F&& body) noexcept {
 
 struct FileHandle {
   Inode* node = nullptr;
-  SharedFd fd;        // the fd the file was opened on (upper, or lower for read-only opens)
-  DevIno key;         // the identity of the file fd is open on
+  SharedFd fd;  // the fd the file was opened on (upper, or lower for read-only opens)
+  DevIno key;   // the identity of the file fd is open on
   bool on_lower = false;
-  bool tmpfile = false;  // made by O_TMPFILE: its quota goes back at release if never linked
+  bool tmpfile = false;   // made by O_TMPFILE: its quota goes back at release if never linked
   bool writable = false;  // counted in node->writers
-  std::mutex mu;      // guards `upper_fd`
-  UniqueFd upper_fd;  // a read-only reopen of the upper file once another opener copied it up
+  std::mutex mu;          // guards `upper_fd`
+  UniqueFd upper_fd;      // a read-only reopen of the upper file once another opener copied it up
   // Its io mode (passthrough.h), counted in node->pt_opens or node->pt_cached_opens.
   bool passthrough = false;
   bool counted_cached = false;
@@ -98,8 +98,8 @@ struct CowFs::Impl {
 
   // The layers' sides of the name (fds only for directories) and what the view shows of it.
   struct Found : InodeTable::Sides {
-    struct stat st {};  // of the entry the view shows (upper's if any)
-    bool whiteout = false;  // the name is deleted in the view over a lower entry
+    struct stat st {};            // of the entry the view shows (upper's if any)
+    bool whiteout = false;        // the name is deleted in the view over a lower entry
     bool lower_shadowed = false;  // lower has the name under the upper entry (or under a whiteout)
   };
 
@@ -276,7 +276,8 @@ struct CowFs::Impl {
       ::unlinkat(upper_dir, tmp.c_str(), 0);
       return -(e ? e : EIO);
     }
-    // The first record of a name wins: it describes the real file when the session first touched it.
+    // The first record of a name wins: it describes the real file when the session first touched
+    // it.
     if (::renameat2(upper_dir, tmp.c_str(), upper_dir, oname.c_str(), RENAME_NOREPLACE) != 0) {
       int e = errno;
       ::unlinkat(upper_dir, tmp.c_str(), 0);
@@ -292,7 +293,8 @@ struct CowFs::Impl {
       return 0;
     }
     struct stat lst;
-    if (::fstatat(dir.lower, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(lst.st_mode)) {
+    if (::fstatat(dir.lower, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) != 0 ||
+        S_ISDIR(lst.st_mode)) {
       return 0;
     }
     return write_origin(dir.upper, name, lst);
@@ -381,8 +383,8 @@ struct CowFs::Impl {
   }
 
   // Builds `name` in upper_dir as a copy of the lower object (O_PATH fd lfd, stat lst).
-  static int copy_up_object(int upper_dir, const std::string& name, int lfd,
-                            const struct stat& lst, bool with_data) {
+  static int copy_up_object(int upper_dir, const std::string& name, int lfd, const struct stat& lst,
+                            bool with_data) {
     std::string tmp = temp_name();
     int rc = 0;
     auto cleanup = [&] { remove_tree_at(upper_dir, tmp); };
@@ -427,7 +429,8 @@ struct CowFs::Impl {
     if (rc == 0 && !S_ISDIR(lst.st_mode) && !S_ISREG(lst.st_mode)) {
       rc = write_origin(upper_dir, name, lst);
     }
-    if (rc == 0 && ::renameat2(upper_dir, tmp.c_str(), upper_dir, name.c_str(), RENAME_NOREPLACE) != 0) {
+    if (rc == 0 &&
+        ::renameat2(upper_dir, tmp.c_str(), upper_dir, name.c_str(), RENAME_NOREPLACE) != 0) {
       rc = -errno;
     }
     if (rc != 0) {
@@ -609,8 +612,8 @@ struct CowFs::Impl {
     if (wh.size() > 255) {
       return -ENAMETOOLONG;  // documented limit: lower names over 251 bytes cannot be deleted
     }
-    int fd = ::openat(upper_dir, wh.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                      0600);
+    int fd =
+        ::openat(upper_dir, wh.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
       return errno == EEXIST ? 0 : -errno;
     }
@@ -724,8 +727,8 @@ struct CowFs::Impl {
     if (int rc = self->access_.check_write(self->table_.path_of(node), "setattr", who); rc != 0) {
       return rc;
     }
-    FileHandle* open_fh = (fi != nullptr && fi->fh != 0) ? reinterpret_cast<FileHandle*>(fi->fh)
-                                                         : nullptr;
+    FileHandle* open_fh =
+        (fi != nullptr && fi->fh != 0) ? reinterpret_cast<FileHandle*>(fi->fh) : nullptr;
     if (open_fh != nullptr && !open_fh->on_lower) {
       // ftruncate/fchmod/futimens on an open upper file: act on its fd (it may be unlinked).
       return setattr_fd(self, node, open_fh->fd.get(), attr, to_set, who, out);
@@ -912,7 +915,8 @@ struct CowFs::Impl {
             rc = -EIO;
           }
         }
-        if (rc == 0 && ::renameat2(dir.upper, tmp.c_str(), dir.upper, cname, RENAME_NOREPLACE) != 0) {
+        if (rc == 0 &&
+            ::renameat2(dir.upper, tmp.c_str(), dir.upper, cname, RENAME_NOREPLACE) != 0) {
           rc = -errno;
         }
         if (rc != 0) {
@@ -1229,8 +1233,8 @@ struct CowFs::Impl {
     std::string path;
     Found existing;
     // A new name, not a new inode: no inode charged.
-    if (int rc = prepare_create(self, req, newparent, cnewname, "link", &dir, &path, &existing,
-                                false);
+    if (int rc =
+            prepare_create(self, req, newparent, cnewname, "link", &dir, &path, &existing, false);
         rc != 0) {
       return rc;
     }
@@ -1273,8 +1277,8 @@ struct CowFs::Impl {
     if (have_st) {
       fh->key = key_of(st);
     }
-    f.enabled = have_st && self->session_ != nullptr && passthrough_enabled() &&
-                !(fi->flags & O_DIRECT);
+    f.enabled =
+        have_st && self->session_ != nullptr && passthrough_enabled() && !(fi->flags & O_DIRECT);
     f.regular = have_st && S_ISREG(st.st_mode);
     f.writable = writing;
     f.writes_direct_ok = self->quota_.byte_limit() == 0 && !(st.st_mode & (S_ISUID | S_ISGID));
@@ -1513,8 +1517,8 @@ struct CowFs::Impl {
       return -ESTALE;
     }
     // Policy for the directory's future children: a name no rule targets, under "dir/**".
-    if (int rc = self->access_.check_write(self->table_.child_path(dir.node, "#tmpfile"),
-                                           "tmpfile", who);
+    if (int rc = self->access_.check_write(self->table_.child_path(dir.node, "#tmpfile"), "tmpfile",
+                                           who);
         rc != 0) {
       return rc;
     }
@@ -1837,686 +1841,697 @@ struct CowFs::Impl {
 
   // ---- trampolines: one reply each, sent after every lock is released ----------------------
 
-// Forgets an open FileHandle (release, or an open whose reply found the opener gone).
-static void drop_file_handle(CowFs* self, FileHandle* fh) {
-  {
-    Inode* n = fh->node;
-    std::lock_guard nl(n->mu);
-    if (fh->writable) {
-      n->writers--;
-    }
-    if (fh->counted_cached) {
-      n->pt_cached_opens--;
-    }
-    if (fh->passthrough) {
-      if (fh->writable && !fh->on_lower) {
-        // Its writes went around the daemon: the quota's count of this file catches up here.
-        Impl::settle_size(self, n, fh->fd.get());
+  // Forgets an open FileHandle (release, or an open whose reply found the opener gone).
+  static void drop_file_handle(CowFs* self, FileHandle* fh) {
+    {
+      Inode* n = fh->node;
+      std::lock_guard nl(n->mu);
+      if (fh->writable) {
+        n->writers--;
       }
-      // The last passthrough handle: the kernel already dropped the inode's backing (it sends
-      // RELEASE after), and every open that could still name the id went through this lock.
-      if (--n->pt_opens == 0 && n->pt_backing_id >= 0) {
-        if (self->session_ != nullptr) {
-          passthrough::close_backing(fuse_session_fd(self->session_), n->pt_backing_id);
+      if (fh->counted_cached) {
+        n->pt_cached_opens--;
+      }
+      if (fh->passthrough) {
+        if (fh->writable && !fh->on_lower) {
+          // Its writes went around the daemon: the quota's count of this file catches up here.
+          Impl::settle_size(self, n, fh->fd.get());
         }
-        n->pt_backing_id = -1;
-        n->pt_backing_key = {};
+        // The last passthrough handle: the kernel already dropped the inode's backing (it sends
+        // RELEASE after), and every open that could still name the id went through this lock.
+        if (--n->pt_opens == 0 && n->pt_backing_id >= 0) {
+          if (self->session_ != nullptr) {
+            passthrough::close_backing(fuse_session_fd(self->session_), n->pt_backing_id);
+          }
+          n->pt_backing_id = -1;
+          n->pt_backing_key = {};
+        }
       }
     }
+    self->table_.drop_handle(fh->node, fh->on_lower ? SharedFd() : fh->fd);
+    delete fh;
   }
-  self->table_.drop_handle(fh->node, fh->on_lower ? SharedFd() : fh->fd);
-  delete fh;
-}
 
-static void op_init(void*, fuse_conn_info* conn) { ask_view_capabilities(conn); }
+  static void op_init(void*, fuse_conn_info* conn) { ask_view_capabilities(conn); }
 
-static void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e) {
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_entry(req, &e);
-  }
-}
-
-static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  CowFs* self = Impl::fs(req);
-  fuse_entry_param e;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_lookup(req, parent, name, &e); });
-    if (rc == -ENOENT) {
-      // A negative entry (ino 0) the kernel caches like a positive one. No bookkeeping: names
-      // appear in the view only through the kernel's own create/mkdir/link/rename, which replace
-      // negative dentries, or through a rollback, which invalidates every name the restored view
-      // can hold under every directory the kernel knows (rollback_to says why that is complete).
-      std::memset(&e, 0, sizeof(e));
-      e.entry_timeout = self->config_.cache_timeout;
-      rc = 0;
+  static void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e) {
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_entry(req, &e);
     }
   }
-  reply_entry_or_err(req, rc, e);
-}
 
-static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  CowFs* self = Impl::fs(req);
-  {
-    std::shared_lock lk(self->layer_mu_);
-    self->table_.forget(ino, nlookup);
-  }
-  fuse_reply_none(req);
-}
-
-static void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  CowFs* self = Impl::fs(req);
-  {
-    std::shared_lock lk(self->layer_mu_);
-    for (size_t i = 0; i < count; i++) {
-      self->table_.forget(forgets[i].ino, forgets[i].nlookup);
+  static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    CowFs* self = Impl::fs(req);
+    fuse_entry_param e;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_lookup(req, parent, name, &e); });
+      if (rc == -ENOENT) {
+        // A negative entry (ino 0) the kernel caches like a positive one. No bookkeeping: names
+        // appear in the view only through the kernel's own create/mkdir/link/rename, which replace
+        // negative dentries, or through a rollback, which invalidates every name the restored view
+        // can hold under every directory the kernel knows (rollback_to says why that is complete).
+        std::memset(&e, 0, sizeof(e));
+        e.entry_timeout = self->config_.cache_timeout;
+        rc = 0;
+      }
     }
+    reply_entry_or_err(req, rc, e);
   }
-  fuse_reply_none(req);
-}
 
-static void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  struct stat st;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_getattr(req, ino, fi, &st); });
+  static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+    CowFs* self = Impl::fs(req);
+    {
+      std::shared_lock lk(self->layer_mu_);
+      self->table_.forget(ino, nlookup);
+    }
+    fuse_reply_none(req);
   }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_attr(req, &st, self->config_.cache_timeout);
-  }
-}
 
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  struct stat st;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_setattr(req, ino, attr, to_set, fi, &st); });
-  }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_attr(req, &st, self->config_.cache_timeout);
-  }
-}
-
-static void op_readlink(fuse_req_t req, fuse_ino_t ino) {
-  CowFs* self = Impl::fs(req);
-  std::string target;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_readlink(req, ino, &target); });
-  }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_readlink(req, target.c_str());
-  }
-}
-
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-  CowFs* self = Impl::fs(req);
-  fuse_entry_param e;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_mknod_like(req, parent, name, mode, nullptr, &e, "mknod"); });
-  }
-  reply_entry_or_err(req, rc, e);
-}
-
-static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  CowFs* self = Impl::fs(req);
-  fuse_entry_param e;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall(
-        [&] { return Impl::do_mknod_like(req, parent, name, mode | S_IFDIR, nullptr, &e, "mkdir"); });
-  }
-  reply_entry_or_err(req, rc, e);
-}
-
-static void op_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
-  CowFs* self = Impl::fs(req);
-  fuse_entry_param e;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall(
-        [&] { return Impl::do_mknod_like(req, parent, name, S_IFLNK | 0777, link, &e, "symlink"); });
-  }
-  reply_entry_or_err(req, rc, e);
-}
-
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  CowFs* self = Impl::fs(req);
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_remove(req, parent, name, false); });
-  }
-  fuse_reply_err(req, -rc);
-}
-
-static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  CowFs* self = Impl::fs(req);
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_remove(req, parent, name, true); });
-  }
-  fuse_reply_err(req, -rc);
-}
-
-static void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
-               const char* newname, unsigned int flags) {
-  CowFs* self = Impl::fs(req);
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_rename(req, parent, name, newparent, newname, flags); });
-  }
-  fuse_reply_err(req, -rc);
-}
-
-static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-  CowFs* self = Impl::fs(req);
-  fuse_entry_param e;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_link(req, ino, newparent, newname, &e); });
-  }
-  reply_entry_or_err(req, rc, e);
-}
-
-// A small file opened for reading gets its bytes pushed into the kernel's page cache with the
-// open (FUSE_NOTIFY_STORE, then the reply with keep_cache): the program's read(2) then finds them
-// there instead of costing a READ round trip. The view's data only changes through the kernel's
-// own page cache (writes are write-through) or a rollback (which invalidates every inode), so
-// what is stored stays right. Once per inode; a page the kernel evicts is simply read again.
-//
-// Never while the file is open for writing: a write(2) updates the page cache before its WRITE
-// reaches us, and storing bytes read a moment earlier would put old data back over it. The
-// check, the read and the store happen under the node's mu, which every open for writing takes
-// before it returns (no write can start meanwhile, and no write request waits on a page lock
-// that the store would need).
-static constexpr off_t kPrimeMax = 64 * 1024;
-
-static void prime_page_cache(CowFs* self, fuse_ino_t ino, Inode* n, fuse_file_info* fi) {
-  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-  // Passthrough reads never touch this inode's page cache; an open that drops it (no keep_cache)
-  // would throw the stored bytes away.
-  if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_DIRECT) || self->session_ == nullptr ||
-      fh->passthrough || !fi->keep_cache) {
-    return;
-  }
-  std::lock_guard nl(n->mu);
-  if (n->cache_primed || n->writers != 0) {
-    return;
-  }
-  n->cache_primed = true;
-  int fd = Impl::read_fd(fh, self);
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > kPrimeMax) {
-    return;
-  }
-  char data[kPrimeMax];
-  if (::pread(fd, data, static_cast<size_t>(st.st_size), 0) != st.st_size) {
-    return;  // changed size under us: reads go the usual way
-  }
-  fuse_bufvec bv = FUSE_BUFVEC_INIT(static_cast<size_t>(st.st_size));
-  bv.buf[0].mem = data;
-  fuse_lowlevel_notify_store(self->session_, ino, 0, &bv, FUSE_BUF_NO_SPLICE);
-}
-
-static void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] {
-      Inode* n = self->table_.find(ino);
-      if (n == nullptr) {
-        return -ENOENT;
+  static void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+    CowFs* self = Impl::fs(req);
+    {
+      std::shared_lock lk(self->layer_mu_);
+      for (size_t i = 0; i < count; i++) {
+        self->table_.forget(forgets[i].ino, forgets[i].nlookup);
       }
-      int r = Impl::open_node(self, n, fi->flags, Impl::caller(req), fi, "open");
-      if (r == 0) {
-        prime_page_cache(self, ino, n, fi);
-      }
-      return r;
-    });
+    }
+    fuse_reply_none(req);
   }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else if (fuse_reply_open(req, fi) == -ENOENT) {
-    // The opener was interrupted: nobody will release this handle.
-    std::shared_lock lk(self->layer_mu_);
-    drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
-  }
-}
 
-static void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
-               fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  fuse_entry_param e;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_create(req, parent, name, mode, fi, &e); });
-  }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-    std::shared_lock lk(self->layer_mu_);
-    drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
-    self->table_.forget(e.ino, 1);
-  }
-}
-
-static void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-  self->reads_.fetch_add(1, std::memory_order_relaxed);
-  fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-  {
-    std::shared_lock lk(self->layer_mu_);
-    buf.buf[0].fd = Impl::read_fd(fh, self);
-  }
-  // Spliced straight from our fd into /dev/fuse when the kernel allows it: no copy through us.
-  buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-  buf.buf[0].pos = off;
-  fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
-}
-
-static void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off, fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  self->writes_.fetch_add(1, std::memory_order_relaxed);
-  size_t written = 0;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_write(req, ino, in, off, fi, &written); });
-  }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_write(req, written);
-  }
-}
-
-static void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
-
-static void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-  {
-    std::shared_lock lk(self->layer_mu_);
+  static void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
     struct stat st;
-    if (fh->tmpfile && ::fstat(fh->fd.get(), &st) == 0 && st.st_nlink == 0 &&
-        self->table_.parent_and_name(fh->node).second.empty()) {
-      // Never linked (a link gives the node its name): the file dies with this last handle. A
-      // name that was linked and then unlinked released its share at unlink.
-      std::lock_guard nl(fh->node->mu);
-      self->quota_.release_inode();
-      self->quota_.release_bytes(Impl::accounted(fh->node, fh->fd.get()));
-      Impl::accounted(fh->node, fh->fd.get()) = 0;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_getattr(req, ino, fi, &st); });
     }
-    drop_file_handle(self, fh);
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_attr(req, &st, self->config_.cache_timeout);
+    }
   }
-  fuse_reply_err(req, 0);
-}
 
-static void op_fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
-  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-  int rc = datasync ? ::fdatasync(fh->fd.get()) : ::fsync(fh->fd.get());
-  fuse_reply_err(req, rc == 0 ? 0 : errno);
-}
-
-static void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] {
-      InodeView v = self->table_.view(ino);
-      if (v.node == nullptr) {
-        return -ENOENT;
-      }
-      if (v.stale) {
-        return -ESTALE;
-      }
-      auto dh = std::make_unique<DirHandle>();
-      dh->node = v.node;
-      self->table_.add_handle(v.node);
-      fi->fh = reinterpret_cast<uint64_t>(dh.release());
-      return 0;
-    });
+  static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                         fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    struct stat st;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_setattr(req, ino, attr, to_set, fi, &st); });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_attr(req, &st, self->config_.cache_timeout);
+    }
   }
-  if (rc != 0) {
+
+  static void op_readlink(fuse_req_t req, fuse_ino_t ino) {
+    CowFs* self = Impl::fs(req);
+    std::string target;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_readlink(req, ino, &target); });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_readlink(req, target.c_str());
+    }
+  }
+
+  static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
+    CowFs* self = Impl::fs(req);
+    fuse_entry_param e;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall(
+          [&] { return Impl::do_mknod_like(req, parent, name, mode, nullptr, &e, "mknod"); });
+    }
+    reply_entry_or_err(req, rc, e);
+  }
+
+  static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+    CowFs* self = Impl::fs(req);
+    fuse_entry_param e;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        return Impl::do_mknod_like(req, parent, name, mode | S_IFDIR, nullptr, &e, "mkdir");
+      });
+    }
+    reply_entry_or_err(req, rc, e);
+  }
+
+  static void op_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+    CowFs* self = Impl::fs(req);
+    fuse_entry_param e;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        return Impl::do_mknod_like(req, parent, name, S_IFLNK | 0777, link, &e, "symlink");
+      });
+    }
+    reply_entry_or_err(req, rc, e);
+  }
+
+  static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    CowFs* self = Impl::fs(req);
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_remove(req, parent, name, false); });
+    }
     fuse_reply_err(req, -rc);
-    return;
   }
-  fi->keep_cache = self->config_.direct ? 0 : 1;
-  fi->cache_readdir = self->config_.direct ? 0 : 1;
-  if (fuse_reply_open(req, fi) == -ENOENT) {
+
+  static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    CowFs* self = Impl::fs(req);
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_remove(req, parent, name, true); });
+    }
+    fuse_reply_err(req, -rc);
+  }
+
+  static void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+                        const char* newname, unsigned int flags) {
+    CowFs* self = Impl::fs(req);
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_rename(req, parent, name, newparent, newname, flags); });
+    }
+    fuse_reply_err(req, -rc);
+  }
+
+  static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+    CowFs* self = Impl::fs(req);
+    fuse_entry_param e;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_link(req, ino, newparent, newname, &e); });
+    }
+    reply_entry_or_err(req, rc, e);
+  }
+
+  // A small file opened for reading gets its bytes pushed into the kernel's page cache with the
+  // open (FUSE_NOTIFY_STORE, then the reply with keep_cache): the program's read(2) then finds them
+  // there instead of costing a READ round trip. The view's data only changes through the kernel's
+  // own page cache (writes are write-through) or a rollback (which invalidates every inode), so
+  // what is stored stays right. Once per inode; a page the kernel evicts is simply read again.
+  //
+  // Never while the file is open for writing: a write(2) updates the page cache before its WRITE
+  // reaches us, and storing bytes read a moment earlier would put old data back over it. The
+  // check, the read and the store happen under the node's mu, which every open for writing takes
+  // before it returns (no write can start meanwhile, and no write request waits on a page lock
+  // that the store would need).
+  static constexpr off_t kPrimeMax = 64 * 1024;
+
+  static void prime_page_cache(CowFs* self, fuse_ino_t ino, Inode* n, fuse_file_info* fi) {
+    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    // Passthrough reads never touch this inode's page cache; an open that drops it (no keep_cache)
+    // would throw the stored bytes away.
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_DIRECT) ||
+        self->session_ == nullptr || fh->passthrough || !fi->keep_cache) {
+      return;
+    }
+    std::lock_guard nl(n->mu);
+    if (n->cache_primed || n->writers != 0) {
+      return;
+    }
+    n->cache_primed = true;
+    int fd = Impl::read_fd(fh, self);
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        st.st_size > kPrimeMax) {
+      return;
+    }
+    char data[kPrimeMax];
+    if (::pread(fd, data, static_cast<size_t>(st.st_size), 0) != st.st_size) {
+      return;  // changed size under us: reads go the usual way
+    }
+    fuse_bufvec bv = FUSE_BUFVEC_INIT(static_cast<size_t>(st.st_size));
+    bv.buf[0].mem = data;
+    fuse_lowlevel_notify_store(self->session_, ino, 0, &bv, FUSE_BUF_NO_SPLICE);
+  }
+
+  static void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        Inode* n = self->table_.find(ino);
+        if (n == nullptr) {
+          return -ENOENT;
+        }
+        int r = Impl::open_node(self, n, fi->flags, Impl::caller(req), fi, "open");
+        if (r == 0) {
+          prime_page_cache(self, ino, n, fi);
+        }
+        return r;
+      });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else if (fuse_reply_open(req, fi) == -ENOENT) {
+      // The opener was interrupted: nobody will release this handle.
+      std::shared_lock lk(self->layer_mu_);
+      drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
+    }
+  }
+
+  static void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+                        fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    fuse_entry_param e;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_create(req, parent, name, mode, fi, &e); });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+      std::shared_lock lk(self->layer_mu_);
+      drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
+      self->table_.forget(e.ino, 1);
+    }
+  }
+
+  static void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    self->reads_.fetch_add(1, std::memory_order_relaxed);
+    fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+    {
+      std::shared_lock lk(self->layer_mu_);
+      buf.buf[0].fd = Impl::read_fd(fh, self);
+    }
+    // Spliced straight from our fd into /dev/fuse when the kernel allows it: no copy through us.
+    buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+    buf.buf[0].pos = off;
+    fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+  }
+
+  static void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off,
+                           fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    self->writes_.fetch_add(1, std::memory_order_relaxed);
+    size_t written = 0;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_write(req, ino, in, off, fi, &written); });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_write(req, written);
+    }
+  }
+
+  static void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+  static void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    {
+      std::shared_lock lk(self->layer_mu_);
+      struct stat st;
+      if (fh->tmpfile && ::fstat(fh->fd.get(), &st) == 0 && st.st_nlink == 0 &&
+          self->table_.parent_and_name(fh->node).second.empty()) {
+        // Never linked (a link gives the node its name): the file dies with this last handle. A
+        // name that was linked and then unlinked released its share at unlink.
+        std::lock_guard nl(fh->node->mu);
+        self->quota_.release_inode();
+        self->quota_.release_bytes(Impl::accounted(fh->node, fh->fd.get()));
+        Impl::accounted(fh->node, fh->fd.get()) = 0;
+      }
+      drop_file_handle(self, fh);
+    }
+    fuse_reply_err(req, 0);
+  }
+
+  static void op_fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
+    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    int rc = datasync ? ::fdatasync(fh->fd.get()) : ::fsync(fh->fd.get());
+    fuse_reply_err(req, rc == 0 ? 0 : errno);
+  }
+
+  static void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        InodeView v = self->table_.view(ino);
+        if (v.node == nullptr) {
+          return -ENOENT;
+        }
+        if (v.stale) {
+          return -ESTALE;
+        }
+        auto dh = std::make_unique<DirHandle>();
+        dh->node = v.node;
+        self->table_.add_handle(v.node);
+        fi->fh = reinterpret_cast<uint64_t>(dh.release());
+        return 0;
+      });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+      return;
+    }
+    fi->keep_cache = self->config_.direct ? 0 : 1;
+    fi->cache_readdir = self->config_.direct ? 0 : 1;
+    if (fuse_reply_open(req, fi) == -ENOENT) {
+      auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
+      self->table_.drop_handle(dh->node);
+      delete dh;
+    }
+  }
+
+  static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                                fuse_file_info* fi, bool plus) {
+    CowFs* self = Impl::fs(req);
     auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
-    self->table_.drop_handle(dh->node);
-    delete dh;
-  }
-}
-
-static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
-                       bool plus) {
-  CowFs* self = Impl::fs(req);
-  auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
-  std::vector<char> buf(size);
-  size_t used = 0;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] {
-      InodeView v = self->table_.view(ino);
-      if (v.stale) {
-        return -ESTALE;
-      }
-      if (off == 0 || dh->entries.empty()) {
-        int err = 0;
-        Impl::build_dir(self, dh, v, &err);
-        if (err != 0) {
-          return -err;
+    std::vector<char> buf(size);
+    size_t used = 0;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        InodeView v = self->table_.view(ino);
+        if (v.stale) {
+          return -ESTALE;
         }
-      }
-      // Offsets are indexes into the listing taken at offset 0: stable while the handle lives.
-      // The directory's path is walked once per request, not once per entry.
-      std::string dir_path = plus ? self->table_.path_of(v.node) : std::string();
-      auto child_of = [](const std::string& dir, const std::string& name) {
-        return dir.empty() ? name : dir + "/" + name;
-      };
-      for (size_t i = static_cast<size_t>(off); i < dh->entries.size(); i++) {
-        const DirEntry& de = dh->entries[i];
-        size_t rem = buf.size() - used;
-        size_t n;
-        if (plus) {
-          fuse_entry_param e;
-          std::memset(&e, 0, sizeof(e));
-          bool looked_up = false;
-          // A name the kernel holds already (looked up before: `git status` stats every file,
-          // then lists every directory) keeps its dentry and attributes: listed without them,
-          // no host stat and no lookup count.
-          bool dot = de.name == "." || de.name == "..";
-          uint64_t held = dot ? 0 : self->table_.held_child(v.node, de.name, de.key);
-          if (held == 0 && !dot && self->access_.readable(child_of(dir_path, de.name)) &&
-              Impl::lookup_entry(self, v, de.name, &e) == 0) {
-            looked_up = true;
-          } else {
-            // Listed without attributes (names the kernel holds, dot entries, read-denied names
-            // shown as EACCES): nodeid 0 tells the kernel not to make or refresh a dentry from it.
-            e.attr.st_ino = held != 0 ? held : de.ino;
-            e.attr.st_mode = static_cast<mode_t>(de.type) << 12;
+        if (off == 0 || dh->entries.empty()) {
+          int err = 0;
+          Impl::build_dir(self, dh, v, &err);
+          if (err != 0) {
+            return -err;
           }
-          n = fuse_add_direntry_plus(req, buf.data() + used, rem, de.name.c_str(), &e,
-                                     static_cast<off_t>(i + 1));
-          if (n > rem) {
-            if (looked_up) {
-              self->table_.forget(e.ino, 1);  // not sent: the kernel never saw this lookup
+        }
+        // Offsets are indexes into the listing taken at offset 0: stable while the handle lives.
+        // The directory's path is walked once per request, not once per entry.
+        std::string dir_path = plus ? self->table_.path_of(v.node) : std::string();
+        auto child_of = [](const std::string& dir, const std::string& name) {
+          return dir.empty() ? name : dir + "/" + name;
+        };
+        for (size_t i = static_cast<size_t>(off); i < dh->entries.size(); i++) {
+          const DirEntry& de = dh->entries[i];
+          size_t rem = buf.size() - used;
+          size_t n;
+          if (plus) {
+            fuse_entry_param e;
+            std::memset(&e, 0, sizeof(e));
+            bool looked_up = false;
+            // A name the kernel holds already (looked up before: `git status` stats every file,
+            // then lists every directory) keeps its dentry and attributes: listed without them,
+            // no host stat and no lookup count.
+            bool dot = de.name == "." || de.name == "..";
+            uint64_t held = dot ? 0 : self->table_.held_child(v.node, de.name, de.key);
+            if (held == 0 && !dot && self->access_.readable(child_of(dir_path, de.name)) &&
+                Impl::lookup_entry(self, v, de.name, &e) == 0) {
+              looked_up = true;
+            } else {
+              // Listed without attributes (names the kernel holds, dot entries, read-denied names
+              // shown as EACCES): nodeid 0 tells the kernel not to make or refresh a dentry from
+              // it.
+              e.attr.st_ino = held != 0 ? held : de.ino;
+              e.attr.st_mode = static_cast<mode_t>(de.type) << 12;
             }
-            break;
+            n = fuse_add_direntry_plus(req, buf.data() + used, rem, de.name.c_str(), &e,
+                                       static_cast<off_t>(i + 1));
+            if (n > rem) {
+              if (looked_up) {
+                self->table_.forget(e.ino, 1);  // not sent: the kernel never saw this lookup
+              }
+              break;
+            }
+          } else {
+            struct stat st {};
+            st.st_ino = de.ino;
+            st.st_mode = static_cast<mode_t>(de.type) << 12;
+            n = fuse_add_direntry(req, buf.data() + used, rem, de.name.c_str(), &st,
+                                  static_cast<off_t>(i + 1));
+            if (n > rem) {
+              break;
+            }
           }
-        } else {
-          struct stat st {};
-          st.st_ino = de.ino;
-          st.st_mode = static_cast<mode_t>(de.type) << 12;
-          n = fuse_add_direntry(req, buf.data() + used, rem, de.name.c_str(), &st,
-                                static_cast<off_t>(i + 1));
-          if (n > rem) {
-            break;
-          }
+          used += n;
         }
-        used += n;
-      }
-      return 0;
-    });
-  }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_buf(req, buf.data(), used);
-  }
-}
-
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  do_readdir_common(req, ino, size, off, fi, false);
-}
-
-static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
-  do_readdir_common(req, ino, size, off, fi, true);
-}
-
-static void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
-  {
-    std::shared_lock lk(self->layer_mu_);
-    self->table_.drop_handle(dh->node);
-    delete dh;
-  }
-  fuse_reply_err(req, 0);
-}
-
-static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
-  CowFs* self = Impl::fs(req);
-  int rc = 0;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    InodeView v = self->table_.view(ino);
-    if (v.upper >= 0) {
-      UniqueFd d(::openat(v.upper, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-      rc = (d && ::fsync(d.get()) == 0) ? 0 : errno;
+        return 0;
+      });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_buf(req, buf.data(), used);
     }
   }
-  fuse_reply_err(req, rc);
-}
 
-static void op_statfs(fuse_req_t req, fuse_ino_t) {
-  struct statvfs st;
-  int rc = firewall([&] { return Impl::do_statfs(req, &st); });
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_statfs(req, &st);
+  static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                         fuse_file_info* fi) {
+    do_readdir_common(req, ino, size, off, fi, false);
   }
-}
 
-static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
-                 int flags) {
-  CowFs* self = Impl::fs(req);
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] {
-      InodeView v;
-      const Caller who = Impl::caller(req);
-      if (int r = self->ids_.refuse_xattr(name, who.uid); r != 0) {
-        return r;
+  static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                             fuse_file_info* fi) {
+    do_readdir_common(req, ino, size, off, fi, true);
+  }
+
+  static void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
+    {
+      std::shared_lock lk(self->layer_mu_);
+      self->table_.drop_handle(dh->node);
+      delete dh;
+    }
+    fuse_reply_err(req, 0);
+  }
+
+  static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
+    CowFs* self = Impl::fs(req);
+    int rc = 0;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      InodeView v = self->table_.view(ino);
+      if (v.upper >= 0) {
+        UniqueFd d(::openat(v.upper, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        rc = (d && ::fsync(d.get()) == 0) ? 0 : errno;
       }
-      if (int r = Impl::xattr_target(self, ino, true, "setxattr", who, &v); r) {
-        return r;
-      }
-      return Impl::xattr_set(v, name, value, size, flags) == 0 ? 0 : -errno;
-    });
+    }
+    fuse_reply_err(req, rc);
   }
-  fuse_reply_err(req, -rc);
-}
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  CowFs* self = Impl::fs(req);
-  std::vector<char> buf(size);
-  ssize_t n = 0;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] {
-      if (Impl::known_without_caps(self, ino, name)) {
-        return -ENODATA;
-      }
-      InodeView v;
-      if (int r = Impl::xattr_target(self, ino, false, "getxattr", Impl::caller(req), &v); r) {
-        return r == -EOPNOTSUPP ? -ENODATA : r;
-      }
-      n = Impl::xattr_get(v, name, size ? buf.data() : nullptr, size);
-      return n < 0 ? -errno : 0;
-    });
-  }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else if (size == 0) {
-    fuse_reply_xattr(req, static_cast<size_t>(n));
-  } else {
-    fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
-  }
-}
-
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  CowFs* self = Impl::fs(req);
-  std::vector<char> buf(size);
-  ssize_t n = 0;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] {
-      InodeView v;
-      if (int r = Impl::xattr_target(self, ino, false, "listxattr", Impl::caller(req), &v); r) {
-        if (r == -EOPNOTSUPP) {
-          n = 0;
-          return 0;
-        }
-        return r;
-      }
-      n = Impl::xattr_list(v, size ? buf.data() : nullptr, size);
-      return n < 0 ? -errno : 0;
-    });
-  }
-  if (rc != 0) {
-    fuse_reply_err(req, -rc);
-  } else if (size == 0) {
-    fuse_reply_xattr(req, static_cast<size_t>(n));
-  } else {
-    fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
-  }
-}
-
-static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  CowFs* self = Impl::fs(req);
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] {
-      InodeView v;
-      if (int r = Impl::xattr_target(self, ino, true, "removexattr", Impl::caller(req), &v); r) {
-        return r;
-      }
-      return Impl::xattr_remove(v, name) == 0 ? 0 : -errno;
-    });
-  }
-  fuse_reply_err(req, -rc);
-}
-
-static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
-                  fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall([&] { return Impl::do_fallocate(req, ino, mode, off, len, fi); });
-  }
-  fuse_reply_err(req, -rc);
-}
-
-static void op_lseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
-  CowFs* self = Impl::fs(req);
-  auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-  off_t res;
-  int err = 0;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    res = ::lseek(Impl::read_fd(fh, self), off, whence);
-    if (res < 0) {
-      err = errno;
+  static void op_statfs(fuse_req_t req, fuse_ino_t) {
+    struct statvfs st;
+    int rc = firewall([&] { return Impl::do_statfs(req, &st); });
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_statfs(req, &st);
     }
   }
-  if (err != 0) {
-    fuse_reply_err(req, err);
-  } else {
-    fuse_reply_lseek(req, res);
-  }
-}
 
-static void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in,
-                        fuse_ino_t, off_t off_out, fuse_file_info* fi_out, size_t len, int flags) {
-  CowFs* self = Impl::fs(req);
-  size_t copied = 0;
-  int rc;
-  {
-    std::shared_lock lk(self->layer_mu_);
-    rc = firewall(
-        [&] { return Impl::do_copy_file_range(req, fi_in, off_in, fi_out, off_out, len, flags, &copied); });
-  }
-  if (rc != 0) {
+  static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
+                          size_t size, int flags) {
+    CowFs* self = Impl::fs(req);
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        InodeView v;
+        const Caller who = Impl::caller(req);
+        if (int r = self->ids_.refuse_xattr(name, who.uid); r != 0) {
+          return r;
+        }
+        if (int r = Impl::xattr_target(self, ino, true, "setxattr", who, &v); r) {
+          return r;
+        }
+        return Impl::xattr_set(v, name, value, size, flags) == 0 ? 0 : -errno;
+      });
+    }
     fuse_reply_err(req, -rc);
-  } else {
-    fuse_reply_write(req, copied);
   }
-}
 
-static fuse_lowlevel_ops make_ops() {
-  fuse_lowlevel_ops ops{};
-  ops.init = op_init;
-  ops.lookup = op_lookup;
-  ops.forget = op_forget;
-  ops.forget_multi = op_forget_multi;
-  ops.getattr = op_getattr;
-  ops.setattr = op_setattr;
-  ops.readlink = op_readlink;
-  ops.mknod = op_mknod;
-  ops.mkdir = op_mkdir;
-  ops.symlink = op_symlink;
-  ops.unlink = op_unlink;
-  ops.rmdir = op_rmdir;
-  ops.rename = op_rename;
-  ops.link = op_link;
-  ops.open = op_open;
-  ops.create = op_create;
-  ops.read = op_read;
-  ops.write_buf = op_write_buf;
-  ops.flush = op_flush;
-  ops.release = op_release;
-  ops.fsync = op_fsync;
-  ops.opendir = op_opendir;
-  ops.readdir = op_readdir;
-  ops.readdirplus = op_readdirplus;
-  ops.releasedir = op_releasedir;
-  ops.fsyncdir = op_fsyncdir;
-  ops.statfs = op_statfs;
-  ops.setxattr = op_setxattr;
-  ops.getxattr = op_getxattr;
-  ops.listxattr = op_listxattr;
-  ops.removexattr = op_removexattr;
-  ops.fallocate = op_fallocate;
-  ops.lseek = op_lseek;
-  ops.copy_file_range = op_copy_file_range;
-  return ops;
-}
+  static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+    CowFs* self = Impl::fs(req);
+    std::vector<char> buf(size);
+    ssize_t n = 0;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        if (Impl::known_without_caps(self, ino, name)) {
+          return -ENODATA;
+        }
+        InodeView v;
+        if (int r = Impl::xattr_target(self, ino, false, "getxattr", Impl::caller(req), &v); r) {
+          return r == -EOPNOTSUPP ? -ENODATA : r;
+        }
+        n = Impl::xattr_get(v, name, size ? buf.data() : nullptr, size);
+        return n < 0 ? -errno : 0;
+      });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else if (size == 0) {
+      fuse_reply_xattr(req, static_cast<size_t>(n));
+    } else {
+      fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
+    }
+  }
+
+  static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+    CowFs* self = Impl::fs(req);
+    std::vector<char> buf(size);
+    ssize_t n = 0;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        InodeView v;
+        if (int r = Impl::xattr_target(self, ino, false, "listxattr", Impl::caller(req), &v); r) {
+          if (r == -EOPNOTSUPP) {
+            n = 0;
+            return 0;
+          }
+          return r;
+        }
+        n = Impl::xattr_list(v, size ? buf.data() : nullptr, size);
+        return n < 0 ? -errno : 0;
+      });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else if (size == 0) {
+      fuse_reply_xattr(req, static_cast<size_t>(n));
+    } else {
+      fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
+    }
+  }
+
+  static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+    CowFs* self = Impl::fs(req);
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        InodeView v;
+        if (int r = Impl::xattr_target(self, ino, true, "removexattr", Impl::caller(req), &v); r) {
+          return r;
+        }
+        return Impl::xattr_remove(v, name) == 0 ? 0 : -errno;
+      });
+    }
+    fuse_reply_err(req, -rc);
+  }
+
+  static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                           fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] { return Impl::do_fallocate(req, ino, mode, off, len, fi); });
+    }
+    fuse_reply_err(req, -rc);
+  }
+
+  static void op_lseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
+    CowFs* self = Impl::fs(req);
+    auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    off_t res;
+    int err = 0;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      res = ::lseek(Impl::read_fd(fh, self), off, whence);
+      if (res < 0) {
+        err = errno;
+      }
+    }
+    if (err != 0) {
+      fuse_reply_err(req, err);
+    } else {
+      fuse_reply_lseek(req, res);
+    }
+  }
+
+  static void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in,
+                                 fuse_ino_t, off_t off_out, fuse_file_info* fi_out, size_t len,
+                                 int flags) {
+    CowFs* self = Impl::fs(req);
+    size_t copied = 0;
+    int rc;
+    {
+      std::shared_lock lk(self->layer_mu_);
+      rc = firewall([&] {
+        return Impl::do_copy_file_range(req, fi_in, off_in, fi_out, off_out, len, flags, &copied);
+      });
+    }
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_write(req, copied);
+    }
+  }
+
+  static fuse_lowlevel_ops make_ops() {
+    fuse_lowlevel_ops ops{};
+    ops.init = op_init;
+    ops.lookup = op_lookup;
+    ops.forget = op_forget;
+    ops.forget_multi = op_forget_multi;
+    ops.getattr = op_getattr;
+    ops.setattr = op_setattr;
+    ops.readlink = op_readlink;
+    ops.mknod = op_mknod;
+    ops.mkdir = op_mkdir;
+    ops.symlink = op_symlink;
+    ops.unlink = op_unlink;
+    ops.rmdir = op_rmdir;
+    ops.rename = op_rename;
+    ops.link = op_link;
+    ops.open = op_open;
+    ops.create = op_create;
+    ops.read = op_read;
+    ops.write_buf = op_write_buf;
+    ops.flush = op_flush;
+    ops.release = op_release;
+    ops.fsync = op_fsync;
+    ops.opendir = op_opendir;
+    ops.readdir = op_readdir;
+    ops.readdirplus = op_readdirplus;
+    ops.releasedir = op_releasedir;
+    ops.fsyncdir = op_fsyncdir;
+    ops.statfs = op_statfs;
+    ops.setxattr = op_setxattr;
+    ops.getxattr = op_getxattr;
+    ops.listxattr = op_listxattr;
+    ops.removexattr = op_removexattr;
+    ops.fallocate = op_fallocate;
+    ops.lseek = op_lseek;
+    ops.copy_file_range = op_copy_file_range;
+    return ops;
+  }
 };  // struct CowFs::Impl
 
 TmpfileHandler CowFs::tmpfile_handler() {

@@ -41,8 +41,9 @@ Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code
   app.add_option("--control", o.control, "control socket for snapshot/rollback while mounted");
   app.add_option("--snapshots", o.snapshots, "snapshot directory (default: <upper>/../snapshots)");
   app.add_option("--ready-fd", o.ready_fd, "write one byte to this fd once mounted");
-  app.add_flag("--allow-other", o.allow_other, "let other users see the view (needs root or "
-                                               "user_allow_other in /etc/fuse.conf)");
+  app.add_flag("--allow-other", o.allow_other,
+               "let other users see the view (needs root or "
+               "user_allow_other in /etc/fuse.conf)");
   std::string agent_ids, owner_ids;
   auto ids_check = [](const char* flag) {
     return CLI::Validator(
@@ -106,8 +107,8 @@ Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code
     }
   }
   if (o.snapshots.empty()) {
-    o.snapshots = (std::filesystem::path(o.upper).lexically_normal().parent_path() / "snapshots")
-                      .string();
+    o.snapshots =
+        (std::filesystem::path(o.upper).lexically_normal().parent_path() / "snapshots").string();
   }
   return o;
 }
@@ -135,8 +136,9 @@ bool in_path(const char* prog) {
 Status preflight(const DaemonOptions& o) {
   struct stat st;
   if (::stat("/dev/fuse", &st) != 0) {
-    return sys_error("stat(\"/dev/fuse\")",
-                     "load the module with `modprobe fuse`, or in a container pass --device /dev/fuse");
+    return sys_error(
+        "stat(\"/dev/fuse\")",
+        "load the module with `modprobe fuse`, or in a container pass --device /dev/fuse");
   }
   if (::geteuid() != 0) {
     // fusermount3 opens /dev/fuse with the caller's own permissions (on purpose: that is how a
@@ -169,11 +171,12 @@ void on_init_done(void* ctx, bool io_uring, size_t max_payload) {
   auto* c = static_cast<TransportChoice*>(ctx);
   if (io_uring && c->uring != nullptr) {
     c->uring->start(max_payload);
-    std::fprintf(stderr,
-                 "cordon-fs: transport: io_uring (%zu CPU queues x %u entries and threads, %zu-byte "
-                 "payloads; "
-                 "--no-io-uring forces /dev/fuse)\n",
-                 c->uring->queues(), c->uring->entries_per_queue(), max_payload);
+    std::fprintf(
+        stderr,
+        "cordon-fs: transport: io_uring (%zu CPU queues x %u entries and threads, %zu-byte "
+        "payloads; "
+        "--no-io-uring forces /dev/fuse)\n",
+        c->uring->queues(), c->uring->entries_per_queue(), max_payload);
     return;
   }
   std::string why = c->off_reason;
@@ -204,7 +207,6 @@ struct Session {
       fuse_session_unmount(se);
     }
     fuse_session_destroy(se);
-
   }
 };
 
@@ -328,8 +330,10 @@ int run_daemon(const DaemonOptions& o) {
   if (std::string why = passthrough::unusable_reason(); why.empty()) {
     init.passthrough = true;
   } else {
-    std::fprintf(stderr, "cordon-fs: FUSE passthrough off (%s): file data goes through the "
-                         "daemon, slower for large sequential I/O\n", why.c_str());
+    std::fprintf(stderr,
+                 "cordon-fs: FUSE passthrough off (%s): file data goes through the "
+                 "daemon, slower for large sequential I/O\n",
+                 why.c_str());
   }
   // FUSE over io_uring: decided once, at INIT. Rings are made now so that a failure falls back
   // before INIT is answered; after that the kernel waits for every CPU queue to register.

@@ -1,4 +1,5 @@
-// cordon-fs as a process: options, preflight checks, mounting, the session loop, the control socket.
+// cordon-fs as a process: options, preflight checks, mounting, the session loop, the control
+// socket.
 #pragma once
 
 #include <optional>
@@ -21,12 +22,12 @@ struct DaemonOptions {
   std::string events_file;  // --events: append events.jsonl here
   int events_fd = -1;       // --events-fd: an inherited O_APPEND fd instead
   std::string session = "standalone";  // --session: the id put in every event
-  std::string control;      // --control: unix socket for snapshot/rollback while mounted
-  std::string snapshots;    // --snapshots: where snapshots go (default: <upper>/../snapshots)
-  int ready_fd = -1;        // --ready-fd: one byte written here once mounted, then closed
-  bool allow_other = false; // --allow-other
-  bool debug = false;       // -d: libfuse request tracing on stderr
-  bool no_io_uring = false; // --no-io-uring: serve through /dev/fuse even where the ring works
+  std::string control;                 // --control: unix socket for snapshot/rollback while mounted
+  std::string snapshots;       // --snapshots: where snapshots go (default: <upper>/../snapshots)
+  int ready_fd = -1;           // --ready-fd: one byte written here once mounted, then closed
+  bool allow_other = false;    // --allow-other
+  bool debug = false;          // -d: libfuse request tracing on stderr
+  bool no_io_uring = false;    // --no-io-uring: serve through /dev/fuse even where the ring works
   unsigned uring_entries = 4;  // --io-uring-entries: ring entries per CPU queue
   std::optional<Ids> agent;    // --agent-ids UID:GID: the sandbox's ids (cow: the copy is theirs)
   std::optional<Ids> owner;    // --owner-ids UID:GID: the workspace's owner (default: --lower's)

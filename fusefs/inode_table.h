@@ -70,7 +70,7 @@ struct Inode {
   // Guarded by InodeTable::mu_.
   Inode* parent = nullptr;  // holds a `children` reference on the parent
   std::string name;
-  uint64_t nlookup = 0;  // kernel references (lookup counts, exact)
+  uint64_t nlookup = 0;   // kernel references (lookup counts, exact)
   uint32_t children = 0;  // Inodes whose `parent` is this one
   uint32_t handles = 0;   // open FileHandles / DirHandles
   // Directories hold O_PATH|O_NOFOLLOW fds of their upper and lower sides. Other objects hold
@@ -100,8 +100,8 @@ struct Inode {
   // Guarded by mu.
   std::mutex mu;
   bool size_known = false;
-  bool cache_primed = false;  // a small file's bytes were pushed into the kernel's page cache
-  uint32_t writers = 0;       // open handles that may write (priming waits for none)
+  bool cache_primed = false;    // a small file's bytes were pushed into the kernel's page cache
+  uint32_t writers = 0;         // open handles that may write (priming waits for none)
   uint64_t accounted_size = 0;  // bytes of this upper file charged to the quota
   // The kernel's io mode of this inode as the daemon chose it (passthrough.h). The counts drop at
   // RELEASE, which the kernel sends after it dropped its own count: they lag the kernel's in the

@@ -8,7 +8,8 @@
 //   .wh..wh.orig.NAME one line "ino size mtime_ns" of the lower file NAME was copied up from
 //                     (commit refuses NAME when the real file no longer matches it)
 // Internal names all start with ".wh..wh." so they can never be the whiteout of a user name: every
-// name starting with ".wh." is reserved in the view (lookup ENOENT, create EPERM, hidden from readdir).
+// name starting with ".wh." is reserved in the view (lookup ENOENT, create EPERM, hidden from
+// readdir).
 #pragma once
 
 #include <string>
@@ -26,9 +27,8 @@ inline bool is_reserved_name(std::string_view name) { return name.starts_with(kW
 
 // A single path component the daemon may use: not empty, not "." or "..", no '/', no NUL.
 inline bool is_plain_name(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos &&
-         name.size() <= 255;
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos && name.size() <= 255;
 }
 
 inline std::string whiteout_name(std::string_view name) {

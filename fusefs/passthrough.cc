@@ -92,8 +92,8 @@ IoMode choose_io_mode(const Inode& n, const OpenFacts& f) {
 namespace {
 
 struct PendingPatch {
-  uint64_t unique = 0;    // the request this thread is serving (from the read hook)
-  bool armed = false;     // expect_open_reply was called for it
+  uint64_t unique = 0;  // the request this thread is serving (from the read hook)
+  bool armed = false;   // expect_open_reply was called for it
   int32_t backing_id = -1;
 };
 thread_local PendingPatch t_pending;

@@ -3,12 +3,12 @@
 // the patch of the open reply that carries FOPEN_PASSTHROUGH and the backing id.
 //
 // With passthrough the kernel reads and writes an open file straight through a "backing" file the
-// daemon registered (its own fd of the upper or lower file), without a FUSE_READ/FUSE_WRITE round trip. The kernel keeps
-// one io mode per inode (fs/fuse/iomode.c): *cached* (opens without passthrough or direct_io) or
-// *passthrough* with exactly one backing file; while an inode has a backing file, every further
-// open must be FOPEN_PASSTHROUGH with that same backing (else the open fails with EIO), and a
-// passthrough open while cached opens exist fails too (ETXTBSY, reported as EIO). choose_io_mode()
-// keeps the daemon inside those rules.
+// daemon registered (its own fd of the upper or lower file), without a FUSE_READ/FUSE_WRITE round
+// trip. The kernel keeps one io mode per inode (fs/fuse/iomode.c): *cached* (opens without
+// passthrough or direct_io) or *passthrough* with exactly one backing file; while an inode has a
+// backing file, every further open must be FOPEN_PASSTHROUGH with that same backing (else the open
+// fails with EIO), and a passthrough open while cached opens exist fails too (ETXTBSY, reported as
+// EIO). choose_io_mode() keeps the daemon inside those rules.
 #pragma once
 
 #include <sys/ioctl.h>
@@ -22,7 +22,7 @@ namespace cordon::fusefs::passthrough {
 
 // ---- kernel ABI (include/uapi/linux/fuse.h, protocol 7.40 = Linux 6.9; this machine's
 // linux-libc-dev stops at 7.38) -----------------------------------------------------------------
-inline constexpr uint32_t kInitExt = 1u << 30;          // FUSE_INIT_EXT: flags2 is meaningful
+inline constexpr uint32_t kInitExt = 1u << 30;           // FUSE_INIT_EXT: flags2 is meaningful
 inline constexpr uint32_t kFlags2Passthrough = 1u << 5;  // FUSE_PASSTHROUGH (1ULL << 37) in flags2
 inline constexpr uint32_t kFopenPassthrough = 1u << 7;   // FOPEN_PASSTHROUGH
 // fuse_init_out as of 7.40: flags2 at byte 32, max_stack_depth at 36 (was unused[0]).
@@ -69,12 +69,12 @@ enum class IoMode {
                        // whose backing is the lower file (see choose_io_mode)
 };
 struct OpenFacts {
-  bool enabled = false;    // the kernel accepted FUSE_PASSTHROUGH at INIT
-  bool regular = false;    // S_ISREG
-  bool writable = false;   // open for writing (or O_TRUNC)
+  bool enabled = false;           // the kernel accepted FUSE_PASSTHROUGH at INIT
+  bool regular = false;           // S_ISREG
+  bool writable = false;          // open for writing (or O_TRUNC)
   bool writes_direct_ok = false;  // writes may bypass the daemon: no byte quota, no suid/sgid
   bool on_lower = false;          // the handle's fd is the lower (real workspace) file
-  DevIno file;                       // identity of the handle's fd
+  DevIno file;                    // identity of the handle's fd
 };
 // Decides under the Inode's mu from its passthrough state (Inode::pt_*) and the open's facts.
 IoMode choose_io_mode(const Inode& n, const OpenFacts& f);

@@ -16,7 +16,9 @@ class Quota {
  public:
   // limits of 0 mean unlimited.
   Quota(uint64_t byte_limit, uint64_t inode_limit, Usage start)
-      : byte_limit_(byte_limit), inode_limit_(inode_limit), bytes_(start.bytes),
+      : byte_limit_(byte_limit),
+        inode_limit_(inode_limit),
+        bytes_(start.bytes),
         inodes_(start.inodes) {}
 
   // Reserves up to `want` bytes; returns how many were granted (less when near the limit, so a

@@ -232,7 +232,8 @@ void UringTransport::Queue::serve(Entry& e) {
   // in.len is what /dev/fuse would have delivered: header + first argument + the rest. The first
   // argument sits in op_in, the rest in the payload; laid out back to back before the payload.
   size_t head = sizeof(fuse_in_header);
-  bool sane = payload <= e.cap && in.len >= head + payload && in.len - head - payload <= abi::kOpInOutSize;
+  bool sane =
+      payload <= e.cap && in.len >= head + payload && in.len - head - payload <= abi::kOpInOutSize;
   if (sane) {
     size_t arg0 = in.len - head - payload;
     char* start = e.payload - head - arg0;
@@ -253,8 +254,10 @@ void UringTransport::Queue::serve(Entry& e) {
     // one) is answered EIO so the entry comes back to the ring rather than leaking.
     static std::atomic<bool> once{false};
     if (!once.exchange(true)) {
-      std::fprintf(stderr, "cordon-fs: io_uring: request opcode %u (len %u, payload %zu) got no "
-                           "synchronous reply; answered EIO\n", in.opcode, in.len, payload);
+      std::fprintf(stderr,
+                   "cordon-fs: io_uring: request opcode %u (len %u, payload %zu) got no "
+                   "synchronous reply; answered EIO\n",
+                   in.opcode, in.len, payload);
     }
     fuse_out_header out{};
     out.len = sizeof(out);
@@ -294,9 +297,9 @@ void UringTransport::Queue::run() {
     max_payload = owner->max_payload_;
   }
   if (!allocate(max_payload)) {
-    set_fallback_reason("queue " + std::to_string(qid) + ": mmap of " +
-                        std::to_string(region_len) + " bytes of ring buffers failed: " +
-                        std::strerror(errno) + "; serving through /dev/fuse");
+    set_fallback_reason("queue " + std::to_string(qid) + ": mmap of " + std::to_string(region_len) +
+                        " bytes of ring buffers failed: " + std::strerror(errno) +
+                        "; serving through /dev/fuse");
     force_fallback();
     return;
   }
@@ -307,8 +310,8 @@ void UringTransport::Queue::run() {
   for (;;) {
     int rc = ring.submit_and_wait(wait_nr);
     if (rc < 0) {
-      set_fallback_reason("queue " + std::to_string(qid) + ": io_uring_enter: " +
-                          std::strerror(-rc));
+      set_fallback_reason("queue " + std::to_string(qid) +
+                          ": io_uring_enter: " + std::strerror(-rc));
       return;
     }
     io_uring_cqe cqe;
@@ -411,9 +414,8 @@ Result<std::unique_ptr<UringTransport>> UringTransport::prepare(fuse_session* se
   {
     std::unique_lock lk(t->mu_);
     bool all = t->cv_.wait_for(lk, std::chrono::seconds(10), [&] {
-      return std::all_of(t->queues_.begin(), t->queues_.end(), [](const auto& q) {
-        return q->created || !q->create_error.empty();
-      });
+      return std::all_of(t->queues_.begin(), t->queues_.end(),
+                         [](const auto& q) { return q->created || !q->create_error.empty(); });
     });
     for (auto& q : t->queues_) {
       if (!q->create_error.empty() && error.empty()) {

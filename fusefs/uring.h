@@ -1,9 +1,10 @@
-// FUSE over io_uring (Linux 6.14+, fs/fuse/dev_uring.c) for libfuse 3.14, which knows nothing of it:
-// per possible CPU a few entries, each with its own ring and thread pinned to that CPU. The kernel queues a request on
-// the ring of the CPU its caller runs on, so it is served there, without a cross-CPU wakeup and
-// without a read(2) and writev(2) on /dev/fuse per request. Requests are handed to libfuse with
-// fuse_session_process_buf(); the reply libfuse then writes through the session's I/O hooks
-// (kernel_init.cc) is caught here by the serving thread and committed to the ring instead.
+// FUSE over io_uring (Linux 6.14+, fs/fuse/dev_uring.c) for libfuse 3.14, which knows nothing of
+// it: per possible CPU a few entries, each with its own ring and thread pinned to that CPU. The
+// kernel queues a request on the ring of the CPU its caller runs on, so it is served there, without
+// a cross-CPU wakeup and without a read(2) and writev(2) on /dev/fuse per request. Requests are
+// handed to libfuse with fuse_session_process_buf(); the reply libfuse then writes through the
+// session's I/O hooks (kernel_init.cc) is caught here by the serving thread and committed to the
+// ring instead.
 //
 // FORGET and INTERRUPT, and everything before the rings are registered, still arrive on /dev/fuse
 // (libfuse's own loop keeps serving it); notifications and passthrough ioctls stay on /dev/fuse.
@@ -84,8 +85,8 @@ bool uring_take_reply(const struct iovec* iov, int count, ssize_t* written);
 bool uring_take_spliced_reply(int pipe_fd, size_t len, ssize_t* written);
 
 struct UringStats {
-  bool registered = false;      // every queue registered its entries
-  uint64_t ring_requests = 0;   // requests served from a ring
+  bool registered = false;     // every queue registered its entries
+  uint64_t ring_requests = 0;  // requests served from a ring
   uint64_t register_errors = 0;
   std::string fallback_reason;  // why the ring was given up, if it was
 };

@@ -22,13 +22,13 @@ inline constexpr size_t kOpInOutSize = 128;      // FUSE_URING_OP_IN_OUT_SZ
 
 struct EntInOut {  // struct fuse_uring_ent_in_out
   uint64_t flags;
-  uint64_t commit_id;    // set by the kernel per request; echoed in the commit command
-  uint32_t payload_sz;   // bytes of the payload, in either direction
+  uint64_t commit_id;   // set by the kernel per request; echoed in the commit command
+  uint32_t payload_sz;  // bytes of the payload, in either direction
   uint32_t padding;
   uint64_t reserved;
 };
 
-struct ReqHeader {  // struct fuse_uring_req_header: iov[0] of a registered entry
+struct ReqHeader {                // struct fuse_uring_req_header: iov[0] of a registered entry
   char in_out[kInOutHeaderSize];  // fuse_in_header on fetch, fuse_out_header on commit
   char op_in[kOpInOutSize];       // the request's first argument (the per-op struct)
   EntInOut ring_ent_in_out;

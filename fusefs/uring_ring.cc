@@ -48,9 +48,9 @@ Result<IoRing> IoRing::create(unsigned entries) {
     }
   }
   if (fd < 0) {
-    return sys_error("io_uring_setup(" + std::to_string(entries) + ", IORING_SETUP_SQE128)",
-                     errno == EPERM ? "io_uring may be disabled: sysctl kernel.io_uring_disabled=0"
-                                    : "");
+    return sys_error(
+        "io_uring_setup(" + std::to_string(entries) + ", IORING_SETUP_SQE128)",
+        errno == EPERM ? "io_uring may be disabled: sysctl kernel.io_uring_disabled=0" : "");
   }
   IoRing r;
   r.fd_ = UniqueFd(fd);

@@ -205,10 +205,10 @@ void add_proxy_environment(std::vector<std::string>& envp) {
   const std::string http = "http://127.0.0.1:" + std::to_string(kExplicitProxyPort);
   const std::string socks = "socks5h://127.0.0.1:" + std::to_string(kExplicitProxyPort);
   const std::pair<const char*, std::string> vars[] = {
-      {"HTTP_PROXY", http},  {"HTTPS_PROXY", http},  {"ALL_PROXY", socks},
-      {"NO_PROXY", "localhost,127.0.0.1,::1"},
-      {"http_proxy", http},  {"https_proxy", http},  {"all_proxy", socks},
-      {"no_proxy", "localhost,127.0.0.1,::1"}};
+      {"HTTP_PROXY", http}, {"HTTPS_PROXY", http},
+      {"ALL_PROXY", socks}, {"NO_PROXY", "localhost,127.0.0.1,::1"},
+      {"http_proxy", http}, {"https_proxy", http},
+      {"all_proxy", socks}, {"no_proxy", "localhost,127.0.0.1,::1"}};
   std::erase_if(envp, [&](const std::string& kv) {
     for (const auto& [name, value] : vars) {
       size_t n = std::strlen(name);

@@ -40,7 +40,8 @@ constexpr int kRefused = kReviewRefused;
 Result<nlohmann::json> control_request(const CowSession& s, const nlohmann::json& req) {
   ASSIGN_OR_RETURN(UniqueFd fd, connect_control(s.control));
   std::string line = req.dump() + "\n";
-  if (::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+  if (::send(fd.get(), line.data(), line.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(line.size())) {
     return sys_error("send() on " + s.control);
   }
   std::string reply;

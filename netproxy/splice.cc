@@ -93,12 +93,12 @@ bool at_eof(int fd) {
 }
 
 // Without a pipe (descriptor table full): one chunk through a short-lived buffer.
-asio::awaitable<std::optional<PumpEnd>> copy_chunk(Context& ctx, tcp::socket& from,
-                                                   tcp::socket& to, size_t want, bool outbound,
-                                                   PumpStats stats, uint64_t* left) {
+asio::awaitable<std::optional<PumpEnd>> copy_chunk(Context& ctx, tcp::socket& from, tcp::socket& to,
+                                                   size_t want, bool outbound, PumpStats stats,
+                                                   uint64_t* left) {
   auto buf = std::make_unique<char[]>(kCopyChunk);
-  auto [ec, n] = co_await from.async_read_some(
-      asio::buffer(buf.get(), std::min(want, kCopyChunk)), use_nothrow);
+  auto [ec, n] = co_await from.async_read_some(asio::buffer(buf.get(), std::min(want, kCopyChunk)),
+                                               use_nothrow);
   if (ec == asio::error::eof) {
     co_return PumpEnd::Eof;
   }

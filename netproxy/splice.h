@@ -19,7 +19,7 @@ enum class PumpEnd {
 };
 
 struct PumpStats {
-  uint64_t* written = nullptr;                // bytes delivered to `to`, added as they go
+  uint64_t* written = nullptr;                 // bytes delivered to `to`, added as they go
   Clock::time_point* last_activity = nullptr;  // for idle timeouts; updated on every move
 };
 

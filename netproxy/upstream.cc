@@ -300,7 +300,10 @@ IdleWatchGuard::IdleWatchGuard(Context& ctx, IdleWatch& w)
 // net.connect. Nothing else of the handshake stays alive while the tunnel idles.
 struct Tunnel final : IdleWatch {
   Tunnel(Context& c, tcp::socket cl, tcp::socket u, Upstream record, std::string early)
-      : ctx(c), client(std::move(cl)), upstream(std::move(u)), up(std::move(record)),
+      : ctx(c),
+        client(std::move(cl)),
+        upstream(std::move(u)),
+        up(std::move(record)),
         leftover(std::move(early)) {
     limit = ctx.policy.idle_timeout;
     if (limit.count() > 0) {
@@ -352,8 +355,8 @@ asio::awaitable<void> direction(std::shared_ptr<Tunnel> t, bool outbound) {
   tcp::socket& to = outbound ? t->upstream : t->client;
   if (outbound && !t->leftover.empty()) {
     uint64_t ok = ctx.caps.take_out(t->leftover.size());
-    auto [ec, n] = co_await asio::async_write(to, asio::buffer(t->leftover.data(), ok),
-                                              use_nothrow);
+    auto [ec, n] =
+        co_await asio::async_write(to, asio::buffer(t->leftover.data(), ok), use_nothrow);
     t->up.bytes_out += n;
     const bool cut = ok < t->leftover.size();
     std::string().swap(t->leftover);

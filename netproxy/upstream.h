@@ -15,7 +15,8 @@ struct Upstream {
   std::string mode;  // http | connect | socks5 | transparent
   std::string name;  // the name decided on; empty for a raw-IP destination
   std::string sni;
-  std::string client;  // the sandbox-side peer ("ip:port" / "[v6]:port"): joins with the shim's record
+  std::string
+      client;  // the sandbox-side peer ("ip:port" / "[v6]:port"): joins with the shim's record
   policy::IpAddress addr;
   uint16_t port = 0;
   std::string rule;

@@ -49,7 +49,8 @@ struct HostPattern {
   uint16_t port_hi = 65535;
   std::string text;  // as written, for messages and explain
 
-  // Parses one entry; std::nullopt with `why` filled on error (e.g. "port 70000 is out of range 1-65535").
+  // Parses one entry; std::nullopt with `why` filled on error (e.g. "port 70000 is out of range
+  // 1-65535").
   static std::optional<HostPattern> parse(std::string_view text, std::string* why);
 
   bool matches_port(uint16_t port) const { return port >= port_lo && port <= port_hi; }
@@ -65,7 +66,8 @@ struct HostPattern {
   bool operator==(const HostPattern&) const = default;
 };
 
-// Lowercases and strips one trailing dot; returns "" if `host` is not a valid DNS name or IP literal.
+// Lowercases and strips one trailing dot; returns "" if `host` is not a valid DNS name or IP
+// literal.
 std::string normalize_host(std::string_view host);
 
 }  // namespace cordon::policy

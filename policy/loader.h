@@ -31,7 +31,7 @@ class PolicyError : public std::runtime_error {
 };
 
 struct LoadOptions {
-  std::string home;        // for "~" expansion; defaults to $HOME
+  std::string home;                    // for "~" expansion; defaults to $HOME
   std::string source_name = "policy";  // file name used in error messages
 };
 

@@ -1,4 +1,5 @@
-// The effective policy as canonical JSON (session record policy.json) and as prose (`policy explain`).
+// The effective policy as canonical JSON (session record policy.json) and as prose (`policy
+// explain`).
 #pragma once
 
 #include <nlohmann/json.hpp>

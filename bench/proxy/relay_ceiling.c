@@ -16,7 +16,6 @@
 // side is full). -w sets
 // TCP_NOTSENT_LOWAT on both sockets (default 131072, as cordon's pump; 0 leaves it unset).
 #define _GNU_SOURCE
-#include "relay_common.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,20 +30,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "relay_common.h"
+
 enum { kMaxConns = 512 };
 
 // One direction: bytes from `from` wait in the pipe until `to` takes them.
 struct dir {
   int from, to;
-  int pr, pw;     // the pipe
-  size_t held;    // bytes in the pipe
-  int read_eof;   // `from` sent FIN
-  int done;       // FIN passed on
+  int pr, pw;    // the pipe
+  size_t held;   // bytes in the pipe
+  int read_eof;  // `from` sent FIN
+  int done;      // FIN passed on
 };
 
 struct conn {
   int used;
-  int fd[2];  // client, upstream
+  int fd[2];        // client, upstream
   struct dir d[2];  // 0: client -> upstream, 1: upstream -> client
 };
 

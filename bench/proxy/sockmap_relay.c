@@ -44,7 +44,6 @@
 // FIN before the program has seen the data queued with it. The check repeats every millisecond,
 // for at most 10 s.
 #define _GNU_SOURCE
-#include "relay_common.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -66,10 +65,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "relay_common.h"
+
 enum { kMaxConns = 256, kDrainMs = 10000 };
 
 // Hand-assembled BPF instructions.
-#define INSN(c, d, s, o, i) {.code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i)}
+#define INSN(c, d, s, o, i) \
+  { .code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i) }
 #define MOV64_REG(d, s) INSN(BPF_ALU64 | BPF_MOV | BPF_X, d, s, 0, 0)
 #define MOV64_IMM(d, i) INSN(BPF_ALU64 | BPF_MOV | BPF_K, d, 0, 0, i)
 #define ADD64_IMM(d, i) INSN(BPF_ALU64 | BPF_ADD | BPF_K, d, 0, 0, i)
@@ -84,7 +86,7 @@ enum { kMaxConns = 256, kDrainMs = 10000 };
 
 // The hash map's value, per socket.
 struct peer {
-  uint32_t key;    // the peer's sockmap key
+  uint32_t key;  // the peer's sockmap key
   uint32_t pad;
   uint64_t bytes;  // bytes this socket received and the program redirected to the peer
 };
@@ -92,7 +94,7 @@ struct peer {
 struct side {
   int fd;
   uint64_t cookie;
-  uint64_t base;  // bytes_acked + SIOCOUTQ when it joined the map
+  uint64_t base;     // bytes_acked + SIOCOUTQ when it joined the map
   int rd_eof;        // FIN received
   long long eof_ms;  // when
   int fin_sent;      // ... and passed on to the other side
@@ -162,27 +164,27 @@ static void setup_bpf(void) {
   peer_map = map_create(BPF_MAP_TYPE_HASH, 8, sizeof(struct peer), 2 * kMaxConns);
   if (peer_map < 0) die("bpf(BPF_MAP_CREATE, HASH)");
   struct bpf_insn prog[] = {
-      MOV64_REG(BPF_REG_6, BPF_REG_1),                  // r6 = skb
+      MOV64_REG(BPF_REG_6, BPF_REG_1),  // r6 = skb
       LDX_MEM(BPF_W, BPF_REG_8, BPF_REG_6, offsetof(struct __sk_buff, len)),
-      JEQ_IMM(BPF_REG_8, 0, 19),                        // a bare FIN: goto drop
-      CALL(BPF_FUNC_get_socket_cookie),                 // r0 = cookie(skb->sk)
-      STX_MEM(BPF_DW, BPF_REG_10, BPF_REG_0, -8),       // stack[-8] = cookie
-      LD_MAP_FD(BPF_REG_1, peer_map),                   // r1 = peers
+      JEQ_IMM(BPF_REG_8, 0, 19),                   // a bare FIN: goto drop
+      CALL(BPF_FUNC_get_socket_cookie),            // r0 = cookie(skb->sk)
+      STX_MEM(BPF_DW, BPF_REG_10, BPF_REG_0, -8),  // stack[-8] = cookie
+      LD_MAP_FD(BPF_REG_1, peer_map),              // r1 = peers
       MOV64_REG(BPF_REG_2, BPF_REG_10),
-      ADD64_IMM(BPF_REG_2, -8),                         // r2 = &cookie
-      CALL(BPF_FUNC_map_lookup_elem),                   // r0 = &peers[cookie]
-      JEQ_IMM(BPF_REG_0, 0, 9),                         // not ours: goto pass
+      ADD64_IMM(BPF_REG_2, -8),        // r2 = &cookie
+      CALL(BPF_FUNC_map_lookup_elem),  // r0 = &peers[cookie]
+      JEQ_IMM(BPF_REG_0, 0, 9),        // not ours: goto pass
       LDX_MEM(BPF_W, BPF_REG_7, BPF_REG_0, offsetof(struct peer, key)),
       ATOMIC_ADD(BPF_DW, BPF_REG_0, BPF_REG_8, offsetof(struct peer, bytes)),
-      MOV64_REG(BPF_REG_1, BPF_REG_6),                  // r1 = skb
-      LD_MAP_FD(BPF_REG_2, sock_map),                   // r2 = socks
-      MOV64_REG(BPF_REG_3, BPF_REG_7),                  // r3 = peer key
-      MOV64_IMM(BPF_REG_4, 0),                          // r4 = flags: egress
+      MOV64_REG(BPF_REG_1, BPF_REG_6),  // r1 = skb
+      LD_MAP_FD(BPF_REG_2, sock_map),   // r2 = socks
+      MOV64_REG(BPF_REG_3, BPF_REG_7),  // r3 = peer key
+      MOV64_IMM(BPF_REG_4, 0),          // r4 = flags: egress
       CALL(BPF_FUNC_sk_redirect_map),
       EXIT(),
-      MOV64_IMM(BPF_REG_0, SK_PASS),                    // pass:
+      MOV64_IMM(BPF_REG_0, SK_PASS),  // pass:
       EXIT(),
-      MOV64_IMM(BPF_REG_0, SK_DROP),                    // drop:
+      MOV64_IMM(BPF_REG_0, SK_DROP),  // drop:
       EXIT(),
   };
   static char log[65536];
@@ -228,8 +230,10 @@ static uint64_t redirected(const struct side* s) {
 
 static void close_conn(struct conn* c, int idx) {
   uint64_t up = redirected(&c->s[0]), down = redirected(&c->s[1]);
-  fprintf(stderr, "sockmap_relay: conn %d closed: client->upstream %llu bytes in kernel, "
-          "upstream->client %llu\n", idx, (unsigned long long)up, (unsigned long long)down);
+  fprintf(stderr,
+          "sockmap_relay: conn %d closed: client->upstream %llu bytes in kernel, "
+          "upstream->client %llu\n",
+          idx, (unsigned long long)up, (unsigned long long)down);
   for (int i = 0; i < 2; i++) {
     map_delete(peer_map, &c->s[i].cookie);
     close(c->s[i].fd);  // leaves the sockmap by itself
@@ -332,13 +336,26 @@ int main(int argc, char** argv) {
   int opt;
   while ((opt = getopt(argc, argv, "n:w:s:r:Nd:")) != -1) {
     switch (opt) {
-      case 'n': netns = optarg; break;
-      case 'w': notsent_lowat = atoi(optarg); break;
-      case 's': sndbuf = atoi(optarg); break;
-      case 'r': rcvbuf = atoi(optarg); break;
-      case 'N': nodelay = 0; break;
-      case 'd': delay_ms = atoi(optarg); break;
-      default: goto usage;
+      case 'n':
+        netns = optarg;
+        break;
+      case 'w':
+        notsent_lowat = atoi(optarg);
+        break;
+      case 's':
+        sndbuf = atoi(optarg);
+        break;
+      case 'r':
+        rcvbuf = atoi(optarg);
+        break;
+      case 'N':
+        nodelay = 0;
+        break;
+      case 'd':
+        delay_ms = atoi(optarg);
+        break;
+      default:
+        goto usage;
     }
   }
   if (argc - optind != 3) {
@@ -367,8 +384,8 @@ int main(int argc, char** argv) {
       for (int s = 0; s < 2; s++) {
         // Data never wakes us (the program takes it in softirq); only a FIN or an error does.
         owner[n] = i;
-        pfd[n++] = (struct pollfd){.fd = conns[i].s[s].fd,
-                                   .events = conns[i].s[s].rd_eof ? 0 : POLLRDHUP};
+        pfd[n++] =
+            (struct pollfd){.fd = conns[i].s[s].fd, .events = conns[i].s[s].rd_eof ? 0 : POLLRDHUP};
       }
     }
     if (poll(pfd, (nfds_t)n, waiting ? 1 : -1) < 0) {

@@ -49,7 +49,8 @@ static int bench_connect(long n) {
   struct sockaddr_in a = {.sin_family = AF_INET};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  if (bind(lfd, (struct sockaddr*)&a, sizeof a) != 0 || listen(lfd, 128) != 0) return perror("listen"), 1;
+  if (bind(lfd, (struct sockaddr*)&a, sizeof a) != 0 || listen(lfd, 128) != 0)
+    return perror("listen"), 1;
   getsockname(lfd, (struct sockaddr*)&a, &len);
   /* RST on close: no TIME_WAIT, so 100k connects do not exhaust the ephemeral ports. */
   struct linger lg = {1, 0};
@@ -74,7 +75,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   long n = atol(argv[2]);
-  if (strcmp(argv[1], "open") == 0) return bench_open(n, argc > 3 ? argv[3] : "/dev/shm/cordon-bench-open");
+  if (strcmp(argv[1], "open") == 0)
+    return bench_open(n, argc > 3 ? argv[3] : "/dev/shm/cordon-bench-open");
   if (strcmp(argv[1], "connect") == 0) return bench_connect(n);
   return 2;
 }

@@ -84,17 +84,17 @@ using Status = Result<void>;
 // TRY(expr): evaluates a Result; on error returns it from the enclosing function.
 #define CORDON_CONCAT_INNER(a, b) a##b
 #define CORDON_CONCAT(a, b) CORDON_CONCAT_INNER(a, b)
-#define TRY(expr)                                          \
-  do {                                                     \
-    auto CORDON_CONCAT(_r, __LINE__) = (expr);             \
-    if (!CORDON_CONCAT(_r, __LINE__).ok()) {               \
+#define TRY(expr)                                            \
+  do {                                                       \
+    auto CORDON_CONCAT(_r, __LINE__) = (expr);               \
+    if (!CORDON_CONCAT(_r, __LINE__).ok()) {                 \
       return std::move(CORDON_CONCAT(_r, __LINE__)).error(); \
-    }                                                      \
+    }                                                        \
   } while (0)
 // ASSIGN_OR_RETURN(lhs, expr): lhs = value of expr, or return its error.
-#define ASSIGN_OR_RETURN(lhs, expr)                                  \
-  auto CORDON_CONCAT(_a, __LINE__) = (expr);                         \
-  if (!CORDON_CONCAT(_a, __LINE__).ok()) {                           \
-    return std::move(CORDON_CONCAT(_a, __LINE__)).error();           \
-  }                                                                  \
+#define ASSIGN_OR_RETURN(lhs, expr)                        \
+  auto CORDON_CONCAT(_a, __LINE__) = (expr);               \
+  if (!CORDON_CONCAT(_a, __LINE__).ok()) {                 \
+    return std::move(CORDON_CONCAT(_a, __LINE__)).error(); \
+  }                                                        \
   lhs = std::move(CORDON_CONCAT(_a, __LINE__)).value()

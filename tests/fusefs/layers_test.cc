@@ -9,12 +9,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <map>
-#include <string>
 #include <cstring>
-#include <thread>
-
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
 
 #include "tests/fusefs/mount_fixture.h"
 
@@ -205,8 +204,8 @@ TEST(CowFsLayers, CapabilitiesOfANewFileAreSeenAndKilledByWrite) {
   EXPECT_EQ(::getxattr(m.mnt("tool").c_str(), "security.capability", v, sizeof(v)), -1);
   EXPECT_EQ(errno, ENODATA);
   // VFS_CAP_REVISION_2 with the effective bit, permitted = CAP_NET_RAW (bit 13).
-  const unsigned char caps[20] = {0x01, 0, 0, 0x02, 0, 0x20, 0, 0, 0, 0, 0, 0,
-                                  0,    0, 0, 0,    0, 0,    0, 0};
+  const unsigned char caps[20] = {0x01, 0, 0, 0x02, 0, 0x20, 0, 0, 0, 0,
+                                  0,    0, 0, 0,    0, 0,    0, 0, 0, 0};
   ASSERT_EQ(::setxattr(m.mnt("tool").c_str(), "security.capability", caps, sizeof(caps), 0), 0)
       << std::strerror(errno);
   ASSERT_EQ(::getxattr(m.mnt("tool").c_str(), "security.capability", v, sizeof(v)),
@@ -233,8 +232,8 @@ TEST(CowFsLayers, CapabilityAnswersStayExactAcrossLinksRemovalAndRollback) {
   CORDON_REQUIRE(::geteuid() == 0, "setting security.capability needs CAP_SETFCAP (run as root)");
   MountedFs m(kOpenPolicy);
   ASSERT_EQ(m.start(), "");
-  const unsigned char caps[20] = {0x01, 0, 0, 0x02, 0, 0x20, 0, 0, 0, 0, 0, 0,
-                                  0,    0, 0, 0,    0, 0,    0, 0};
+  const unsigned char caps[20] = {0x01, 0, 0, 0x02, 0, 0x20, 0, 0, 0, 0,
+                                  0,    0, 0, 0,    0, 0,    0, 0, 0, 0};
   char v[64];
   auto has_caps = [&](const std::string& path) {
     ssize_t n = ::getxattr(path.c_str(), "security.capability", v, sizeof(v));
@@ -378,9 +377,9 @@ TEST(CowFsLayers, ListingNamesTheKernelHoldsShowsTheirCurrentAttributes) {
     std::string n = "f" + std::to_string(i);
     ASSERT_EQ(::lstat(m.mnt("d/" + n).c_str(), &before[n]), 0) << n;
   }
-  write_file(m.mnt("d/f1"), "copied up and rewritten");                     // copy-up
-  ASSERT_EQ(::chmod(m.mnt("d/f2").c_str(), 0600), 0);                       // copy-up, mode
-  ASSERT_EQ(::truncate(m.mnt("d/f3").c_str(), 1), 0);                       // copy-up, size
+  write_file(m.mnt("d/f1"), "copied up and rewritten");  // copy-up
+  ASSERT_EQ(::chmod(m.mnt("d/f2").c_str(), 0600), 0);    // copy-up, mode
+  ASSERT_EQ(::truncate(m.mnt("d/f3").c_str(), 1), 0);    // copy-up, size
   ASSERT_EQ(::rename(m.mnt("d/f4").c_str(), m.mnt("d/renamed").c_str()), 0);
   ASSERT_EQ(::link(m.mnt("d/f5").c_str(), m.mnt("d/hardlink").c_str()), 0);
   write_file(m.mnt("d/new"), "made in the session");

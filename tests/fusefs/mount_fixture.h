@@ -163,8 +163,11 @@ class MountedFs {
  public:
   // `policy_json`: written to a file and passed as --policy ("" = the embedded default policy).
   explicit MountedFs(const std::string& policy_json = "", bool make_dirs = true)
-      : lower_(dir_ / "lower"), upper_(dir_ / "upper"), mnt_(dir_ / "mnt"),
-        events_(dir_ / "events.jsonl"), control_(dir_ / "control.sock"),
+      : lower_(dir_ / "lower"),
+        upper_(dir_ / "upper"),
+        mnt_(dir_ / "mnt"),
+        events_(dir_ / "events.jsonl"),
+        control_(dir_ / "control.sock"),
         policy_(policy_json.empty() ? "" : dir_ / "policy.json") {
     if (make_dirs) {
       ::mkdir(lower_.c_str(), 0755);
@@ -191,9 +194,21 @@ class MountedFs {
   // Starts the daemon and waits until it is mounted. Returns "" or a description of the failure.
   std::string start(std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {cordon::testing::build_path("fusefs/cordon-fs"),
-                                     "--lower", lower_, "--upper", upper_, "--mountpoint", mnt_,
-                                     "--events", events_, "--control", control_,
-                                     "--session", "test", "--ready-fd", "3", "-f"};
+                                     "--lower",
+                                     lower_,
+                                     "--upper",
+                                     upper_,
+                                     "--mountpoint",
+                                     mnt_,
+                                     "--events",
+                                     events_,
+                                     "--control",
+                                     control_,
+                                     "--session",
+                                     "test",
+                                     "--ready-fd",
+                                     "3",
+                                     "-f"};
     if (!policy_.empty()) {
       argv.push_back("--policy");
       argv.push_back(policy_);
@@ -243,27 +258,32 @@ class MountedFs {
 
   // Sends one control request line, returns the reply line.
   std::string control(const std::string& json) {
-    auto r = cordon::testing::run_program(
-        {"python3", "-c",
-         "import socket,sys\n"
-         "s=socket.socket(socket.AF_UNIX)\n"
-         "s.connect(sys.argv[1])\n"
-         "s.sendall((sys.argv[2]+'\\n').encode())\n"
-         "b=b''\n"
-         "while not b.endswith(b'\\n'):\n"
-         "  c=s.recv(65536)\n"
-         "  if not c: break\n"
-         "  b+=c\n"
-         "print(b.decode(),end='')\n",
-         control_, json},
-        {.deadline = std::chrono::seconds(60)});
+    auto r = cordon::testing::run_program({"python3", "-c",
+                                           "import socket,sys\n"
+                                           "s=socket.socket(socket.AF_UNIX)\n"
+                                           "s.connect(sys.argv[1])\n"
+                                           "s.sendall((sys.argv[2]+'\\n').encode())\n"
+                                           "b=b''\n"
+                                           "while not b.endswith(b'\\n'):\n"
+                                           "  c=s.recv(65536)\n"
+                                           "  if not c: break\n"
+                                           "  b+=c\n"
+                                           "print(b.decode(),end='')\n",
+                                           control_, json},
+                                          {.deadline = std::chrono::seconds(60)});
     return r.out;
   }
 
   std::string events() const { return read_file(events_); }
-  std::string lower(const std::string& rel = "") const { return rel.empty() ? lower_ : lower_ + "/" + rel; }
-  std::string upper(const std::string& rel = "") const { return rel.empty() ? upper_ : upper_ + "/" + rel; }
-  std::string mnt(const std::string& rel = "") const { return rel.empty() ? mnt_ : mnt_ + "/" + rel; }
+  std::string lower(const std::string& rel = "") const {
+    return rel.empty() ? lower_ : lower_ + "/" + rel;
+  }
+  std::string upper(const std::string& rel = "") const {
+    return rel.empty() ? upper_ : upper_ + "/" + rel;
+  }
+  std::string mnt(const std::string& rel = "") const {
+    return rel.empty() ? mnt_ : mnt_ + "/" + rel;
+  }
   std::string base(const std::string& rel) const { return dir_ / rel; }
   pid_t pid() const { return pid_; }
 

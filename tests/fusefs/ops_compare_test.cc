@@ -90,8 +90,8 @@ std::string pwrite_at(const std::string& p, int flags, const std::string& data, 
   if (fd < 0) {
     return err();
   }
-  ssize_t n = off < 0 ? ::write(fd, data.data(), data.size())
-                      : ::pwrite(fd, data.data(), data.size(), off);
+  ssize_t n =
+      off < 0 ? ::write(fd, data.data(), data.size()) : ::pwrite(fd, data.data(), data.size(), off);
   std::string r = n < 0 ? err() : "wrote " + std::to_string(n);
   ::close(fd);
   return r;
@@ -120,16 +120,20 @@ std::vector<Op> operations() {
   add("read truncated", [](auto& r) { return cat(r + "/f1"); });
   add("O_TRUNC open", [](auto& r) { return pwrite_at(r + "/f3", O_WRONLY | O_TRUNC, "new", -1); });
   add("stat after O_TRUNC", [](auto& r) { return stat_str(r + "/f3") + cat(r + "/f3"); });
-  add("create excl", [](auto& r) { return pwrite_at(r + "/n1", O_WRONLY | O_CREAT | O_EXCL, "n", -1); });
-  add("create excl again", [](auto& r) { return pwrite_at(r + "/n1", O_WRONLY | O_CREAT | O_EXCL, "n", -1); });
-  add("create in lower subdir", [](auto& r) { return pwrite_at(r + "/d1/sub/new", O_WRONLY | O_CREAT, "sub new", -1); });
+  add("create excl",
+      [](auto& r) { return pwrite_at(r + "/n1", O_WRONLY | O_CREAT | O_EXCL, "n", -1); });
+  add("create excl again",
+      [](auto& r) { return pwrite_at(r + "/n1", O_WRONLY | O_CREAT | O_EXCL, "n", -1); });
+  add("create in lower subdir",
+      [](auto& r) { return pwrite_at(r + "/d1/sub/new", O_WRONLY | O_CREAT, "sub new", -1); });
   add("parent mode kept", [](auto& r) { return stat_str(r + "/d1/sub"); });
   add("open missing", [](auto& r) { return cat(r + "/missing"); });
   add("unlink lower", [](auto& r) { return rc(::unlink((r + "/f2").c_str())); });
   add("unlinked gone", [](auto& r) { return stat_str(r + "/f2"); });
   add("unlink missing", [](auto& r) { return rc(::unlink((r + "/f2").c_str())); });
   add("unlink dir", [](auto& r) { return rc(::unlink((r + "/d1").c_str())); });
-  add("recreate unlinked", [](auto& r) { return pwrite_at(r + "/f2", O_WRONLY | O_CREAT | O_EXCL, "reborn", -1); });
+  add("recreate unlinked",
+      [](auto& r) { return pwrite_at(r + "/f2", O_WRONLY | O_CREAT | O_EXCL, "reborn", -1); });
   add("list after recreate", [](auto& r) { return listing(r); });
   add("rmdir non-empty", [](auto& r) { return rc(::rmdir((r + "/d1").c_str())); });
   add("rmdir file", [](auto& r) { return rc(::rmdir((r + "/f1").c_str())); });
@@ -140,37 +144,50 @@ std::vector<Op> operations() {
   });
   add("rmdir emptied lower dir", [](auto& r) { return rc(::rmdir((r + "/tree").c_str())); });
   add("mkdir over deleted dir", [](auto& r) { return rc(::mkdir((r + "/tree").c_str(), 0711)); });
-  add("recreated dir is empty", [](auto& r) { return listing(r + "/tree") + stat_str(r + "/tree"); });
+  add("recreated dir is empty",
+      [](auto& r) { return listing(r + "/tree") + stat_str(r + "/tree"); });
   add("mkdir existing", [](auto& r) { return rc(::mkdir((r + "/d1").c_str(), 0755)); });
-  add("rename lower file", [](auto& r) { return rc(::rename((r + "/f3").c_str(), (r + "/f3r").c_str())); });
+  add("rename lower file",
+      [](auto& r) { return rc(::rename((r + "/f3").c_str(), (r + "/f3r").c_str())); });
   add("renamed content", [](auto& r) { return cat(r + "/f3r") + stat_str(r + "/f3"); });
-  add("rename over existing", [](auto& r) { return rc(::rename((r + "/f3r").c_str(), (r + "/f1").c_str())); });
+  add("rename over existing",
+      [](auto& r) { return rc(::rename((r + "/f3r").c_str(), (r + "/f1").c_str())); });
   add("replaced content", [](auto& r) { return cat(r + "/f1") + stat_str(r + "/f3r"); });
-  add("rename into dir", [](auto& r) { return rc(::rename((r + "/n1").c_str(), (r + "/d1/n1").c_str())); });
+  add("rename into dir",
+      [](auto& r) { return rc(::rename((r + "/n1").c_str(), (r + "/d1/n1").c_str())); });
   add("rename noreplace existing", [](auto& r) {
-    return rc(::renameat2(AT_FDCWD, (r + "/d1/n1").c_str(), AT_FDCWD, (r + "/d1/a").c_str(), RENAME_NOREPLACE));
+    return rc(::renameat2(AT_FDCWD, (r + "/d1/n1").c_str(), AT_FDCWD, (r + "/d1/a").c_str(),
+                          RENAME_NOREPLACE));
   });
   add("rename noreplace free", [](auto& r) {
-    return rc(::renameat2(AT_FDCWD, (r + "/d1/n1").c_str(), AT_FDCWD, (r + "/d1/n2").c_str(), RENAME_NOREPLACE));
+    return rc(::renameat2(AT_FDCWD, (r + "/d1/n1").c_str(), AT_FDCWD, (r + "/d1/n2").c_str(),
+                          RENAME_NOREPLACE));
   });
   add("rename exchange", [](auto& r) {
-    return rc(::renameat2(AT_FDCWD, (r + "/d1/n2").c_str(), AT_FDCWD, (r + "/d1/a").c_str(), RENAME_EXCHANGE));
+    return rc(::renameat2(AT_FDCWD, (r + "/d1/n2").c_str(), AT_FDCWD, (r + "/d1/a").c_str(),
+                          RENAME_EXCHANGE));
   });
   add("exchanged", [](auto& r) { return cat(r + "/d1/a") + "|" + cat(r + "/d1/n2"); });
   add("rename exchange missing", [](auto& r) {
-    return rc(::renameat2(AT_FDCWD, (r + "/d1/a").c_str(), AT_FDCWD, (r + "/d1/zz").c_str(), RENAME_EXCHANGE));
+    return rc(::renameat2(AT_FDCWD, (r + "/d1/a").c_str(), AT_FDCWD, (r + "/d1/zz").c_str(),
+                          RENAME_EXCHANGE));
   });
-  add("rename file over dir", [](auto& r) { return rc(::rename((r + "/f1").c_str(), (r + "/d1").c_str())); });
+  add("rename file over dir",
+      [](auto& r) { return rc(::rename((r + "/f1").c_str(), (r + "/d1").c_str())); });
   add("mkdir new", [](auto& r) { return rc(::mkdir((r + "/nd").c_str(), 0755)); });
-  add("file in new dir", [](auto& r) { return pwrite_at(r + "/nd/f", O_WRONLY | O_CREAT, "ndf", -1); });
-  add("rename new dir", [](auto& r) { return rc(::rename((r + "/nd").c_str(), (r + "/nd2").c_str())); });
+  add("file in new dir",
+      [](auto& r) { return pwrite_at(r + "/nd/f", O_WRONLY | O_CREAT, "ndf", -1); });
+  add("rename new dir",
+      [](auto& r) { return rc(::rename((r + "/nd").c_str(), (r + "/nd2").c_str())); });
   add("renamed dir content", [](auto& r) { return listing(r + "/nd2") + cat(r + "/nd2/f"); });
-  add("rename dir onto non-empty", [](auto& r) { return rc(::rename((r + "/nd2").c_str(), (r + "/d1").c_str())); });
+  add("rename dir onto non-empty",
+      [](auto& r) { return rc(::rename((r + "/nd2").c_str(), (r + "/d1").c_str())); });
   add("hard link", [](auto& r) { return rc(::link((r + "/f1").c_str(), (r + "/l1").c_str())); });
   add("link count", [](auto& r) { return stat_str(r + "/l1") + stat_str(r + "/f1"); });
   add("write through link", [](auto& r) { return pwrite_at(r + "/l1", O_WRONLY, "LL", 0); });
   add("seen through other name", [](auto& r) { return cat(r + "/f1"); });
-  add("link existing", [](auto& r) { return rc(::link((r + "/f1").c_str(), (r + "/l1").c_str())); });
+  add("link existing",
+      [](auto& r) { return rc(::link((r + "/f1").c_str(), (r + "/l1").c_str())); });
   add("symlink", [](auto& r) { return rc(::symlink("d1/a", (r + "/s1").c_str())); });
   add("readlink", [](auto& r) {
     char b[256];
@@ -179,7 +196,8 @@ std::vector<Op> operations() {
   });
   add("read via symlink", [](auto& r) { return cat(r + "/s1") + cat(r + "/s0"); });
   add("chmod lower file", [](auto& r) { return rc(::chmod((r + "/d1/sub/deep").c_str(), 0604)); });
-  add("chmod result", [](auto& r) { return stat_str(r + "/d1/sub/deep") + cat(r + "/d1/sub/deep"); });
+  add("chmod result",
+      [](auto& r) { return stat_str(r + "/d1/sub/deep") + cat(r + "/d1/sub/deep"); });
   add("utimens", [](auto& r) {
     timespec t[2] = {{1000000000, 5}, {1200000000, 7}};
     return rc(::utimensat(AT_FDCWD, (r + "/d1/sub/deep").c_str(), t, 0));
@@ -190,10 +208,10 @@ std::vector<Op> operations() {
     return std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + " " +
            std::to_string(st.st_atim.tv_sec);
   });
-  add("setxattr", [](auto& r) { return rc(::setxattr((r + "/f1").c_str(), "user.k", "v1", 2, 0)); });
-  add("setxattr create existing", [](auto& r) {
-    return rc(::setxattr((r + "/f1").c_str(), "user.k", "v2", 2, XATTR_CREATE));
-  });
+  add("setxattr",
+      [](auto& r) { return rc(::setxattr((r + "/f1").c_str(), "user.k", "v1", 2, 0)); });
+  add("setxattr create existing",
+      [](auto& r) { return rc(::setxattr((r + "/f1").c_str(), "user.k", "v2", 2, XATTR_CREATE)); });
   add("getxattr", [](auto& r) {
     char b[16];
     ssize_t n = ::getxattr((r + "/f1").c_str(), "user.k", b, sizeof(b));
@@ -243,10 +261,11 @@ std::vector<Op> operations() {
     ::close(out);
     return s + cat(r + "/cfr");
   });
-  add("mkfifo", [](auto& r) { return rc(::mkfifo((r + "/fifo").c_str(), 0600)) + stat_str(r + "/fifo"); });
+  add("mkfifo",
+      [](auto& r) { return rc(::mkfifo((r + "/fifo").c_str(), 0600)) + stat_str(r + "/fifo"); });
   add("delete lower then mkdir same name", [](auto& r) {
-    return rc(::unlink((r + "/d1/sub/deep").c_str())) + rc(::mkdir((r + "/d1/sub/deep").c_str(), 0755)) +
-           listing(r + "/d1/sub/deep");
+    return rc(::unlink((r + "/d1/sub/deep").c_str())) +
+           rc(::mkdir((r + "/d1/sub/deep").c_str(), 0755)) + listing(r + "/d1/sub/deep");
   });
   add("rename dir over an emptied lower dir", [](auto& r) {
     return rc(::rmdir((r + "/d1/sub/deep").c_str())) + rc(::unlink((r + "/d1/sub/new").c_str())) +
@@ -260,7 +279,9 @@ std::vector<Op> operations() {
     struct stat st;
     s += ::fstat(fd, &st) == 0 ? " size=" + std::to_string(st.st_size) : err();
     s += rc(::ftruncate(fd, 2)) + rc(::fchmod(fd, 0600));
-    s += ::fstat(fd, &st) == 0 ? " size=" + std::to_string(st.st_size) + " mode=" + std::to_string(st.st_mode & 0777) : err();
+    s += ::fstat(fd, &st) == 0
+             ? " size=" + std::to_string(st.st_size) + " mode=" + std::to_string(st.st_mode & 0777)
+             : err();
     char b[8] = {};
     s += " read=" + std::to_string(::pread(fd, b, sizeof(b), 0)) + b;
     ::close(fd);
@@ -276,7 +297,8 @@ std::vector<Op> operations() {
     s += ::fstat(fd, &st) == 0 ? " nlink=" + std::to_string(st.st_nlink) : err();
     s += " " + listing(r + "/d1");
     std::string proc = "/proc/self/fd/" + std::to_string(fd);
-    s += rc(::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, (r + "/d1/named").c_str(), AT_SYMLINK_FOLLOW));
+    s += rc(
+        ::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, (r + "/d1/named").c_str(), AT_SYMLINK_FOLLOW));
     s += ::fstat(fd, &st) == 0 ? " nlink=" + std::to_string(st.st_nlink) : err();
     ::close(fd);
     return s + " " + cat(r + "/d1/named") + " " + stat_str(r + "/d1/named") + listing(r + "/d1");

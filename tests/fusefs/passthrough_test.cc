@@ -1,28 +1,28 @@
 // FUSE passthrough in cordon-fs: engaged where it should be (no FUSE_READ/FUSE_WRITE for it),
 // identical results to a native directory, never an error from the kernel's per-inode io modes,
 // and the byte quota still exact (writers stay on the daemon path when there is one).
+#include "fusefs/passthrough.h"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <atomic>
-#include <mutex>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "fusefs/passthrough.h"
 #include "tests/fusefs/mount_fixture.h"
 
 namespace cordon::fusefs::testing {
@@ -34,7 +34,6 @@ constexpr const char* kNoQuota =
 nlohmann::json status(MountedFs& m) {
   return nlohmann::json::parse(m.control(R"({"op":"status"})"));
 }
-
 
 // Reads all of path with read(2) in 1 MiB calls.
 std::string read_all(const std::string& path) {
@@ -383,7 +382,8 @@ TEST(Passthrough, DaemonInAUserNamespaceDoesNotOfferItAndStillWorks) {
   write_file(d / "lower/big", data);
   write_file(d / "policy.json", kNoQuota);
   std::string script =
-      "'" + cordon::testing::build_path("fusefs/cordon-fs") + "' --lower lower --upper upper "
+      "'" + cordon::testing::build_path("fusefs/cordon-fs") +
+      "' --lower lower --upper upper "
       "--mountpoint mnt --policy policy.json --control \"$PWD/ctl.sock\" -f 2> daemon.log &\n"
       "D=$!\n"
       "for i in $(seq 1 200); do [ -S ctl.sock ] && break; sleep 0.05; done\n"

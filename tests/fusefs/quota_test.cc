@@ -8,8 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <utility>
 #include <thread>
+#include <utility>
 
 #include "tests/fusefs/mount_fixture.h"
 
@@ -39,7 +39,8 @@ uint64_t write_until_full(const std::string& path, size_t chunk, int* err) {
 
 TEST(CowFsQuota, BytesExactSingleWriter) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "1M", "inodes": 100}}})");
+  MountedFs m(
+      R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "1M", "inodes": 100}}})");
   write_file(m.lower("lower100k"), std::string(100 * 1024, 'L'));
   ASSERT_EQ(m.start(), "");
   // A copy-up charges the whole file.
@@ -72,7 +73,8 @@ TEST(CowFsQuota, BytesExactSingleWriter) {
 
 TEST(CowFsQuota, BytesExactWithConcurrentWriters) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "3M", "inodes": 100}}})");
+  MountedFs m(
+      R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "3M", "inodes": 100}}})");
   ASSERT_EQ(m.start(), "");
   std::atomic<uint64_t> total{0};
   std::vector<std::thread> threads;
@@ -97,7 +99,8 @@ TEST(CowFsQuota, BytesExactWithConcurrentWriters) {
 
 TEST(CowFsQuota, InodesExact) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "1M", "inodes": 20}}})");
+  MountedFs m(
+      R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "1M", "inodes": 20}}})");
   ASSERT_EQ(m.start(), "");
   ASSERT_EQ(::mkdir(m.mnt("d").c_str(), 0755), 0);  // 1
   int made = 1;
@@ -159,7 +162,8 @@ TEST(CowFsQuota, CreateOfAnExistingNameAtFullInodeQuotaIsNotRefused) {
 // linked one stays charged like any file.
 TEST(CowFsQuota, TmpfileChargedWhileOpenAndWhenLinked) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "64K", "inodes": 3}}})");
+  MountedFs m(
+      R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "64K", "inodes": 3}}})");
   ASSERT_EQ(m.start(), "");
   auto used = [&] {
     struct statvfs sv;
@@ -206,7 +210,8 @@ TEST(CowFsQuota, TmpfileChargedWhileOpenAndWhenLinked) {
 // unlink or by a rename over them (the unlink's accounting uses the link count its lookup saw).
 TEST(CowFsQuota, HardLinkedNamesFreeTheObjectOnlyWithTheLastName) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  MountedFs m(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "1M", "inodes": 10}}})");
+  MountedFs m(
+      R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": "1M", "inodes": 10}}})");
   ASSERT_EQ(m.start(), "");
   auto usage = [&] {
     struct statvfs sv;

@@ -60,9 +60,9 @@ TEST(CowFsSecurity, SymlinkSwapRaceNeverWritesOutside) {
   std::string lower_before = tree_manifest(m.lower(), true);
   std::string outside_before = tree_manifest(outside, true);
   ASSERT_EQ(m.start({"--allow-other"}), "");
-  auto r = cordon::testing::run_program({"/usr/bin/python3", "-c", kRaceScript, m.mnt(), outside},
-                                        {.deadline = std::chrono::seconds(120),
-                                         .uid = kNobody, .gid = kNobody});
+  auto r = cordon::testing::run_program(
+      {"/usr/bin/python3", "-c", kRaceScript, m.mnt(), outside},
+      {.deadline = std::chrono::seconds(120), .uid = kNobody, .gid = kNobody});
   EXPECT_EQ(r.out, "done\n") << r.err;
   // The race did real work through the view (copy-ups and creates as nobody).
   EXPECT_EQ(::access(m.upper("lowerdir/sub/g0").c_str(), F_OK), 0);
@@ -83,7 +83,8 @@ TEST(CowFsSecurity, LinksAndRenamesAcrossTheBoundaryFail) {
   int fd = ::open((outside + "/secret").c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   std::string proc = "/proc/self/fd/" + std::to_string(fd);
-  EXPECT_NE(::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, m.mnt("stolen").c_str(), AT_SYMLINK_FOLLOW), 0);
+  EXPECT_NE(::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, m.mnt("stolen").c_str(), AT_SYMLINK_FOLLOW),
+            0);
   EXPECT_EQ(errno, EXDEV);
   ::close(fd);
   EXPECT_NE(::rename(m.mnt("inside").c_str(), (outside + "/moved").c_str()), 0);

@@ -32,12 +32,13 @@ TEST(CowFsTools, GitInitAddCommitCheckout) {
   }
   std::string lower_before = tree_manifest(m.lower(), true);
   ASSERT_EQ(m.start(), "");
-  auto r = sh("git init -q -b main . && git add -A && git commit -qm first && "
-              "git checkout -qb topic && echo changed > src/f1.txt && git rm -q src/f2.txt && "
-              "git commit -qam second && git checkout -q main && cat src/f1.txt && "
-              "test -f src/f2.txt && git status --porcelain && git log --oneline | wc -l && "
-              "git fsck --no-progress 2>&1 && git gc -q && git checkout -q topic && cat src/f1.txt",
-              m.mnt());
+  auto r =
+      sh("git init -q -b main . && git add -A && git commit -qm first && "
+         "git checkout -qb topic && echo changed > src/f1.txt && git rm -q src/f2.txt && "
+         "git commit -qam second && git checkout -q main && cat src/f1.txt && "
+         "test -f src/f2.txt && git status --porcelain && git log --oneline | wc -l && "
+         "git fsck --no-progress 2>&1 && git gc -q && git checkout -q topic && cat src/f1.txt",
+         m.mnt());
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   EXPECT_EQ(r.out, "line 1\n1\nchanged\n");
   EXPECT_EQ(tree_manifest(m.lower(), true), lower_before);
@@ -49,8 +50,10 @@ TEST(CowFsTools, TarOfThousandsOfFilesRoundTrips) {
   ASSERT_EQ(m.start(), "");
   std::string src = m.base("tarsrc");
   ::mkdir(src.c_str(), 0755);
-  auto r = sh("for d in $(seq 1 30); do mkdir d$d; for f in $(seq 1 100); do echo $d-$f > d$d/f$f; "
-              "done; done; tar cf ../t.tar .", src);
+  auto r =
+      sh("for d in $(seq 1 30); do mkdir d$d; for f in $(seq 1 100); do echo $d-$f > d$d/f$f; "
+         "done; done; tar cf ../t.tar .",
+         src);
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   r = sh("mkdir x && cd x && tar xf " + m.base("t.tar") + " && cd .. && tar cf " +
              m.base("t2.tar") + " -C x . && find x -type f | wc -l && rm -rf x && ls",
@@ -67,13 +70,14 @@ TEST(CowFsTools, Sqlite3WithWal) {
   MountedFs m(kOpenPolicy);
   ASSERT_EQ(m.start(), "");
   // Two writers at once share the WAL index (-shm, mmapped MAP_SHARED) and its locks.
-  auto r = sh("sqlite3 db 'PRAGMA journal_mode=WAL; CREATE TABLE t(x);' && "
-              "w() { for i in $(seq 1 20); do sqlite3 -cmd '.timeout 10000' db "
-              "\"INSERT INTO t VALUES($1$i);\"; done; }; "
-              "w 1 & w 2 & wait && "
-              "sqlite3 db 'SELECT count(*) FROM t; PRAGMA integrity_check;' && "
-              "ls db*",
-              m.mnt());
+  auto r =
+      sh("sqlite3 db 'PRAGMA journal_mode=WAL; CREATE TABLE t(x);' && "
+         "w() { for i in $(seq 1 20); do sqlite3 -cmd '.timeout 10000' db "
+         "\"INSERT INTO t VALUES($1$i);\"; done; }; "
+         "w 1 & w 2 & wait && "
+         "sqlite3 db 'SELECT count(*) FROM t; PRAGMA integrity_check;' && "
+         "ls db*",
+         m.mnt());
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   // The last connection checkpoints and removes -wal and -shm.
   EXPECT_EQ(r.out, "wal\n40\nok\ndb\n");
@@ -83,8 +87,9 @@ TEST(CowFsTools, MakeOfASmallCProject) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
   MountedFs m(kOpenPolicy);
   write_file(m.lower("a.c"), "int twice(int x) { return 2 * x; }\n");
-  write_file(m.lower("main.c"),
-             "#include <stdio.h>\nint twice(int);\nint main(void){printf(\"%d\\n\", twice(21));}\n");
+  write_file(
+      m.lower("main.c"),
+      "#include <stdio.h>\nint twice(int);\nint main(void){printf(\"%d\\n\", twice(21));}\n");
   write_file(m.lower("Makefile"), "prog: a.o main.o\n\tcc -o $@ $^\n%.o: %.c\n\tcc -c -o $@ $<\n");
   std::string lower_before = tree_manifest(m.lower(), true);
   ASSERT_EQ(m.start(), "");
@@ -99,9 +104,10 @@ TEST(CowFsTools, PythonVenv) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
   MountedFs m(kOpenPolicy);
   ASSERT_EQ(m.start(), "");
-  auto r = sh("python3 -m venv --without-pip venv && ./venv/bin/python -c "
-              "'import sys; print(sys.prefix != sys.base_prefix)'",
-              m.mnt());
+  auto r =
+      sh("python3 -m venv --without-pip venv && ./venv/bin/python -c "
+         "'import sys; print(sys.prefix != sys.base_prefix)'",
+         m.mnt());
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   EXPECT_EQ(r.out, "True\n");
 }

@@ -50,14 +50,15 @@ uint64_t counter(const nlohmann::json& j, const char* key) {
   return j.is_object() && j.contains(key) ? j[key].get<uint64_t>() : 0;
 }
 
-
 // Mounts with the ring on (enable_uring=Y, left on: CI runs the whole suite that way too).
 void start_with_ring(MountedFs& m, std::vector<std::string> extra = {}) {
   set_enable_uring(true);
   ASSERT_EQ(m.start(std::move(extra)), "");
 }
 
-std::string errno_of(int rc) { return rc == 0 ? "ok" : std::string("errno ") + std::strerror(errno); }
+std::string errno_of(int rc) {
+  return rc == 0 ? "ok" : std::string("errno ") + std::strerror(errno);
+}
 
 // One scripted workload on `root` (a mount or a native directory): every step's outcome (success,
 // errno, bytes read, a listing) as a line, so the two can be compared line by line.
@@ -198,7 +199,8 @@ TEST(UringTransport, ParallelWritersFromFourThreads) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 100; i++) {
         std::string path = m.mnt("t" + std::to_string(t) + "_" + std::to_string(i));
-        std::string data = pattern(4096 + static_cast<size_t>(i) * 13, static_cast<unsigned>(t * 1000 + i));
+        std::string data =
+            pattern(4096 + static_cast<size_t>(i) * 13, static_cast<unsigned>(t * 1000 + i));
         int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 || ::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) {
           failures++;
@@ -216,7 +218,8 @@ TEST(UringTransport, ParallelWritersFromFourThreads) {
   for (int t = 0; t < 4; t++) {
     for (int i = 0; i < 100; i++) {
       std::string name = "t" + std::to_string(t) + "_" + std::to_string(i);
-      std::string want = pattern(4096 + static_cast<size_t>(i) * 13, static_cast<unsigned>(t * 1000 + i));
+      std::string want =
+          pattern(4096 + static_cast<size_t>(i) * 13, static_cast<unsigned>(t * 1000 + i));
       ASSERT_TRUE(read_file(m.mnt(name)) == want) << name;
       ASSERT_TRUE(read_file(m.upper(name)) == want) << name << " in the upper layer";
     }
@@ -271,7 +274,8 @@ TEST(UringTransport, KernelSwitchOffSaysHowToTurnItOn) {
   EXPECT_EQ(s.value("transport", ""), "dev_fuse");
   EXPECT_EQ(counter(s, "ring_requests"), 0u);
   std::string log = read_file(m.base("daemon.log"));
-  EXPECT_NE(log.find("echo Y > /sys/module/fuse/parameters/enable_uring"), std::string::npos) << log;
+  EXPECT_NE(log.find("echo Y > /sys/module/fuse/parameters/enable_uring"), std::string::npos)
+      << log;
 }
 
 // A child that creates, writes, reads back and unlinks files in `dir` until an operation fails

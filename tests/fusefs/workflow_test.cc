@@ -96,9 +96,9 @@ TEST(CowFsWorkflow, DiffAndCommitApplyChangesAtomically) {
   for (auto& c : *diff) {
     got.push_back(std::string(change_kind_name(c.kind)) + " " + c.path);
   }
-  EXPECT_EQ(got, (std::vector<std::string>{"deleted docs/readme", "added newdir", "added newdir/link",
-                                           "added newdir/new.txt", "modified src/main.c",
-                                           "modified src/util.c"}));
+  EXPECT_EQ(got, (std::vector<std::string>{"deleted docs/readme", "added newdir",
+                                           "added newdir/link", "added newdir/new.txt",
+                                           "modified src/main.c", "modified src/util.c"}));
   auto report = commit_layers(m.lower(), m.upper(), commit_opts(m));
   ASSERT_TRUE(report.ok()) << report.error().to_string();
   EXPECT_TRUE(report->conflicts.empty());

@@ -15,9 +15,7 @@ using cordon::testing::TempDir;
 
 std::string cordon_bin() { return build_path("launcher/cordon"); }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 TEST(PolicyCommand, DefaultPrintsTheEmbeddedPolicyWhichParsesBack) {
   auto r = run_program({cordon_bin(), "policy", "default"});
@@ -80,9 +78,9 @@ TEST(Cli, HelpListsEverySubcommandAndRunOption) {
   }
   r = run_program({cordon_bin(), "run", "--help"});
   ASSERT_EQ(r.exit_code(), 0);
-  for (const char* flag : {"--policy", "--workspace", "--mode", "--memory", "--cpus", "--pids",
-                           "--nofile", "--timeout", "--env-keep", "--env-set", "--allow-host",
-                           "--quiet"}) {
+  for (const char* flag :
+       {"--policy", "--workspace", "--mode", "--memory", "--cpus", "--pids", "--nofile",
+        "--timeout", "--env-keep", "--env-set", "--allow-host", "--quiet"}) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag << " missing from:\n" << r.out;
   }
 }

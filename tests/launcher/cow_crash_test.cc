@@ -71,8 +71,7 @@ for k in range(100000):
 
 // Replays the program's log over `work`: completed ops applied (and counted in *done), the one
 // announced but not confirmed returned as pending.
-std::optional<Pending> replay(const std::string& log, std::vector<FileState>& work,
-                              size_t* done) {
+std::optional<Pending> replay(const std::string& log, std::vector<FileState>& work, size_t* done) {
   std::istringstream in(log);
   std::string word;
   std::optional<Pending> pending;

@@ -357,7 +357,13 @@ TEST(Cow, CordonFsKilledMidRunIsReportedWithENOTCONN) {
   SandboxFixture f;
   populate(f);
   std::vector<std::string> argv = {
-      cordon_bin(), "run", "--workspace", f.ws(), "--", "/bin/sh", "-c",
+      cordon_bin(),
+      "run",
+      "--workspace",
+      f.ws(),
+      "--",
+      "/bin/sh",
+      "-c",
       "echo ready; while cat mod.txt >/dev/null 2>&1; do sleep 0.05; done;" + kSettleAfterKill +
           " cat mod.txt 2>&1; echo end"};
   // Bounds generous enough for a loaded 2-core machine: the test is about what happens after
@@ -398,8 +404,7 @@ TEST(Cow, CordonFsThatCannotStartFailsClosed) {
   auto r = f.run({}, {"/bin/sh", "-c", "echo ran > ran.txt; echo ran"});
   EXPECT_EQ(r.exit_code(), 125) << r.err;
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("cordon-fs (/bin/false) exited before mounting (exit 1)"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("cordon-fs (/bin/false) exited before mounting (exit 1)"), std::string::npos)
       << r.err;
   EXPECT_EQ(tree_state(f.ws(), TreeCheck::Untouched), before);
 }
@@ -410,8 +415,9 @@ TEST(Cow, StaleMountAfterACrashIsDetachedByTheNextCommand) {
   CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
   SandboxFixture f;
   populate(f);
-  std::vector<std::string> argv = {cordon_bin(), "run",     "-q", "--workspace", f.ws(), "--",
-                                   "/bin/sh",    "-c",      "echo k > k.txt; echo ready; sleep 60"};
+  std::vector<std::string> argv = {cordon_bin(),  "run",  "-q",
+                                   "--workspace", f.ws(), "--",
+                                   "/bin/sh",     "-c",   "echo k > k.txt; echo ready; sleep 60"};
   Background bg(argv, f.env(), f.ws());
   ASSERT_NE(bg.read_until("ready\n").find("ready"), std::string::npos);
   const std::string session = only_session(f);
@@ -424,8 +430,8 @@ TEST(Cow, StaleMountAfterACrashIsDetachedByTheNextCommand) {
     ~Detach() { ::umount2(path.c_str(), MNT_DETACH); }
   } detach{session + "/mnt"};
   ASSERT_TRUE(mounted_below(session)) << "expected the dead mount to be left behind";
-  auto d = run_program({cordon_bin(), "diff", "last", "--stat"},
-                       RunSpec{.env = f.env(), .cwd = f.ws()});
+  auto d =
+      run_program({cordon_bin(), "diff", "last", "--stat"}, RunSpec{.env = f.env(), .cwd = f.ws()});
   EXPECT_EQ(d.exit_code(), 0) << d.err;
   EXPECT_NE(d.out.find("A k.txt  (2 bytes, 0644)\n"), std::string::npos) << d.out;
   EXPECT_FALSE(mounted_below(session)) << "cordon diff did not detach the stale mount";
@@ -487,9 +493,10 @@ TEST(Cow, SummaryLineSaysHowManyAndWhere) {
                 "cordon: 1 file changed in the copy-on-write layer (the workspace is "
                 "untouched): /s/X/upper\n"),
             std::string::npos);
-  EXPECT_NE(launcher::format_summary("X", end).find(
-                "cordon: review: cordon diff X   apply: cordon commit X   undo: cordon rollback X\n"),
-            std::string::npos);
+  EXPECT_NE(
+      launcher::format_summary("X", end).find(
+          "cordon: review: cordon diff X   apply: cordon commit X   undo: cordon rollback X\n"),
+      std::string::npos);
   // An overlayfs-fallback session is reviewed the same way.
   end.cow_fallback = "/dev/fuse not usable";
   EXPECT_NE(launcher::format_summary("X", end).find("cordon: review: cordon diff X"),

@@ -97,14 +97,19 @@ TEST(ShimAttribution, AReusedPortBelongsToTheConnectionAtTheTime) {
 
 TEST(ShimAttribution, FsRefusalsNameTheCommandOfTheSameProcessNotItsSuccessor) {
   auto start = [](const std::string& ts, int host_pid, const char* exe, json argv) {
-    return json{{"ts", ts},   {"source", "shim"}, {"kind", "proc.start"}, {"pid", 3},
-                {"ppid", 2},  {"exe", exe},       {"argv", argv},
+    return json{{"ts", ts},
+                {"source", "shim"},
+                {"kind", "proc.start"},
+                {"pid", 3},
+                {"ppid", 2},
+                {"exe", exe},
+                {"argv", argv},
                 {"cred", {{"pid", host_pid}, {"uid", 1000}, {"gid", 1000}}}};
   };
   auto refused = [](const std::string& ts, int host_pid, const char* exe) {
-    return json{{"ts", ts},           {"source", "fusefs"}, {"kind", "fs.refused"},
-                {"pid", host_pid},    {"exe", exe},         {"path", ".env"},
-                {"op", "lookup"},     {"rule", "filesystem.deny[0]"}};
+    return json{
+        {"ts", ts},   {"source", "fusefs"}, {"kind", "fs.refused"}, {"pid", host_pid},
+        {"exe", exe}, {"path", ".env"},     {"op", "lookup"},       {"rule", "filesystem.deny[0]"}};
   };
   std::vector<json> ev = {
       // The daemon's record may come first: the collector stamps its records on arrival.

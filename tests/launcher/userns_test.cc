@@ -56,10 +56,10 @@ TEST(NestedUserNamespace, NoUserNamespacesLeftNamesTheSettingToRaise) {
   ::chmod((dir / "ws").c_str(), 0777);
   ::chmod(dir.path().c_str(), 0777);
   // user.max_user_namespaces is per user namespace: 0 here forbids cordon's own, nothing else.
-  auto r = in_user_namespace("echo 0 > /proc/sys/user/max_user_namespaces && " +
-                                 build_path("launcher/cordon") + " run -q -w " + dir / "ws" +
-                                 " -- true",
-                             dir);
+  auto r =
+      in_user_namespace("echo 0 > /proc/sys/user/max_user_namespaces && " +
+                            build_path("launcher/cordon") + " run -q -w " + dir / "ws" + " -- true",
+                        dir);
   EXPECT_EQ(r.exit_code(), 125) << describe(r);
   EXPECT_NE(r.err.find("user.max_user_namespaces"), std::string::npos) << describe(r);
   EXPECT_NE(r.err.find("CLONE_NEWUSER"), std::string::npos) << describe(r);

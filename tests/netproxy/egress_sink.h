@@ -68,12 +68,17 @@ class EgressSink {
            sh("ip route add " + v4a_ + "/32 dev " + host_if_) &&
            sh("ip route add " + v4b_ + "/32 dev " + host_if_) &&
            sh("ip -6 route add " + v6_ + "/128 dev " + host_if_) &&
-           sh("ip netns exec " + ns_ + " nft -f - <<'EOF'\n"
+           sh("ip netns exec " + ns_ +
+              " nft -f - <<'EOF'\n"
               "table inet sink {\n"
               "  chain in {\n"
               "    type filter hook prerouting priority -300; policy accept;\n"
-              "    ip daddr { " + v4a_ + ", " + v4b_ + " } counter\n"
-              "    ip6 daddr " + v6_ + " counter\n"
+              "    ip daddr { " +
+              v4a_ + ", " + v4b_ +
+              " } counter\n"
+              "    ip6 daddr " +
+              v6_ +
+              " counter\n"
               "  }\n"
               "}\nEOF");
   }

@@ -159,10 +159,12 @@ TEST(EventLine, TimestampMatchesTheSnprintfFormat) {
   }
   for (const auto& ts : times) {
     std::array<char, 27> buf;
-    EXPECT_EQ(std::string(record::format_rfc3339(ts, buf)), reference(ts)) << ts.tv_sec << " " << ts.tv_nsec;
+    EXPECT_EQ(std::string(record::format_rfc3339(ts, buf)), reference(ts))
+        << ts.tv_sec << " " << ts.tv_nsec;
   }
   std::array<char, 27> buf;
-  EXPECT_TRUE(record::format_rfc3339({253402300800, 0}, buf).empty()) << "year 10000 has five digits";
+  EXPECT_TRUE(record::format_rfc3339({253402300800, 0}, buf).empty())
+      << "year 10000 has five digits";
 }
 
 }  // namespace

@@ -30,10 +30,10 @@ class SinkNetns {
     sink_if_ = "csk" + tag + "s";
     teardown();  // a previous crashed run may have left it behind
     ok_ = sh("ip netns add " + ns_) &&
-          sh("ip link add " + host_if_ + " type veth peer name " + sink_if_ + " address " + kSinkMac +
-             " netns " + ns_) &&
-          sh("ip link set " + host_if_ + " up") &&
-          sh(in_ns("ip link set lo up")) && sh(in_ns("ip link set " + sink_if_ + " up")) &&
+          sh("ip link add " + host_if_ + " type veth peer name " + sink_if_ + " address " +
+             kSinkMac + " netns " + ns_) &&
+          sh("ip link set " + host_if_ + " up") && sh(in_ns("ip link set lo up")) &&
+          sh(in_ns("ip link set " + sink_if_ + " up")) &&
           sh(in_ns("ip addr add 198.51.100.254/24 dev " + sink_if_)) &&
           sh(in_ns("ip addr add 203.0.113.254/24 dev " + sink_if_)) &&
           sh(in_ns("ip -6 addr add 2001:db8::fffe/32 dev " + sink_if_ + " nodad")) &&
@@ -72,8 +72,8 @@ class SinkNetns {
   bool ok() const { return ok_; }
   // Packets that arrived in the sink addressed to the documentation ranges; -1 if unreadable.
   long hits() const {
-    auto r = run_program({"ip", "netns", "exec", ns_, "nft", "list", "counter", "inet", "sink",
-                          "leaked"});
+    auto r = run_program(
+        {"ip", "netns", "exec", ns_, "nft", "list", "counter", "inet", "sink", "leaked"});
     auto pos = r.out.find("packets ");
     if (r.exit_code() != 0 || pos == std::string::npos) {
       return -1;
@@ -91,10 +91,16 @@ class SinkNetns {
     return run_program({"/bin/sh", "-c", cmd}, spec).exit_code() == 0;
   }
   void teardown() {
-    sh("ip route del 198.51.100.0/24 dev " + host_if_ + " 2>/dev/null; "
-       "ip route del 203.0.113.0/24 dev " + host_if_ + " 2>/dev/null; "
-       "ip -6 route del 2001:db8::/32 dev " + host_if_ + " 2>/dev/null; "
-       "ip link del " + host_if_ + " 2>/dev/null; ip netns del " + ns_ + " 2>/dev/null; true");
+    sh("ip route del 198.51.100.0/24 dev " + host_if_ +
+       " 2>/dev/null; "
+       "ip route del 203.0.113.0/24 dev " +
+       host_if_ +
+       " 2>/dev/null; "
+       "ip -6 route del 2001:db8::/32 dev " +
+       host_if_ +
+       " 2>/dev/null; "
+       "ip link del " +
+       host_if_ + " 2>/dev/null; ip netns del " + ns_ + " 2>/dev/null; true");
   }
 
   static constexpr const char* kSinkMac = "02:c0:4d:00:00:01";

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/types.h>
-#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,8 +27,8 @@ struct RunSpec {
 };
 
 struct RunResult {
-  int status = -1;          // raw wait status
-  bool timed_out = false;   // killed by the deadline
+  int status = -1;         // raw wait status
+  bool timed_out = false;  // killed by the deadline
   std::string out, err;
   int exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
   int term_signal() const { return WIFSIGNALED(status) ? WTERMSIG(status) : 0; }

@@ -23,14 +23,14 @@ inline bool strict() {
 }  // namespace cordon::testing
 
 // Skips (or, in strict mode as root, fails) when `cond` is false.
-#define CORDON_REQUIRE(cond, why)                                                \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      if (::cordon::testing::strict() && ::geteuid() == 0) {                     \
-        FAIL() << "required for this test but missing: " << (why);               \
-      }                                                                          \
-      GTEST_SKIP() << "needs " << (why);                                          \
-    }                                                                            \
+#define CORDON_REQUIRE(cond, why)                                  \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      if (::cordon::testing::strict() && ::geteuid() == 0) {       \
+        FAIL() << "required for this test but missing: " << (why); \
+      }                                                            \
+      GTEST_SKIP() << "needs " << (why);                           \
+    }                                                              \
   } while (0)
 
 // Tests that need real root (netfilter on the host, cgroup v1, mounting as root).
@@ -66,7 +66,11 @@ class TempDir {
   std::string path_;
 };
 
-inline std::string build_path(const std::string& rel) { return std::string(CORDON_BUILD_DIR) + "/" + rel; }
-inline std::string source_path(const std::string& rel) { return std::string(CORDON_SOURCE_DIR) + "/" + rel; }
+inline std::string build_path(const std::string& rel) {
+  return std::string(CORDON_BUILD_DIR) + "/" + rel;
+}
+inline std::string source_path(const std::string& rel) {
+  return std::string(CORDON_SOURCE_DIR) + "/" + rel;
+}
 
 }  // namespace cordon::testing

@@ -43,8 +43,10 @@ int main(void) {
   for (int i = 0; i < 20000 || handled < 50; ++i) {
     if (i > 2000000) break; /* bounded */
     int fd = open("/dev/null", O_RDONLY);
-    if (fd < 0) ++failures;
-    else close(fd);
+    if (fd < 0)
+      ++failures;
+    else
+      close(fd);
     if (i % 10 == 0 && udp_connect() != 0) ++failures;
   }
   struct itimerval off = {{0, 0}, {0, 0}};
