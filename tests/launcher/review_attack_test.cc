@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "tests/launcher/review_fixture.h"
-#include "tests/support/syscall_gate.h"
+#include "tests/launcher/syscall_gate.h"
 
 namespace cordon::testing {
 namespace {

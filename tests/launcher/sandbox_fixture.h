@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,11 +99,13 @@ class SandboxFixture {
 };
 
 // A cordon started in the background, for tests that signal it while it runs. With `piped_stdin`
-// its stdin is a pipe the test writes with send() (else /dev/null).
+// its stdin is a pipe the test writes with send() (else /dev/null). `in_child` runs in the child,
+// in its own process group and `cwd`, just before execve.
 class Background {
  public:
   Background(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-             const std::string& cwd, bool piped_stdin = false) {
+             const std::string& cwd, bool piped_stdin = false,
+             const std::function<void()>& in_child = {}) {
     int out[2], in[2] = {-1, -1};
     if (::pipe2(out, O_CLOEXEC) != 0 || (piped_stdin && ::pipe2(in, O_CLOEXEC) != 0)) {
       return;
@@ -118,6 +121,7 @@ class Background {
       ::dup2(piped_stdin ? in[0] : ::open("/dev/null", O_RDONLY), 0);
       ::dup2(out[1], 1);
       if (::chdir(cwd.c_str()) != 0) ::_exit(120);
+      if (in_child) in_child();
       ::execve(a[0], a.data(), e.data());
       ::_exit(127);
     }

@@ -4,10 +4,10 @@
 // is: a signal sent when a file changes can arrive after the process has finished.
 //
 // The filter is installed with no_new_privs (so it works rootless) just before execve and is
-// inherited by every thread and child of the program.
+// inherited by every thread and child of the program. Its listener comes back over the launcher's
+// report channel, the way the sandbox hands cordon its own seccomp listener.
 #pragma once
 
-#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -15,17 +15,19 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "launcher/channel.h"
+#include "tests/launcher/sandbox_fixture.h"
 
 namespace cordon::testing {
 
@@ -36,51 +38,41 @@ class SyscallGate {
 
   SyscallGate(const std::vector<std::string>& argv, const std::vector<std::string>& env,
               const std::string& cwd) {
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    auto channel = launcher::make_channel();
+    if (!channel.ok()) {
       return;
     }
-    std::vector<char*> a, e;
-    for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    for (auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
-    e.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(sv[0]);
-      ::setpgid(0, 0);
-      int null = ::open("/dev/null", O_RDWR);
-      ::dup2(null, 0);
-      ::dup2(null, 1);
-      if (::chdir(cwd.c_str()) != 0) ::_exit(120);
-      int listener = install_filter();
-      if (listener < 0 || !send_fd(sv[1], listener)) ::_exit(121);
+    const int child_end = channel->child.get();
+    proc_.emplace(argv, env, cwd, false, [child_end] {
+      int listener = install_rename_listener();
+      if (listener < 0 ||
+          !launcher::send_msg(child_end, launcher::MsgKind::UsernsListener, 0, nullptr, listener)) {
+        ::_exit(121);
+      }
       ::close(listener);
-      ::execve(a[0], a.data(), e.data());
-      ::_exit(127);
+    });
+    channel->child.reset();  // EOF for recv_msg once the child has exec'd or died
+    auto msg = launcher::recv_msg(channel->parent.get());
+    if (msg.ok() && msg->has_value()) {
+      listener_ = std::move((*msg)->fd);
     }
-    ::close(sv[1]);
-    listener_ = recv_fd(sv[0]);
-    ::close(sv[0]);
   }
   ~SyscallGate() {
-    if (listener_ >= 0) ::close(listener_);
-    if (pid_ > 0 && !reaped_) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
+    if (proc_ && proc_->pid() > 0) {
+      ::kill(-proc_->pid(), SIGKILL);  // the group: the program and anything it started
     }
   }
   SyscallGate(const SyscallGate&) = delete;
   SyscallGate& operator=(const SyscallGate&) = delete;
 
-  bool ok() const { return pid_ > 0 && listener_ >= 0; }
+  bool ok() const { return proc_ && proc_->pid() > 0 && listener_; }
 
   // Answers every rename the program makes with `decide` until it says Kill (then the process
   // group is killed with the rename not done; returns true) or the program exits (false).
   // Bounded by `limit_s` seconds.
   bool gate(const std::function<Verdict()>& decide, int limit_s = 120) {
     for (int waited_ms = 0; waited_ms < limit_s * 1000;) {
-      pollfd p{listener_, POLLIN, 0};
+      pollfd p{listener_.get(), POLLIN, 0};
       int n = ::poll(&p, 1, 100);
       if (n == 0) {
         waited_ms += 100;
@@ -91,33 +83,29 @@ class SyscallGate {
       }
       seccomp_notif req;
       std::memset(&req, 0, sizeof req);
-      if (::ioctl(listener_, SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
+      if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_RECV, &req) != 0) {
         if (errno == EINTR || errno == ENOENT) continue;
-        return false;  // every process holding the filter is gone
+        return false;
       }
       if (decide() == Verdict::Kill) {
-        ::kill(-pid_, SIGKILL);
+        ::kill(-proc_->pid(), SIGKILL);
         return true;
       }
       seccomp_notif_resp resp;
       std::memset(&resp, 0, sizeof resp);
       resp.id = req.id;
       resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-      (void)::ioctl(listener_, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+      (void)::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_SEND, &resp);
     }
     return false;
   }
 
-  // The program's wait status.
-  int wait() {
-    int st = -1;
-    ::waitpid(pid_, &st, 0);
-    reaped_ = true;
-    return st;
-  }
+  // Waits for the program to end (its output drained); its exit code, or -1 (killed).
+  int wait() { return proc_->wait(std::chrono::seconds(120)); }
 
  private:
-  static int install_filter() {
+  // In the child: a filter that sends rename, renameat and renameat2 to a new listener.
+  static int install_rename_listener() {
 #if defined(__x86_64__)
     constexpr unsigned kArch = AUDIT_ARCH_X86_64;
 #elif defined(__aarch64__)
@@ -143,42 +131,9 @@ class SyscallGate {
     return static_cast<int>(
         ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog));
   }
-  static bool send_fd(int sock, int fd) {
-    char byte = 0;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    return ::sendmsg(sock, &m, 0) == 1;
-  }
-  static int recv_fd(int sock) {
-    char byte;
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    if (::recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1) return -1;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    if (c == nullptr || c->cmsg_type != SCM_RIGHTS) return -1;
-    int fd;
-    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    return fd;
-  }
 
-  pid_t pid_ = -1;
-  int listener_ = -1;
-  bool reaped_ = false;
+  std::optional<Background> proc_;
+  UniqueFd listener_;
 };
 
 }  // namespace cordon::testing
