@@ -491,6 +491,34 @@ Status plan_workspace_mount(const policy::FilesystemPolicy& f, const HostFacts& 
                    host, user, plan);
 }
 
+// A write grant naming a directory a protect pattern names from "/" ("~/.claude" and
+// "**/.claude/**"): the pattern is anchored at the grant's root (FilesystemPolicy::decide_write),
+// so what the directory holds directly is writable. Said at start unless a deny_write or deny
+// rule reaches into it, as a preset's does for its hooks and settings.
+void note_protected_grant(const policy::FilesystemPolicy& f, size_t i, LaunchPlan& plan) {
+  const auto& g = f.write[i];
+  for (size_t k = 0; k < f.protect.size(); ++k) {
+    const auto& r = f.protect[k];
+    if (r.absolute || r.expanded.rfind("**", 0) != 0 || !r.matches(g.expanded.substr(1))) {
+      continue;
+    }
+    auto guarded = [&](const std::vector<policy::PathPattern>& rules) {
+      return std::any_of(rules.begin(), rules.end(), [&](const policy::PathPattern& d) {
+        return d.absolute && d.may_match_beneath(g.expanded) && !d.matches(g.expanded);
+      });
+    };
+    if (!guarded(f.deny_write) && !guarded(f.deny)) {
+      plan.grant_notes.push_back(
+          "filesystem.write[" + std::to_string(i) + "] \"" + g.text +
+          "\" is a directory filesystem.protect[" + std::to_string(k) + "] (\"" + r.text +
+          "\") names: granted, so the program may write what it holds (settings, hooks); "
+          "protect still holds beneath it. Name what the host runs from it in "
+          "filesystem.deny_write, or use an agent preset (--agent)");
+    }
+    return;
+  }
+}
+
 // filesystem.read and .write: host paths named exactly (globs and relative entries need no mount
 // of their own). Deny wins over a grant; a deny_write/protect rule covering a write grant makes
 // it read-only; rules reaching beneath a writable directory make it a cordon-fs view. Read-only
@@ -525,6 +553,9 @@ Status plan_grants(const policy::FilesystemPolicy& f, const HostFacts& host,
       }
       bool dir = S_ISDIR(st.st_mode);
       if (writable && f.decide_write(g.expanded).allow) {
+        if (dir) {
+          note_protected_grant(f, i, plan);
+        }
         auto rules = dir ? f.rules_beneath(g.expanded, false)
                          : std::vector<policy::FilesystemPolicy::RuleRef>{};
         if (rules.empty()) {

@@ -132,6 +132,9 @@ struct LaunchPlan {
   // filesystem.write entries the host does not have: not mounted, so what the program writes
   // there stays in the sandbox's own tmpfs and is gone at exit. Said at start.
   std::vector<std::string> absent_write_grants;
+  // Write grants of a directory a protect pattern names, with nothing keeping its own files
+  // (plan.cc note_protected_grant): one line each, said at start.
+  std::vector<std::string> grant_notes;
   uint64_t tmp_size = 0;
   // network.allow not empty: the child captures every connection (netns.h) and cordon serves
   // them with cordon-netproxy (net_sidecar.h). Off: only lo, no route, no proxy.

@@ -229,6 +229,9 @@ Status start_sidecars(const policy::Policy& pol, Planned& p, Wiring& w) {
           " does not exist, so it is not shown: what the program writes there stays in the "
           "sandbox and is gone at exit (create it first to keep it)");
     }
+    for (const auto& n : plan.grant_notes) {
+      say(n);
+    }
   }
   if (!plan.write_warning.empty()) {
     w.end.workspace_unwritable = plan.write_warning;

@@ -54,6 +54,59 @@ bool deny_matches_at(const PathPattern& p, std::string_view path, std::string_vi
   return deny_matches(p, path) || (!host_path.empty() && p.absolute && p.matches(host_path));
 }
 
+// `path` relative to `root` when it is `root` ("") or lies beneath it; nullopt otherwise.
+std::optional<std::string_view> relative_to(std::string_view root, std::string_view path) {
+  while (root.size() > 1 && root.back() == '/') {
+    root.remove_suffix(1);
+  }
+  if (root.empty() || path.substr(0, root.size()) != root) {
+    return std::nullopt;
+  }
+  if (path.size() == root.size()) {
+    return std::string_view{};
+  }
+  if (path[root.size()] != '/') {
+    return std::nullopt;
+  }
+  return path.substr(root.size() + 1);
+}
+
+// Whether protect pattern `p` covers the host path `path` (absolute, or "~/..." as typed in a
+// query). A relative pattern ("**/.claude/**") is anchored at the root of what holds the path,
+// as it is at the workspace root for workspace paths: each filesystem.write grant naming a host
+// directory holding it. A grant of "~/.claude" shows it "settings.json", a grant of "~" shows it
+// ".claude/settings.json": naming a protected directory itself in filesystem.write is the
+// policy's decision to write it (presets keep its hooks and settings with deny_write), while
+// what it holds at any depth (a nested .git/hooks, a project's .claude) stays protected. Any
+// holding grant under which the pattern matches decides (fail closed when grants nest); a path
+// no grant names a root for is matched from "/", like a deny rule.
+bool protect_matches(const PathPattern& p, std::string_view path,
+                     const std::vector<PathPattern>& write) {
+  if (p.absolute) {
+    return p.matches(path);
+  }
+  if (p.expanded.rfind("**", 0) != 0) {
+    return false;  // only "**/..." patterns reach beyond the workspace (deny_rule_test)
+  }
+  bool held = false;
+  for (const PathPattern& g : write) {
+    if (!g.absolute || g.has_glob) {
+      continue;
+    }
+    auto rel = relative_to(path.front() == '~' ? std::string_view(g.text) : g.expanded, path);
+    if (!rel) {
+      continue;
+    }
+    held = true;
+    if (!rel->empty() && p.matches(*rel)) {
+      return true;
+    }
+  }
+  // "~/x" as typed: from the home directory, which "**/" reaches from "/" too.
+  return !held &&
+         p.matches(path.substr(path.front() == '~' ? std::min<size_t>(2, path.size()) : 1));
+}
+
 // The same reach for "may match beneath a directory" (FilesystemPolicy::rules_beneath).
 bool deny_may_match_beneath(const PathPattern& p, std::string_view dir) {
   return deny_rule_test(
@@ -248,7 +301,10 @@ Decision FilesystemPolicy::decide_write(std::string_view path, std::string_view 
     }
   }
   for (size_t i = 0; i < protect.size(); ++i) {
-    if (deny_matches_at(protect[i], path, host_path)) {
+    const PathPattern& r = protect[i];
+    bool hit = is_workspace_path(path) ? deny_matches_at(r, path, host_path)
+                                       : protect_matches(r, path, write);
+    if (hit) {
       return {false, indexed("filesystem.protect", i)};
     }
   }

@@ -202,6 +202,56 @@ TEST(DenyInGrant, TheAgentStateDirectoryKeepsItsSettingsAndHooks) {
   EXPECT_EQ(read_text(claude + "/history.jsonl"), "session\n");
 }
 
+// The default protect rules inside a write grant are anchored at its root: a grant of
+// ~/.claude is the agent's state, writable, while every default rule holds at any depth beneath
+// it and beneath any other grant; cordon says at start that nothing keeps its settings.
+TEST(DenyInGrant, DefaultProtectRulesAreAnchoredAtTheGrant) {
+  SandboxFixture f;
+  uid_t uid = f.make_workspace_owned();
+  std::string claude = f.home() + "/.claude";
+  std::string proj = f.home() + "/proj";
+  ::mkdir(claude.c_str(), 0755);
+  ::mkdir(proj.c_str(), 0755);
+  chown_tree(claude, uid);
+  chown_tree(proj, uid);
+  write_text(f.home() + "/p.json",
+             R"({"filesystem": {"mode": "ro", "write": ["~/.claude", "~/proj"]}})");
+  auto r = f.run({"--policy", f.home() + "/p.json"},
+                 {"/bin/sh", "-c",
+                  "cd ~ || exit 99\n"
+                  "try() { n=$1; shift; if \"$@\" >/dev/null 2>&1; then echo \"$n=ok\"; "
+                  "else echo \"$n=refused\"; fi; }\n"
+                  "try state sh -c 'echo s > .claude/history.jsonl'\n"
+                  "try nested_hook sh -c 'mkdir -p .claude/repo/.git/hooks && "
+                  "echo x > .claude/repo/.git/hooks/post-checkout'\n"
+                  "try nested_claude sh -c 'mkdir -p .claude/sub/.claude && "
+                  "echo x > .claude/sub/.claude/settings.json'\n"
+                  "try proj_claude sh -c 'mkdir -p proj/.claude && echo x > proj/.claude/s.json'\n"
+                  "try proj_rc sh -c 'echo x > proj/.bashrc'\n"
+                  "try proj_file sh -c 'echo x > proj/a.c'\n"});
+  if (!fs_views_here()) {
+    EXPECT_EQ(r.exit_code(), 125) << r.err;
+    return;
+  }
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  auto m = outcomes(r.out);
+  EXPECT_EQ(m["state"], "ok") << r.out << r.err;
+  EXPECT_EQ(m["proj_file"], "ok") << r.out;
+  for (const char* n : {"nested_hook", "nested_claude", "proj_claude", "proj_rc"}) {
+    EXPECT_EQ(m[n], "refused") << n << "\n" << r.out;
+  }
+  EXPECT_EQ(read_text(claude + "/history.jsonl"), "s\n");
+  EXPECT_FALSE(host_has(claude + "/repo/.git/hooks/post-checkout"));
+  EXPECT_FALSE(host_has(claude + "/sub/.claude/settings.json"));
+  EXPECT_FALSE(host_has(proj + "/.claude/s.json"));
+  EXPECT_FALSE(host_has(proj + "/.bashrc"));
+  EXPECT_EQ(read_text(proj + "/a.c"), "x\n");
+  EXPECT_NE(r.err.find("filesystem.write[0] \"~/.claude\" is a directory filesystem.protect["),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("filesystem.write[1]"), std::string::npos) << r.err;
+}
+
 // `cordon policy explain` says how the rules hold inside a write grant.
 TEST(DenyInGrant, ExplainSaysTheTruth) {
   SandboxFixture f;

@@ -147,6 +147,54 @@ TEST(DecideWrite, OrderIsDenyDenyWriteProtectModeAllow) {
   EXPECT_TRUE(lifted.filesystem.decide_write(".git/hooks/post-checkout").allow);
 }
 
+// A relative protect pattern is anchored at the root of the write grant holding a host path, as
+// it is at the workspace root for workspace paths: a grant of ~/.claude is the agent's state
+// (its own files writable), while every default rule holds at any depth beneath it.
+TEST(DecideWrite, ProtectPatternsAreAnchoredAtTheGrantHoldingTheHostPath) {
+  Policy p = load(R"({"filesystem": {"write": ["~/.claude", "/srv/other"]}})");
+  const FilesystemPolicy& f = p.filesystem;
+  const Decision claude{true, "filesystem.write[0]"};
+  EXPECT_EQ(f.decide_write("/home/alice/.claude"), claude);
+  EXPECT_EQ(f.decide_write("/home/alice/.claude/settings.json"), claude);
+  EXPECT_EQ(f.decide_write("/home/alice/.claude/projects/p/notes.jsonl"), claude);
+  EXPECT_EQ(f.decide_write("~/.claude/settings.json"), claude);  // as typed in a query
+  auto rule = [&](std::string_view text) {
+    for (size_t i = 0; i < f.protect.size(); ++i) {
+      if (f.protect[i].text == text) {
+        return Decision{false, "filesystem.protect[" + std::to_string(i) + "]"};
+      }
+    }
+    return Decision{true, "no such default rule"};
+  };
+  EXPECT_EQ(f.decide_write("/home/alice/.claude/repo/.git/hooks/pre-commit"),
+            rule("**/.git/hooks/**"));
+  EXPECT_EQ(f.decide_write("/home/alice/.claude/x/.claude/settings.json"), rule("**/.claude/**"));
+  EXPECT_EQ(f.decide_write("~/.claude/x/.claude/hooks"), rule("**/.claude/**"));
+  EXPECT_EQ(f.decide_write("/home/alice/.claude/.bashrc"), rule("**/.bashrc"));
+  EXPECT_EQ(f.decide_write("/srv/other/.claude/settings.json"), rule("**/.claude/**"));
+  EXPECT_EQ(f.decide_write("/srv/other/.github/workflows/ci.yml"), rule("**/.github/workflows/**"));
+  EXPECT_EQ(f.decide_write("/srv/other/src/a.c"), (Decision{true, "filesystem.write[1]"}));
+  // A name that only starts like the grant is not held by it: matched from "/".
+  EXPECT_EQ(f.decide_write("/home/alice/.claude2/.claude/x"), rule("**/.claude/**"));
+  // A path no grant holds is matched from "/", like a deny rule.
+  EXPECT_EQ(f.decide_write("/opt/x/.claude/settings.json"), rule("**/.claude/**"));
+  // A grant of the home shows ".claude/settings.json": protected; nested grants fail closed.
+  Policy home = load(R"({"filesystem": {"write": ["~", "~/.claude"]}})");
+  EXPECT_FALSE(home.filesystem.decide_write("/home/alice/.claude/settings.json").allow);
+  EXPECT_FALSE(home.filesystem.decide_write("/home/alice/.bashrc").allow);
+  EXPECT_TRUE(home.filesystem.decide_write("/home/alice/notes.txt").allow);
+  // The preset's way: deny_write keeps the state directory's own hooks and settings.
+  Policy preset = load(R"({"filesystem": {"write": ["~/.claude"],
+      "deny_write": ["~/.claude/settings.json", "~/.claude/hooks"]}})");
+  EXPECT_EQ(preset.filesystem.decide_write("/home/alice/.claude/settings.json"),
+            (Decision{false, "filesystem.deny_write[0]"}));
+  EXPECT_EQ(preset.filesystem.decide_write("/home/alice/.claude/hooks/evil.sh"),
+            (Decision{false, "filesystem.deny_write[1]"}));
+  EXPECT_TRUE(preset.filesystem.decide_write("/home/alice/.claude/history.jsonl").allow);
+  // Workspace paths are unchanged: anchored at the workspace root.
+  EXPECT_EQ(f.decide_write(".claude/settings.json"), rule("**/.claude/**"));
+}
+
 TEST(EnvPolicy, DenyGlobsAreCaseInsensitive) {
   EnvPolicy e;
   for (const char* s : {"GITHUB_TOKEN", "github_token", "MY_SECRET_VALUE", "AWS_ACCESS_KEY_ID",
