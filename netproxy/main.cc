@@ -23,8 +23,9 @@ using namespace cordon;
 
 namespace {
 
-// The whole policy from an inherited fd (bounded: a policy is a few KiB), or nullopt with errno.
-std::optional<std::string> read_policy_fd(int fd) {
+// A whole policy or CA PEM from an inherited fd (bounded: each is a few KiB), or nullopt with
+// errno.
+std::optional<std::string> read_handed_fd(int fd) {
   constexpr size_t kMax = 4u << 20;
   auto text = cordon::read_up_to(fd, kMax + 1);
   int saved = errno;
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> listen;
   std::vector<int> listen_fds, transparent_fds, dns_fds, dns_tcp_fds;
   int events_fd = -1, ready_fd = -1, nflog_fd = -1, policy_fd = -1, handoff_fd = -1;
+  int ca_cert_fd = -1, ca_key_fd = -1;
   size_t handoff_count = 0;
   auto* pol_file = app.add_option("--policy,-p", policy_file,
                                   "Policy file (JSON with comments); its network "
@@ -129,6 +131,13 @@ int main(int argc, char** argv) {
   app.add_option("--ca-dir", ca_dir,
                  "Directory of the session's TLS inspection CA (ca.pem, ca.key; made when "
                  "absent), for a policy that inspects TLS without its own network.ca");
+  auto* ca_cert_opt = app.add_option(
+      "--ca-cert-fd", ca_cert_fd,
+      "Read the inspection CA's PEM certificate from this inherited fd (cordon run's session CA "
+      "or network.ca, opened by cordon); wins over network.ca and --ca-dir");
+  app.add_option("--ca-key-fd", ca_key_fd, "Read the inspection CA's PEM private key from this fd")
+      ->needs(ca_cert_opt);
+  ca_cert_opt->needs("--ca-key-fd");
   app.add_option("--ready-fd", ready_fd,
                  "Write one byte to this fd (then close it) once every socket is set up");
   app.add_option("--log-level", log_level, "Diagnostics on stderr: trace|debug|info|warn|error");
@@ -168,7 +177,7 @@ int main(int argc, char** argv) {
   try {
     if (policy_fd >= 0) {
       policy_file = "policy fd " + std::to_string(policy_fd);
-      auto text = read_policy_fd(policy_fd);
+      auto text = read_handed_fd(policy_fd);
       if (!text) {
         std::fprintf(stderr, "cordon-netproxy: --policy-fd %d: %s\n", policy_fd,
                      std::strerror(errno));
@@ -208,6 +217,18 @@ int main(int argc, char** argv) {
   opts.dns_tcp_fds = dns_tcp_fds;
   opts.nflog_fd = nflog_fd;
   opts.ca_dir = ca_dir;
+  for (auto [fd, out] : {std::pair{ca_cert_fd, &opts.ca_cert_pem}, {ca_key_fd, &opts.ca_key_pem}}) {
+    if (fd < 0) {
+      continue;
+    }
+    auto text = read_handed_fd(fd);
+    if (!text || text->empty()) {
+      std::fprintf(stderr, "cordon-netproxy: CA fd %d: %s\n", fd,
+                   text ? "empty" : std::strerror(errno));
+      return 2;
+    }
+    *out = std::move(*text);
+  }
   if (auto st = proxy.start(opts); !st.ok()) {
     std::fprintf(stderr, "cordon-netproxy: %s\n", st.error().to_string().c_str());
     return 1;

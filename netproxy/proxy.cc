@@ -171,8 +171,9 @@ Proxy::~Proxy() = default;
 
 Status Proxy::start(const ProxyOptions& opts) {
   auto& im = *impl_;
-  if (im.policy.inspect.empty() && im.policy.ca_cert.empty() && opts.ca_dir.empty() &&
-      !im.policy.rules.empty()) {
+  const bool ca_given =
+      !opts.ca_cert_pem.empty() || !im.policy.ca_cert.empty() || !opts.ca_dir.empty();
+  if (im.policy.inspect.empty() && !ca_given && !im.policy.rules.empty()) {
     // Only network.rules ask for inspection and no CA was given: their hosts' HTTPS stays a
     // tunnel the rules cannot see into, as the start-up line says.
     spdlog::warn(
@@ -180,7 +181,9 @@ Status Proxy::start(const ProxyOptions& opts) {
         "network.ca) was given, so HTTPS to their hosts is not inspected");
   } else if (im.policy.inspects_any()) {
     Result<std::unique_ptr<CertAuthority>> ca =
-        !im.policy.ca_cert.empty() ? CertAuthority::load(im.policy.ca_cert, im.policy.ca_key)
+        !opts.ca_cert_pem.empty()    ? CertAuthority::from_pem(opts.ca_cert_pem, opts.ca_key_pem,
+                                                               "--ca-cert-fd", "--ca-key-fd")
+        : !im.policy.ca_cert.empty() ? CertAuthority::load(im.policy.ca_cert, im.policy.ca_key)
         : !opts.ca_dir.empty()
             ? CertAuthority::in_dir(opts.ca_dir)
             : Result<std::unique_ptr<CertAuthority>>(

@@ -32,6 +32,9 @@ struct ProxyOptions {
   // Where the session's inspection CA lives (ca.pem, ca.key: made when absent), for a policy
   // that inspects TLS without naming its own network.ca. Empty: such a policy is an error.
   std::string ca_dir;
+  // The inspection CA as PEM text (cordon run hands it over as fds: the proxy may run as an id
+  // that cannot open the session directory). Set: it wins over network.ca and ca_dir.
+  std::string ca_cert_pem, ca_key_pem;
 };
 
 class Proxy {

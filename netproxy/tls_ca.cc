@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "policy/base/read_up_to.h"
 #include "policy/base/unique_fd.h"
 
 namespace cordon::netproxy {
@@ -136,6 +137,15 @@ std::string expand_home(const std::string& path) {
   return path.starts_with("~/") && home != nullptr ? std::string(home) + path.substr(1) : path;
 }
 
+// A PEM file's text (bounded: a CA is a few KiB), or nullopt with errno.
+std::optional<std::string> read_pem_file(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    return std::nullopt;
+  }
+  return read_up_to(fd.get(), 1u << 20);
+}
+
 // The ALPN the proxy speaks to the sandbox: HTTP/1.1 only. A client offering only other
 // protocols gets no ALPN answer and so speaks HTTP/1.1.
 int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
@@ -163,23 +173,31 @@ CertAuthority::~CertAuthority() = default;
 Result<std::unique_ptr<CertAuthority>> CertAuthority::load(const std::string& cert_file,
                                                            const std::string& key_file) {
   const std::string cf = expand_home(cert_file), kf = expand_home(key_file);
-  std::unique_ptr<CertAuthority> ca(new CertAuthority);
-  ca->keys_ = std::make_unique<Keys>();
-  FILE* f = std::fopen(cf.c_str(), "re");
-  if (f == nullptr) {
+  auto cert = read_pem_file(cf);
+  if (!cert) {
     return sys_error("network.ca.cert: opening " + cf, "give the CA certificate as a PEM file");
   }
-  ca->keys_->ca.reset(PEM_read_X509(f, nullptr, nullptr, nullptr));
-  std::fclose(f);
+  auto key = read_pem_file(kf);
+  if (!key) {
+    return sys_error("network.ca.key: opening " + kf, "give the CA's private key as a PEM file");
+  }
+  return from_pem(*cert, *key, cf, kf);
+}
+
+Result<std::unique_ptr<CertAuthority>> CertAuthority::from_pem(const std::string& cert_pem,
+                                                               const std::string& key_pem,
+                                                               const std::string& cf,
+                                                               const std::string& kf) {
+  std::unique_ptr<CertAuthority> ca(new CertAuthority);
+  ca->keys_ = std::make_unique<Keys>();
+  BioPtr bio(BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())));
+  ca->keys_->ca.reset(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
   if (!ca->keys_->ca) {
     return make_error("network.ca.cert: " + cf + " holds no PEM certificate: " + ssl_errors());
   }
-  f = std::fopen(kf.c_str(), "re");
-  if (f == nullptr) {
-    return sys_error("network.ca.key: opening " + kf, "give the CA's private key as a PEM file");
-  }
-  ca->keys_->ca_key.reset(PEM_read_PrivateKey(f, nullptr, nullptr, nullptr));
-  std::fclose(f);
+  bio.reset(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+  ca->keys_->ca_key.reset(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr)
+                              : nullptr);
   if (!ca->keys_->ca_key) {
     return make_error("network.ca.key: " + kf +
                       " holds no unencrypted PEM private key: " + ssl_errors());
@@ -237,6 +255,11 @@ SSL_CTX* CertAuthority::server_ctx(const std::string& name) {
     leaves_.clear();
   }
   return leaves_.emplace(name, std::move(ctx)).first->second.get();
+}
+
+std::string host_trust_file() {
+  const char* env = std::getenv(X509_get_default_cert_file_env());
+  return env != nullptr && *env != '\0' ? env : X509_get_default_cert_file();
 }
 
 Result<SslCtxPtr> upstream_client_ctx() {

@@ -22,6 +22,12 @@ class CertAuthority {
   // Loads a CA from PEM files (network.ca); errors name the file and the fix.
   static Result<std::unique_ptr<CertAuthority>> load(const std::string& cert_file,
                                                      const std::string& key_file);
+  // The same from PEM text already read; `cert_name` and `key_name` say where it came from in
+  // errors.
+  static Result<std::unique_ptr<CertAuthority>> from_pem(const std::string& cert_pem,
+                                                         const std::string& key_pem,
+                                                         const std::string& cert_name,
+                                                         const std::string& key_name);
   // The session CA in `dir`: ca.pem and ca.key (0600, created with O_EXCL) are made when absent,
   // an ECDSA P-256 key and a self-signed certificate valid for 30 days; loaded when present.
   static Result<std::unique_ptr<CertAuthority>> in_dir(const std::string& dir);
@@ -41,6 +47,10 @@ class CertAuthority {
   std::unique_ptr<Keys> keys_;
   std::map<std::string, SslCtxPtr> leaves_;
 };
+
+// The CA bundle file of the host's trust store as OpenSSL finds it: $SSL_CERT_FILE, else
+// OpenSSL's default (/usr/lib/ssl/cert.pem on Debian, a link to ca-certificates.crt).
+std::string host_trust_file();
 
 // A client context that verifies servers against the host's trust store as OpenSSL finds it
 // (SSL_CERT_FILE / SSL_CERT_DIR honoured), TLS 1.2 or newer, ALPN http/1.1.
