@@ -141,9 +141,10 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--inspect", run.inspect,
                    "Inspect HTTPS to this host pattern, as in network.inspect (repeatable): the "
-                   "proxy sees and logs its requests and network.rules apply to them. Needs "
-                   "network.ca, a CA the program already trusts: without it the run refuses to "
-                   "start")
+                   "proxy sees and logs its requests and network.rules apply to them. It ends "
+                   "TLS with a CA made for the session (or network.ca), which the sandbox "
+                   "trusts through /etc/ssl/certs/ca-certificates.crt, SSL_CERT_FILE, "
+                   "NODE_EXTRA_CA_CERTS and the like")
       ->allow_extra_args(false)
       ->type_name("PATTERN");
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");

@@ -63,8 +63,8 @@ void add_fd_args(std::vector<std::string>& argv, const char* flag, const std::ve
 // clobbers a source still to be placed), nothing else inherited, its own session (a ^C at the
 // terminal is for the program, forwarded by cordon, not for the proxy), death with cordon.
 // Everything it needs was allocated before fork: cordon may have other threads by now.
-[[noreturn]] void exec_proxy(char* const* argv, const int* fds, size_t nfds, pid_t parent,
-                             uid_t uid, gid_t gid) {
+[[noreturn]] void exec_proxy(char* const* argv, char* const* envp, const int* fds, size_t nfds,
+                             pid_t parent, uid_t uid, gid_t gid) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);  // cordon blocks the signals it supervises
@@ -99,7 +99,6 @@ void add_fd_args(std::vector<std::string>& argv, const char* flag, const std::ve
     }
   }
   ::close_range(static_cast<unsigned>(nfds), ~0U, 0);
-  char* envp[] = {nullptr};
   ::execve(argv[0], argv, envp);
   ::_exit(127);
 }
@@ -248,6 +247,18 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   if (events) {
     add_fd_args(argv, "--events-fd", {events.get()}, sources, next);
   }
+  UniqueFd ca_cert, ca_key;
+  if (!spec.ca_cert_path.empty()) {
+    for (auto [path, fd] :
+         {std::pair{&spec.ca_cert_path, &ca_cert}, {&spec.ca_key_path, &ca_key}}) {
+      fd->reset(::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+      if (!*fd) {
+        return sys_error("open(\"" + *path + "\") for cordon-netproxy");
+      }
+    }
+    add_fd_args(argv, "--ca-cert-fd", {ca_cert.get()}, sources, next);
+    add_fd_args(argv, "--ca-key-fd", {ca_key.get()}, sources, next);
+  }
   add_fd_args(argv, "--transparent-fd", spec.transparent_fds, sources, next);
   add_fd_args(argv, "--dns-fd", spec.dns_fds, sources, next);
   add_fd_args(argv, "--dns-tcp-fd", spec.dns_tcp_fds, sources, next);
@@ -269,6 +280,18 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
     args.push_back(a.data());
   }
   args.push_back(nullptr);
+  // Only where OpenSSL finds the host's trust store, which checks inspected upstreams.
+  std::vector<std::string> env_kv;
+  for (const char* name : {"SSL_CERT_FILE", "SSL_CERT_DIR"}) {
+    if (const char* v = std::getenv(name); v != nullptr) {
+      env_kv.push_back(std::string(name) + "=" + v);
+    }
+  }
+  std::vector<char*> envp;
+  for (auto& kv : env_kv) {
+    envp.push_back(kv.data());
+  }
+  envp.push_back(nullptr);
 
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
@@ -276,7 +299,8 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
     return sys_error("fork() for cordon-netproxy");
   }
   if (pid == 0) {
-    exec_proxy(args.data(), fds.data(), fds.size(), parent, spec.run_uid, spec.run_gid);
+    exec_proxy(args.data(), envp.data(), fds.data(), fds.size(), parent, spec.run_uid,
+               spec.run_gid);
   }
   NetproxyProcess proc;
   proc.pid = pid;
@@ -391,6 +415,8 @@ Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& ne
   spec.binary = net.binary;
   spec.run_uid = net.run_uid;
   spec.run_gid = net.run_gid;
+  spec.ca_cert_path = net.ca_cert_path;
+  spec.ca_key_path = net.ca_key_path;
   spec.transparent_fds = {sockets.transparent.get()};
   spec.dns_fds = {sockets.dns_udp.get()};
   spec.dns_tcp_fds = {sockets.dns_tcp.get()};

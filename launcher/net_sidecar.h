@@ -30,6 +30,9 @@ struct NetproxySpawn {
   bool listen_on_host = false;
   std::string log_path;  // the proxy's diagnostics (stderr), appended; "" = cordon's stderr
   std::string binary;    // "" = find_netproxy_binary()
+  // The inspection CA's PEM files (session_ca.h), opened here and handed over as fds, since the
+  // proxy may run as an id that cannot read them. "" = none.
+  std::string ca_cert_path, ca_key_path;
   std::chrono::milliseconds ready_timeout{10000};
   // As host root: the ids the proxy switches to before it runs (the sandbox's user), so a proxy
   // compromised by hostile traffic holds no privilege. The policy is then opened by cordon and
@@ -67,11 +70,12 @@ struct NetproxyProcess {
 // looked at.
 Result<std::string> find_netproxy_binary();
 
-// Starts cordon-netproxy and waits for its ready byte. The proxy execs with nothing but
-// /dev/null, its log and a handoff socket; every other fd reaches it only once it is no longer
-// dumpable (policy/base/fd_handoff.h). The fds in `spec` stay the caller's: close them afterwards,
-// so that the proxy holds the only copies (its death then refuses connections). An error names the
-// failure and quotes the proxy's last diagnostics.
+// Starts cordon-netproxy and waits for its ready byte. Its environment holds only cordon's
+// SSL_CERT_FILE / SSL_CERT_DIR (where OpenSSL finds the host's trust store). The proxy execs with
+// nothing but /dev/null, its log and a handoff socket; every other fd reaches it only once it is no
+// longer dumpable (policy/base/fd_handoff.h). The fds in `spec` stay the caller's: close them
+// afterwards, so that the proxy holds the only copies (its death then refuses connections). An
+// error names the failure and quotes the proxy's last diagnostics.
 Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec);
 
 // `cordon run`'s side, right after the child is released: waits on the report channel for the
@@ -80,8 +84,9 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec);
 // error is returned as it came; the proxy's own failures read "network: ...".
 struct SandboxNet {
   std::string policy_path, session_id, log_path;
-  std::string events_path;  // the session's events.jsonl (NetproxySpawn::events_path)
-  std::string binary;       // find_netproxy_binary(), looked up before the clone
+  std::string events_path;                // the session's events.jsonl (NetproxySpawn::events_path)
+  std::string binary;                     // find_netproxy_binary(), looked up before the clone
+  std::string ca_cert_path, ca_key_path;  // NetproxySpawn::ca_cert_path/ca_key_path
   uid_t run_uid = static_cast<uid_t>(-1);  // NetproxySpawn::run_uid/run_gid
   gid_t run_gid = static_cast<gid_t>(-1);
 };

@@ -31,6 +31,7 @@
 #include "launcher/prune.h"
 #include "launcher/seccomp.h"
 #include "launcher/session.h"
+#include "launcher/session_ca.h"
 #include "launcher/shim_attribution.h"
 #include "launcher/shim_setup.h"
 #include "launcher/supervise.h"
@@ -85,6 +86,7 @@ struct Wiring {
   std::vector<CowFsProcess> views;  // cordon-fs views of read-write directories (fs_views.h)
   std::optional<NetproxyProcess> netproxy;  // network.allow
   std::unique_ptr<ShimSession> shim;        // the preload shim's collector, when the shim runs
+  InspectionCa ca;                          // network.inspect / network.rules: the proxy's CA
 
   int finish(const Planned& p, int code);
   int setup_failed(const Planned& p, const std::string& msg) {
@@ -192,7 +194,7 @@ Result<std::unique_ptr<Wiring>> open_session(const policy::Policy& pol, const Ru
     return make_error("limits: " + limits.error().to_string());
   }
   auto w = std::unique_ptr<Wiring>(new Wiring{
-      opts, t0, std::move(session).value(), std::move(limits).value(), {}, {}, {}, {}, {}});
+      opts, t0, std::move(session).value(), std::move(limits).value(), {}, {}, {}, {}, {}, {}});
   w->end.limits_backend = w->limits.describe();
   return w;
 }
@@ -239,8 +241,13 @@ Status start_sidecars(const policy::Policy& pol, Planned& p, Wiring& w) {
       say(w.end.workspace_unwritable);
     }
   }
-  // The preload shim: library + collector socket into the plan now, collector thread after clone.
   const SessionPaths& paths = w.session.paths();
+  auto ca = trust_inspection_ca(pol.network, paths.dir, plan);
+  if (!ca.ok()) {
+    return make_error("network.inspect: " + ca.error().to_string());
+  }
+  w.ca = std::move(ca).value();
+  // The preload shim: library + collector socket into the plan now, collector thread after clone.
   auto shim = prepare_shim_from_parent(paths.dir, paths.events, w.session.id(),
                                        record::RecordLimits::from(pol.record), plan);
   if (!shim.ok()) {
@@ -356,8 +363,9 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
   if (lp.network) {
     // The sandbox's capture sockets -> cordon-netproxy in the host's network namespace.
     const SessionPaths& paths = w.session.paths();
-    SandboxNet net{paths.policy, w.session.id(), paths.dir + "/netproxy.log", paths.events,
-                   p.netproxy_bin};
+    SandboxNet net{paths.policy, w.session.id(), paths.dir + "/netproxy.log",
+                   paths.events, p.netproxy_bin, w.ca.cert_path,
+                   w.ca.key_path};
     if (!lp.ids.rootless) {
       // Host root: the proxy runs as the sandbox's user, not as root.
       net.run_uid = lp.ids.uid;

@@ -281,29 +281,23 @@ std::string explain(const Policy& p) {
       inspected.push_back(h.text);
     }
   }
-  // What cordon run does today: it hands cordon-netproxy no CA of its own and adds none to the
-  // sandbox's trust store, so only a network.ca turns inspection on there.
   if (inspected.empty()) {
     lines.push_back(
         "network: HTTPS is not inspected: the proxy sees names and byte counts only "
         "(network.inspect)");
-  } else if (n.ca_cert.empty() && n.inspect.empty()) {
-    lines.push_back("network: HTTPS to " + join(inspected) +
-                    " is not inspected: network.rules apply to plain HTTP only unless network.ca "
-                    "names a CA for inspection");
-  } else if (n.ca_cert.empty()) {
-    lines.push_back("network: network.inspect names " + join(inspected) +
-                    " but no network.ca is set: cordon run refuses to start (set network.ca "
-                    "{cert, key} to a CA the program trusts)");
   } else {
+    const std::string ca = n.ca_cert.empty()
+                               ? "a CA made for the session (its key in the session directory, "
+                                 "never in the sandbox)"
+                               : "the CA " + n.ca_cert;
     lines.push_back(
         "network: HTTPS to " + join(inspected) +
         " is inspected (network.inspect and the hosts network.rules name): the proxy ends TLS "
-        "with a certificate from the CA " +
-        n.ca_cert +
-        ", which the program must already trust (cordon run does not add it to the sandbox's "
-        "trust store), checks the server's certificate against the host's trust store, and "
-        "logs every request");
+        "with a certificate from " +
+        ca +
+        ", which the sandbox trusts (its /etc/ssl/certs/ca-certificates.crt and SSL_CERT_FILE, "
+        "NODE_EXTRA_CA_CERTS and the like name the host's CAs plus this one), checks the "
+        "server's certificate against the host's trust store, and logs every request");
   }
   if (!n.inspect_exclude.empty()) {
     std::vector<std::string> ex;

@@ -200,17 +200,21 @@ TEST(Explain, InspectionSaysWhatCordonRunDoes) {
   std::string ruled = explain(parse_policy(R"({"network": {"allow": ["h.test"], "rules": [
       {"host": "h.test", "methods": ["GET"], "action": "allow"}]}})",
                                            opts()));
-  EXPECT_NE(ruled.find("network: HTTPS to h.test is not inspected: network.rules apply to plain "
-                       "HTTP only unless network.ca names a CA for inspection\n"),
+  EXPECT_NE(ruled.find("network: HTTPS to h.test is inspected (network.inspect and the hosts "
+                       "network.rules name): the proxy ends TLS with a certificate from a CA made "
+                       "for the session (its key in the session directory, never in the "
+                       "sandbox), which the sandbox trusts"),
             std::string::npos)
       << ruled;
-  EXPECT_EQ(ruled.find("which the sandbox trusts"), std::string::npos) << ruled;
-  std::string named =
-      explain(parse_policy(R"({"network": {"allow": ["h.test"], "inspect": ["h.test"]}})", opts()));
-  EXPECT_NE(named.find("network: network.inspect names h.test but no network.ca is set: cordon "
-                       "run refuses to start"),
+  std::string own = explain(parse_policy(R"({"network": {"allow": ["h.test"], "inspect": ["h.test"],
+      "ca": {"cert": "/ca/my.pem", "key": "/ca/my.key"}}})",
+                                         opts()));
+  EXPECT_NE(own.find("with a certificate from the CA /ca/my.pem, which the sandbox trusts"),
             std::string::npos)
-      << named;
+      << own;
+  std::string none = explain(parse_policy(R"({"network": {"allow": ["h.test"]}})", opts()));
+  EXPECT_NE(none.find("network: HTTPS is not inspected"), std::string::npos) << none;
+  EXPECT_EQ(none.find("sandbox trusts"), std::string::npos) << none;
 }
 
 }  // namespace
