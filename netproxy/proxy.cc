@@ -188,8 +188,8 @@ Status Proxy::start(const ProxyOptions& opts) {
             ? CertAuthority::in_dir(opts.ca_dir)
             : Result<std::unique_ptr<CertAuthority>>(
                   make_error("network.inspect: the policy inspects TLS but no CA was given",
-                             "pass --ca-dir DIR (cordon run passes the session directory) or set "
-                             "network.ca {cert, key}"));
+                             "pass --ca-cert-fd and --ca-key-fd (as cordon run does) or --ca-dir "
+                             "DIR, or set network.ca {cert, key}"));
     if (!ca) {
       return std::move(ca).error();
     }
