@@ -60,6 +60,9 @@ Result<InspectionCa> trust_inspection_ca(const policy::NetworkPolicy& net,
   const std::string rel = std::string(kSandboxCaBundle).substr(std::string("/etc/").size());
   std::erase_if(plan.etc_files, [&](const EtcFile& f) { return f.path == rel; });
   plan.etc_files.push_back({rel, std::move(bundle), 0644});
+  // The key is planned after the filesystem rules were: a grant that reaches it (a read of the
+  // state directory, a workspace holding it) must still not show it. Gone or unreached: no-op.
+  plan.mounts.push_back({MountKind::MaskFile, "", ca.key_path});
   for (const char* var : kCaBundleVars) {
     set_env(plan.envp, var, kSandboxCaBundle);
   }

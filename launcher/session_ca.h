@@ -28,7 +28,8 @@ struct InspectionCa {
 // With network on and a policy that inspects some host: the CA is network.ca's files ("~/" is
 // `plan.home`), else ca.pem and ca.key (0600) made in `session_dir`, and it is checked to load.
 // The sandbox's kSandboxCaBundle becomes the host's bundle (as OpenSSL finds it, SSL_CERT_FILE
-// honoured) followed by the CA's certificate, and kCaBundleVars name it in `plan.envp`.
+// honoured) followed by the CA's certificate, kCaBundleVars name it in `plan.envp`, and the key
+// is masked in the sandbox wherever a grant would show it.
 Result<InspectionCa> trust_inspection_ca(const policy::NetworkPolicy& net,
                                          const std::string& session_dir, LaunchPlan& plan);
 

@@ -184,6 +184,22 @@ TEST_F(InspectRun, TheCaKeyStaysOutsideAndTheBundleAddsTheCaToTheHosts) {
   EXPECT_EQ(bundle, read_text(files_ / "ca.pem") + read_text(certs[0]));
 }
 
+// A grant reaching the session directory does not show the key: rootless it belongs to the
+// sandbox's own uid, so only the mask keeps it from being read.
+TEST_F(InspectRun, TheCaKeyIsMaskedWhereAGrantReachesIt) {
+  const std::string state = state_dir();
+  auto p = policy(R"(, "inspect": ["api.test"]}, "filesystem": {"read": [")" + state + R"("])");
+  auto r = sh(p, "for f in $(find " + state + " -name ca.key); do cat $f; done | wc -c; find " +
+                     state + " -name ca.key | wc -l");
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  // Rootless the file is there and empty (the mask); as root the session directory is root's and
+  // closed to the sandbox's user, so nothing is found at all.
+  EXPECT_EQ(r.out, ::geteuid() == 0 ? "0\n0\n" : "0\n1\n") << r.err;
+  auto keys = state_files("ca.key");
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_THAT(read_text(keys[0]), HasSubstr("PRIVATE KEY"));
+}
+
 TEST_F(InspectRun, PolicyCaIsUsedAndNoSessionCaIsMade) {
   ASSERT_EQ(run_program({"sh", "-c",
                          "cd " + files_.path() +
