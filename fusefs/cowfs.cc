@@ -342,25 +342,23 @@ struct CowFs::Impl {
     }
     bool is_reg = S_ISREG(lst.st_mode);
     uint64_t charge = (is_reg && with_data) ? static_cast<uint64_t>(lst.st_size) : 0;
-    if (!self->quota_.reserve_inode()) {
+    Quota::Reservation held(self->quota_);
+    if (!held.inode()) {
       Usage u = self->quota_.usage();
       self->access_.quota_hit(self->table_.path_of(node), "inodes", u.inodes,
                               self->quota_.inode_limit(), who);
       return -EDQUOT;
     }
-    if (!self->quota_.reserve_bytes(charge)) {
-      self->quota_.release_inode();
+    if (!held.bytes(charge)) {
       Usage u = self->quota_.usage();
       self->access_.quota_hit(self->table_.path_of(node), "bytes", u.bytes,
                               self->quota_.byte_limit(), who);
       return -EDQUOT;
     }
-    int rc = copy_up_object(pv.upper, name, v.lower, lst, with_data);
-    if (rc != 0) {
-      self->quota_.release_inode();
-      self->quota_.release_bytes(charge);
+    if (int rc = copy_up_object(pv.upper, name, v.lower, lst, with_data); rc != 0) {
       return rc;
     }
+    held.commit();  // the copy is in the upper layer now, whatever happens next
     int fd = ::openat(pv.upper, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
     struct stat ust;
     if (fd < 0 || stat_fd(fd, &ust) != 0) {
@@ -513,10 +511,11 @@ struct CowFs::Impl {
   // Checks that `name` in `dir` may be created: plain, not reserved, write allowed, absent.
   // `excl_decides`: the caller creates with O_EXCL semantics (EEXIST from the host call itself),
   // so in a directory that merges no lower side (upper-only or opaque: no whiteouts, no lower
-  // names) absence is left to that call and not checked first.
+  // names) absence is left to that call and not checked first. `inode` gets the new object's
+  // inode reserved; null: the name will be another link to an existing inode.
   static int prepare_create(CowFs* self, fuse_req_t req, fuse_ino_t parent, const char* cname,
                             const char* op, InodeView* dir, std::string* path, Found* existing,
-                            bool new_inode = true, bool excl_decides = false) {
+                            Quota::Reservation* inode, bool excl_decides = false) {
     std::string name(cname);
     if (!is_plain_name(name)) {
       return name.size() > 255 ? -ENAMETOOLONG : -EINVAL;
@@ -552,7 +551,7 @@ struct CowFs::Impl {
       }
       *dir = self->table_.view(parent);
     }
-    if (new_inode && !self->quota_.reserve_inode()) {
+    if (inode != nullptr && !inode->inode()) {
       // An existing name is EEXIST (or opened), never a quota refusal: check it now.
       if (!checked && resolve(*dir, name, existing) == 0) {
         return -EEXIST;
@@ -892,7 +891,9 @@ struct CowFs::Impl {
         !S_ISSOCK(mode)) {
       return -EPERM;  // no device nodes through the view
     }
-    if (int rc = prepare_create(self, req, parent, cname, op, &dir, &path, &existing); rc != 0) {
+    Quota::Reservation held(self->quota_);
+    if (int rc = prepare_create(self, req, parent, cname, op, &dir, &path, &existing, &held);
+        rc != 0) {
       return rc;
     }
     std::string name(cname);
@@ -936,9 +937,9 @@ struct CowFs::Impl {
       }
     }
     if (rc != 0) {
-      self->quota_.release_inode();
       return rc;
     }
+    held.commit();
     if (daemon_is_root()) {
       struct stat st;
       if (::fstatat(dir.upper, cname, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -1234,7 +1235,7 @@ struct CowFs::Impl {
     Found existing;
     // A new name, not a new inode: no inode charged.
     if (int rc =
-            prepare_create(self, req, newparent, cnewname, "link", &dir, &path, &existing, false);
+            prepare_create(self, req, newparent, cnewname, "link", &dir, &path, &existing, nullptr);
         rc != 0) {
       return rc;
     }
@@ -1427,7 +1428,8 @@ struct CowFs::Impl {
     std::string path;
     Found existing;
     // The name's absence in an upper-only directory is the host create's to say (O_EXCL).
-    int rc = prepare_create(self, req, parent, cname, "create", &dir, &path, &existing, true,
+    Quota::Reservation held(self->quota_);
+    int rc = prepare_create(self, req, parent, cname, "create", &dir, &path, &existing, &held,
                             /*excl_decides=*/true);
     // The fd of the create itself becomes the handle: a file created read-only (git's 0444
     // objects) may still be written through the descriptor that created it, never reopened.
@@ -1439,7 +1441,7 @@ struct CowFs::Impl {
       fd = ::openat(dir.upper, cname, cflags, self->ids_.settable(mode, S_IFREG, who.uid));
       if (fd < 0) {
         rc = -errno;
-        self->quota_.release_inode();
+        held.cancel();  // before opening what is there: that open may copy up and reserve
       }
     }
     if (rc == -EEXIST && !(fi->flags & O_EXCL)) {
@@ -1466,16 +1468,15 @@ struct CowFs::Impl {
     if (::fstat(fd, &st) != 0) {
       int err = errno;
       ::unlinkat(dir.upper, cname, 0);
-      self->quota_.release_inode();
       return -err;
     }
     if (daemon_is_root()) {
       if (int rc2 = give_to_caller(dir.upper, cname, fd, stored(self, who), &st); rc2 != 0) {
         ::unlinkat(dir.upper, cname, 0);
-        self->quota_.release_inode();
         return rc2;
       }
     }
+    held.commit();
     finish_create(dir.upper, cname, existing.whiteout);
     InodeTable::Sides sides;
     sides.has_upper = true;
@@ -1526,7 +1527,8 @@ struct CowFs::Impl {
       return rc;
     }
     dir = self->table_.view(req.parent);
-    if (!self->quota_.reserve_inode()) {
+    Quota::Reservation held(self->quota_);
+    if (!held.inode()) {
       quota_refused(self, dir.node, "inodes", who);
       return -EDQUOT;
     }
@@ -1536,10 +1538,9 @@ struct CowFs::Impl {
     UniqueFd fd(::openat(dir.upper, ".", oflags, self->ids_.settable(req.mode, S_IFREG, who.uid)));
     struct stat st;
     if (!fd || ::fstat(fd.get(), &st) != 0) {
-      int e = errno;
-      self->quota_.release_inode();
-      return -e;
+      return -errno;
     }
+    held.commit();  // given back when the file dies unlinked (op_release) or by unlink
     if (daemon_is_root()) {
       Caller owner = stored(self, who);
       (void)!::fchown(fd.get(), owner.uid, owner.gid);

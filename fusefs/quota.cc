@@ -51,6 +51,43 @@ void Quota::release_bytes(uint64_t n) {
   }
 }
 
+Quota::Reservation& Quota::Reservation::operator=(Reservation&& other) noexcept {
+  if (this != &other) {
+    cancel();
+    quota_ = other.quota_;
+    bytes_ = other.bytes_;
+    inodes_ = other.inodes_;
+    other.commit();
+  }
+  return *this;
+}
+
+bool Quota::Reservation::inode() {
+  if (!quota_->reserve_inode()) {
+    return false;
+  }
+  inodes_++;
+  return true;
+}
+
+bool Quota::Reservation::bytes(uint64_t n) {
+  if (!quota_->reserve_bytes(n)) {
+    return false;
+  }
+  bytes_ += n;
+  return true;
+}
+
+void Quota::Reservation::cancel() {
+  for (; inodes_ > 0; inodes_--) {
+    quota_->release_inode();
+  }
+  if (bytes_ != 0) {
+    quota_->release_bytes(bytes_);
+    bytes_ = 0;
+  }
+}
+
 bool Quota::reserve_inode() {
   uint64_t cur = inodes_.load();
   for (;;) {

@@ -30,6 +30,37 @@ class Quota {
   bool reserve_inode();
   void release_inode();
 
+  // What an op reserved for an object it is about to make: handed back on destruction unless
+  // committed, so every failure path between the reserve and the object's existence releases it.
+  class Reservation {
+   public:
+    explicit Reservation(Quota& quota) : quota_(&quota) {}
+    Reservation(Reservation&& other) noexcept
+        : quota_(other.quota_), bytes_(other.bytes_), inodes_(other.inodes_) {
+      other.commit();
+    }
+    Reservation& operator=(Reservation&& other) noexcept;
+    Reservation(const Reservation&) = delete;
+    Reservation& operator=(const Reservation&) = delete;
+    ~Reservation() { cancel(); }
+
+    // Each is all or nothing; false leaves what was already held in place.
+    bool inode();
+    bool bytes(uint64_t n);
+    // The object exists: what is held stays charged (its release is the object's removal).
+    void commit() {
+      bytes_ = 0;
+      inodes_ = 0;
+    }
+    // Hands back at once what is held (as the destructor will).
+    void cancel();
+
+   private:
+    Quota* quota_;
+    uint64_t bytes_ = 0;
+    uint64_t inodes_ = 0;
+  };
+
   Usage usage() const { return {bytes_.load(), inodes_.load()}; }
   uint64_t byte_limit() const { return byte_limit_; }
   uint64_t inode_limit() const { return inode_limit_; }
