@@ -1,7 +1,7 @@
 // The merged copy-on-write view: lookup/readdir merge the layers, every write copies up first.
 //
-// Each FUSE callback below is a trampoline: it runs the op's body inside an exception firewall
-// with the layer lock held shared, releases every lock, and only then sends exactly one reply.
+// Each FUSE callback below goes through Impl::serve: the op's body inside an exception firewall
+// with the layer lock held shared, every lock released, and only then exactly one reply.
 #include "fusefs/cowfs.h"
 
 #include <dirent.h>
@@ -92,6 +92,47 @@ struct CowFs::Impl {
   static Caller caller(fuse_req_t req) {
     const fuse_ctx* c = fuse_req_ctx(req);
     return {c->pid, c->uid, c->gid};
+  }
+
+  // The one way an op is served: `body` (returning 0 or -errno) runs inside the exception
+  // firewall with the layer lock held shared; every lock is released before `reply(rc)` sends the
+  // op's one reply (a reply can block on the kernel, which may be waiting on another of our ops).
+  template <typename Body, typename Reply>
+  static void serve(fuse_req_t req, Body&& body, Reply&& reply) {
+    int rc;
+    {
+      std::shared_lock lk(fs(req)->layer_mu_);
+      rc = firewall(std::forward<Body>(body));
+    }
+    reply(rc);
+  }
+
+  // The replies `serve` callers share: the error, or the op's answer when rc is 0.
+  static void reply_err(fuse_req_t req, int rc) { fuse_reply_err(req, -rc); }
+  static void reply_entry(fuse_req_t req, int rc, const fuse_entry_param& e) {
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_entry(req, &e);
+    }
+  }
+  static void reply_attr(fuse_req_t req, int rc, const struct stat& st) {
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else {
+      fuse_reply_attr(req, &st, fs(req)->config_.cache_timeout);
+    }
+  }
+  // getxattr/listxattr: size 0 asks for the length only.
+  static void reply_xattr(fuse_req_t req, int rc, size_t size, const std::vector<char>& buf,
+                          ssize_t n) {
+    if (rc != 0) {
+      fuse_reply_err(req, -rc);
+    } else if (size == 0) {
+      fuse_reply_xattr(req, static_cast<size_t>(n));
+    } else {
+      fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
+    }
   }
 
   // ---- resolution -------------------------------------------------------------------------
@@ -1875,178 +1916,122 @@ struct CowFs::Impl {
 
   static void op_init(void*, fuse_conn_info* conn) { ask_view_capabilities(conn); }
 
-  static void reply_entry_or_err(fuse_req_t req, int rc, const fuse_entry_param& e) {
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else {
-      fuse_reply_entry(req, &e);
-    }
-  }
-
   static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-    CowFs* self = Impl::fs(req);
     fuse_entry_param e;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_lookup(req, parent, name, &e); });
-      if (rc == -ENOENT) {
-        // A negative entry (ino 0) the kernel caches like a positive one. No bookkeeping: names
-        // appear in the view only through the kernel's own create/mkdir/link/rename, which replace
-        // negative dentries, or through a rollback, which invalidates every name the restored view
-        // can hold under every directory the kernel knows (rollback_to says why that is complete).
-        std::memset(&e, 0, sizeof(e));
-        e.entry_timeout = self->config_.cache_timeout;
-        rc = 0;
-      }
-    }
-    reply_entry_or_err(req, rc, e);
+    serve(
+        req,
+        [&] {
+          int rc = do_lookup(req, parent, name, &e);
+          if (rc == -ENOENT) {
+            // A negative entry (ino 0) the kernel caches like a positive one. No bookkeeping:
+            // names appear in the view only through the kernel's own create/mkdir/link/rename,
+            // which replace negative dentries, or through a rollback, which invalidates every name
+            // the restored view can hold under every directory the kernel knows (rollback_to says
+            // why that is complete).
+            std::memset(&e, 0, sizeof(e));
+            e.entry_timeout = fs(req)->config_.cache_timeout;
+            rc = 0;
+          }
+          return rc;
+        },
+        [&](int rc) { reply_entry(req, rc, e); });
   }
 
   static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-    CowFs* self = Impl::fs(req);
-    {
-      std::shared_lock lk(self->layer_mu_);
-      self->table_.forget(ino, nlookup);
-    }
-    fuse_reply_none(req);
+    serve(
+        req,
+        [&] {
+          fs(req)->table_.forget(ino, nlookup);
+          return 0;
+        },
+        [&](int) { fuse_reply_none(req); });
   }
 
   static void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-    CowFs* self = Impl::fs(req);
-    {
-      std::shared_lock lk(self->layer_mu_);
-      for (size_t i = 0; i < count; i++) {
-        self->table_.forget(forgets[i].ino, forgets[i].nlookup);
-      }
-    }
-    fuse_reply_none(req);
+    serve(
+        req,
+        [&] {
+          for (size_t i = 0; i < count; i++) {
+            fs(req)->table_.forget(forgets[i].ino, forgets[i].nlookup);
+          }
+          return 0;
+        },
+        [&](int) { fuse_reply_none(req); });
   }
 
   static void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
     struct stat st;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_getattr(req, ino, fi, &st); });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else {
-      fuse_reply_attr(req, &st, self->config_.cache_timeout);
-    }
+    serve(
+        req, [&] { return do_getattr(req, ino, fi, &st); },
+        [&](int rc) { reply_attr(req, rc, st); });
   }
 
   static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
                          fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
     struct stat st;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_setattr(req, ino, attr, to_set, fi, &st); });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else {
-      fuse_reply_attr(req, &st, self->config_.cache_timeout);
-    }
+    serve(
+        req, [&] { return do_setattr(req, ino, attr, to_set, fi, &st); },
+        [&](int rc) { reply_attr(req, rc, st); });
   }
 
   static void op_readlink(fuse_req_t req, fuse_ino_t ino) {
-    CowFs* self = Impl::fs(req);
     std::string target;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_readlink(req, ino, &target); });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else {
-      fuse_reply_readlink(req, target.c_str());
-    }
+    serve(
+        req, [&] { return do_readlink(req, ino, &target); },
+        [&](int rc) {
+          if (rc != 0) {
+            fuse_reply_err(req, -rc);
+          } else {
+            fuse_reply_readlink(req, target.c_str());
+          }
+        });
   }
 
   static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-    CowFs* self = Impl::fs(req);
     fuse_entry_param e;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall(
-          [&] { return Impl::do_mknod_like(req, parent, name, mode, nullptr, &e, "mknod"); });
-    }
-    reply_entry_or_err(req, rc, e);
+    serve(
+        req, [&] { return do_mknod_like(req, parent, name, mode, nullptr, &e, "mknod"); },
+        [&](int rc) { reply_entry(req, rc, e); });
   }
 
   static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-    CowFs* self = Impl::fs(req);
     fuse_entry_param e;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        return Impl::do_mknod_like(req, parent, name, mode | S_IFDIR, nullptr, &e, "mkdir");
-      });
-    }
-    reply_entry_or_err(req, rc, e);
+    serve(
+        req, [&] { return do_mknod_like(req, parent, name, mode | S_IFDIR, nullptr, &e, "mkdir"); },
+        [&](int rc) { reply_entry(req, rc, e); });
   }
 
   static void op_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
-    CowFs* self = Impl::fs(req);
     fuse_entry_param e;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        return Impl::do_mknod_like(req, parent, name, S_IFLNK | 0777, link, &e, "symlink");
-      });
-    }
-    reply_entry_or_err(req, rc, e);
+    serve(
+        req, [&] { return do_mknod_like(req, parent, name, S_IFLNK | 0777, link, &e, "symlink"); },
+        [&](int rc) { reply_entry(req, rc, e); });
   }
 
   static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-    CowFs* self = Impl::fs(req);
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_remove(req, parent, name, false); });
-    }
-    fuse_reply_err(req, -rc);
+    serve(
+        req, [&] { return do_remove(req, parent, name, false); },
+        [&](int rc) { reply_err(req, rc); });
   }
 
   static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
-    CowFs* self = Impl::fs(req);
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_remove(req, parent, name, true); });
-    }
-    fuse_reply_err(req, -rc);
+    serve(
+        req, [&] { return do_remove(req, parent, name, true); },
+        [&](int rc) { reply_err(req, rc); });
   }
 
   static void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                         const char* newname, unsigned int flags) {
-    CowFs* self = Impl::fs(req);
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_rename(req, parent, name, newparent, newname, flags); });
-    }
-    fuse_reply_err(req, -rc);
+    serve(
+        req, [&] { return do_rename(req, parent, name, newparent, newname, flags); },
+        [&](int rc) { reply_err(req, rc); });
   }
 
   static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-    CowFs* self = Impl::fs(req);
     fuse_entry_param e;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_link(req, ino, newparent, newname, &e); });
-    }
-    reply_entry_or_err(req, rc, e);
+    serve(
+        req, [&] { return do_link(req, ino, newparent, newname, &e); },
+        [&](int rc) { reply_entry(req, rc, e); });
   }
 
   // A small file opened for reading gets its bytes pushed into the kernel's page cache with the
@@ -2091,101 +2076,109 @@ struct CowFs::Impl {
   }
 
   static void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        Inode* n = self->table_.find(ino);
-        if (n == nullptr) {
-          return -ENOENT;
-        }
-        int r = Impl::open_node(self, n, fi->flags, Impl::caller(req), fi, "open");
-        if (r == 0) {
-          prime_page_cache(self, ino, n, fi);
-        }
-        return r;
-      });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else if (fuse_reply_open(req, fi) == -ENOENT) {
-      // The opener was interrupted: nobody will release this handle.
-      std::shared_lock lk(self->layer_mu_);
-      drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
-    }
+    CowFs* self = fs(req);
+    serve(
+        req,
+        [&] {
+          Inode* n = self->table_.find(ino);
+          if (n == nullptr) {
+            return -ENOENT;
+          }
+          int r = open_node(self, n, fi->flags, caller(req), fi, "open");
+          if (r == 0) {
+            prime_page_cache(self, ino, n, fi);
+          }
+          return r;
+        },
+        [&](int rc) {
+          if (rc != 0) {
+            fuse_reply_err(req, -rc);
+          } else if (fuse_reply_open(req, fi) == -ENOENT) {
+            // The opener was interrupted: nobody will release this handle.
+            std::shared_lock lk(self->layer_mu_);
+            drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
+          }
+        });
   }
 
   static void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                         fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
+    CowFs* self = fs(req);
     fuse_entry_param e;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_create(req, parent, name, mode, fi, &e); });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-      std::shared_lock lk(self->layer_mu_);
-      drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
-      self->table_.forget(e.ino, 1);
-    }
+    serve(
+        req, [&] { return do_create(req, parent, name, mode, fi, &e); },
+        [&](int rc) {
+          if (rc != 0) {
+            fuse_reply_err(req, -rc);
+          } else if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+            std::shared_lock lk(self->layer_mu_);
+            drop_file_handle(self, reinterpret_cast<FileHandle*>(fi->fh));
+            self->table_.forget(e.ino, 1);
+          }
+        });
   }
 
   static void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
+    CowFs* self = fs(req);
     auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
     self->reads_.fetch_add(1, std::memory_order_relaxed);
     fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-    {
-      std::shared_lock lk(self->layer_mu_);
-      buf.buf[0].fd = Impl::read_fd(fh, self);
-    }
-    // Spliced straight from our fd into /dev/fuse when the kernel allows it: no copy through us.
-    buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-    buf.buf[0].pos = off;
-    fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    serve(
+        req,
+        [&] {
+          buf.buf[0].fd = read_fd(fh, self);
+          return 0;
+        },
+        [&](int rc) {
+          if (rc != 0) {
+            fuse_reply_err(req, -rc);
+            return;
+          }
+          // Spliced straight from our fd into /dev/fuse when the kernel allows it: no copy
+          // through us.
+          buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+          buf.buf[0].pos = off;
+          fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+        });
   }
 
   static void op_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec* in, off_t off,
                            fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
-    self->writes_.fetch_add(1, std::memory_order_relaxed);
+    fs(req)->writes_.fetch_add(1, std::memory_order_relaxed);
     size_t written = 0;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_write(req, ino, in, off, fi, &written); });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else {
-      fuse_reply_write(req, written);
-    }
+    serve(
+        req, [&] { return do_write(req, ino, in, off, fi, &written); },
+        [&](int rc) {
+          if (rc != 0) {
+            fuse_reply_err(req, -rc);
+          } else {
+            fuse_reply_write(req, written);
+          }
+        });
   }
 
   static void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
   static void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
+    CowFs* self = fs(req);
     auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-    {
-      std::shared_lock lk(self->layer_mu_);
-      struct stat st;
-      if (fh->tmpfile && ::fstat(fh->fd.get(), &st) == 0 && st.st_nlink == 0 &&
-          self->table_.parent_and_name(fh->node).second.empty()) {
-        // Never linked (a link gives the node its name): the file dies with this last handle. A
-        // name that was linked and then unlinked released its share at unlink.
-        std::lock_guard nl(fh->node->mu);
-        self->quota_.release_inode();
-        self->quota_.release_bytes(Impl::accounted(fh->node, fh->fd.get()));
-        Impl::accounted(fh->node, fh->fd.get()) = 0;
-      }
-      drop_file_handle(self, fh);
-    }
-    fuse_reply_err(req, 0);
+    serve(
+        req,
+        [&] {
+          struct stat st;
+          if (fh->tmpfile && ::fstat(fh->fd.get(), &st) == 0 && st.st_nlink == 0 &&
+              self->table_.parent_and_name(fh->node).second.empty()) {
+            // Never linked (a link gives the node its name): the file dies with this last
+            // handle. A name that was linked and then unlinked released its share at unlink.
+            std::lock_guard nl(fh->node->mu);
+            self->quota_.release_inode();
+            self->quota_.release_bytes(accounted(fh->node, fh->fd.get()));
+            accounted(fh->node, fh->fd.get()) = 0;
+          }
+          drop_file_handle(self, fh);
+          return 0;
+        },
+        [&](int rc) { reply_err(req, rc); });
   }
 
   static void op_fsync(fuse_req_t req, fuse_ino_t, int datasync, fuse_file_info* fi) {
@@ -2195,36 +2188,36 @@ struct CowFs::Impl {
   }
 
   static void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        InodeView v = self->table_.view(ino);
-        if (v.node == nullptr) {
-          return -ENOENT;
-        }
-        if (v.stale) {
-          return -ESTALE;
-        }
-        auto dh = std::make_unique<DirHandle>();
-        dh->node = v.node;
-        self->table_.add_handle(v.node);
-        fi->fh = reinterpret_cast<uint64_t>(dh.release());
-        return 0;
-      });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-      return;
-    }
-    fi->keep_cache = self->config_.direct ? 0 : 1;
-    fi->cache_readdir = self->config_.direct ? 0 : 1;
-    if (fuse_reply_open(req, fi) == -ENOENT) {
-      auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
-      self->table_.drop_handle(dh->node);
-      delete dh;
-    }
+    CowFs* self = fs(req);
+    serve(
+        req,
+        [&] {
+          InodeView v = self->table_.view(ino);
+          if (v.node == nullptr) {
+            return -ENOENT;
+          }
+          if (v.stale) {
+            return -ESTALE;
+          }
+          auto dh = std::make_unique<DirHandle>();
+          dh->node = v.node;
+          self->table_.add_handle(v.node);
+          fi->fh = reinterpret_cast<uint64_t>(dh.release());
+          return 0;
+        },
+        [&](int rc) {
+          if (rc != 0) {
+            fuse_reply_err(req, -rc);
+            return;
+          }
+          fi->keep_cache = self->config_.direct ? 0 : 1;
+          fi->cache_readdir = self->config_.direct ? 0 : 1;
+          if (fuse_reply_open(req, fi) == -ENOENT) {
+            auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
+            self->table_.drop_handle(dh->node);
+            delete dh;
+          }
+        });
   }
 
   static void do_readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -2233,78 +2226,78 @@ struct CowFs::Impl {
     auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
     std::vector<char> buf(size);
     size_t used = 0;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        InodeView v = self->table_.view(ino);
-        if (v.stale) {
-          return -ESTALE;
-        }
-        if (off == 0 || dh->entries.empty()) {
-          int err = 0;
-          Impl::build_dir(self, dh, v, &err);
-          if (err != 0) {
-            return -err;
+    serve(
+        req,
+        [&] {
+          InodeView v = self->table_.view(ino);
+          if (v.stale) {
+            return -ESTALE;
           }
-        }
-        // Offsets are indexes into the listing taken at offset 0: stable while the handle lives.
-        // The directory's path is walked once per request, not once per entry.
-        std::string dir_path = plus ? self->table_.path_of(v.node) : std::string();
-        auto child_of = [](const std::string& dir, const std::string& name) {
-          return dir.empty() ? name : dir + "/" + name;
-        };
-        for (size_t i = static_cast<size_t>(off); i < dh->entries.size(); i++) {
-          const DirEntry& de = dh->entries[i];
-          size_t rem = buf.size() - used;
-          size_t n;
-          if (plus) {
-            fuse_entry_param e;
-            std::memset(&e, 0, sizeof(e));
-            bool looked_up = false;
-            // A name the kernel holds already (looked up before: `git status` stats every file,
-            // then lists every directory) keeps its dentry and attributes: listed without them,
-            // no host stat and no lookup count.
-            bool dot = de.name == "." || de.name == "..";
-            uint64_t held = dot ? 0 : self->table_.held_child(v.node, de.name, de.key);
-            if (held == 0 && !dot && self->access_.readable(child_of(dir_path, de.name)) &&
-                Impl::lookup_entry(self, v, de.name, &e) == 0) {
-              looked_up = true;
-            } else {
-              // Listed without attributes (names the kernel holds, dot entries, read-denied names
-              // shown as EACCES): nodeid 0 tells the kernel not to make or refresh a dentry from
-              // it.
-              e.attr.st_ino = held != 0 ? held : de.ino;
-              e.attr.st_mode = static_cast<mode_t>(de.type) << 12;
+          if (off == 0 || dh->entries.empty()) {
+            int err = 0;
+            Impl::build_dir(self, dh, v, &err);
+            if (err != 0) {
+              return -err;
             }
-            n = fuse_add_direntry_plus(req, buf.data() + used, rem, de.name.c_str(), &e,
-                                       static_cast<off_t>(i + 1));
-            if (n > rem) {
-              if (looked_up) {
-                self->table_.forget(e.ino, 1);  // not sent: the kernel never saw this lookup
+          }
+          // Offsets are indexes into the listing taken at offset 0: stable while the handle lives.
+          // The directory's path is walked once per request, not once per entry.
+          std::string dir_path = plus ? self->table_.path_of(v.node) : std::string();
+          auto child_of = [](const std::string& dir, const std::string& name) {
+            return dir.empty() ? name : dir + "/" + name;
+          };
+          for (size_t i = static_cast<size_t>(off); i < dh->entries.size(); i++) {
+            const DirEntry& de = dh->entries[i];
+            size_t rem = buf.size() - used;
+            size_t n;
+            if (plus) {
+              fuse_entry_param e;
+              std::memset(&e, 0, sizeof(e));
+              bool looked_up = false;
+              // A name the kernel holds already (looked up before: `git status` stats every file,
+              // then lists every directory) keeps its dentry and attributes: listed without them,
+              // no host stat and no lookup count.
+              bool dot = de.name == "." || de.name == "..";
+              uint64_t held = dot ? 0 : self->table_.held_child(v.node, de.name, de.key);
+              if (held == 0 && !dot && self->access_.readable(child_of(dir_path, de.name)) &&
+                  Impl::lookup_entry(self, v, de.name, &e) == 0) {
+                looked_up = true;
+              } else {
+                // Listed without attributes (names the kernel holds, dot entries, read-denied names
+                // shown as EACCES): nodeid 0 tells the kernel not to make or refresh a dentry from
+                // it.
+                e.attr.st_ino = held != 0 ? held : de.ino;
+                e.attr.st_mode = static_cast<mode_t>(de.type) << 12;
               }
-              break;
+              n = fuse_add_direntry_plus(req, buf.data() + used, rem, de.name.c_str(), &e,
+                                         static_cast<off_t>(i + 1));
+              if (n > rem) {
+                if (looked_up) {
+                  self->table_.forget(e.ino, 1);  // not sent: the kernel never saw this lookup
+                }
+                break;
+              }
+            } else {
+              struct stat st {};
+              st.st_ino = de.ino;
+              st.st_mode = static_cast<mode_t>(de.type) << 12;
+              n = fuse_add_direntry(req, buf.data() + used, rem, de.name.c_str(), &st,
+                                    static_cast<off_t>(i + 1));
+              if (n > rem) {
+                break;
+              }
             }
-          } else {
-            struct stat st {};
-            st.st_ino = de.ino;
-            st.st_mode = static_cast<mode_t>(de.type) << 12;
-            n = fuse_add_direntry(req, buf.data() + used, rem, de.name.c_str(), &st,
-                                  static_cast<off_t>(i + 1));
-            if (n > rem) {
-              break;
-            }
+            used += n;
           }
-          used += n;
-        }
-        return 0;
-      });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else {
-      fuse_reply_buf(req, buf.data(), used);
-    }
+          return 0;
+        },
+        [&](int rc) {
+          if (rc != 0) {
+            fuse_reply_err(req, -rc);
+          } else {
+            fuse_reply_buf(req, buf.data(), used);
+          }
+        });
   }
 
   static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -2318,28 +2311,29 @@ struct CowFs::Impl {
   }
 
   static void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
     auto* dh = reinterpret_cast<DirHandle*>(fi->fh);
-    {
-      std::shared_lock lk(self->layer_mu_);
-      self->table_.drop_handle(dh->node);
-      delete dh;
-    }
-    fuse_reply_err(req, 0);
+    serve(
+        req,
+        [&] {
+          fs(req)->table_.drop_handle(dh->node);
+          delete dh;
+          return 0;
+        },
+        [&](int rc) { reply_err(req, rc); });
   }
 
   static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
-    CowFs* self = Impl::fs(req);
-    int rc = 0;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      InodeView v = self->table_.view(ino);
-      if (v.upper >= 0) {
-        UniqueFd d(::openat(v.upper, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        rc = (d && ::fsync(d.get()) == 0) ? 0 : errno;
-      }
-    }
-    fuse_reply_err(req, rc);
+    serve(
+        req,
+        [&] {
+          InodeView v = fs(req)->table_.view(ino);
+          if (v.upper < 0) {
+            return 0;
+          }
+          UniqueFd d(::openat(v.upper, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+          return (d && ::fsync(d.get()) == 0) ? 0 : -errno;
+        },
+        [&](int rc) { reply_err(req, rc); });
   }
 
   static void op_statfs(fuse_req_t req, fuse_ino_t) {
@@ -2354,145 +2348,119 @@ struct CowFs::Impl {
 
   static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
                           size_t size, int flags) {
-    CowFs* self = Impl::fs(req);
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        InodeView v;
-        const Caller who = Impl::caller(req);
-        if (int r = self->ids_.refuse_xattr(name, who.uid); r != 0) {
-          return r;
-        }
-        if (int r = Impl::xattr_target(self, ino, true, "setxattr", who, &v); r) {
-          return r;
-        }
-        return Impl::xattr_set(v, name, value, size, flags) == 0 ? 0 : -errno;
-      });
-    }
-    fuse_reply_err(req, -rc);
+    CowFs* self = fs(req);
+    serve(
+        req,
+        [&] {
+          InodeView v;
+          const Caller who = caller(req);
+          if (int r = self->ids_.refuse_xattr(name, who.uid); r != 0) {
+            return r;
+          }
+          if (int r = xattr_target(self, ino, true, "setxattr", who, &v); r) {
+            return r;
+          }
+          return xattr_set(v, name, value, size, flags) == 0 ? 0 : -errno;
+        },
+        [&](int rc) { reply_err(req, rc); });
   }
 
   static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-    CowFs* self = Impl::fs(req);
+    CowFs* self = fs(req);
     std::vector<char> buf(size);
     ssize_t n = 0;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        if (Impl::known_without_caps(self, ino, name)) {
-          return -ENODATA;
-        }
-        InodeView v;
-        if (int r = Impl::xattr_target(self, ino, false, "getxattr", Impl::caller(req), &v); r) {
-          return r == -EOPNOTSUPP ? -ENODATA : r;
-        }
-        n = Impl::xattr_get(v, name, size ? buf.data() : nullptr, size);
-        return n < 0 ? -errno : 0;
-      });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else if (size == 0) {
-      fuse_reply_xattr(req, static_cast<size_t>(n));
-    } else {
-      fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
-    }
+    serve(
+        req,
+        [&] {
+          if (known_without_caps(self, ino, name)) {
+            return -ENODATA;
+          }
+          InodeView v;
+          if (int r = xattr_target(self, ino, false, "getxattr", caller(req), &v); r) {
+            return r == -EOPNOTSUPP ? -ENODATA : r;
+          }
+          n = xattr_get(v, name, size ? buf.data() : nullptr, size);
+          return n < 0 ? -errno : 0;
+        },
+        [&](int rc) { reply_xattr(req, rc, size, buf, n); });
   }
 
   static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-    CowFs* self = Impl::fs(req);
+    CowFs* self = fs(req);
     std::vector<char> buf(size);
     ssize_t n = 0;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        InodeView v;
-        if (int r = Impl::xattr_target(self, ino, false, "listxattr", Impl::caller(req), &v); r) {
-          if (r == -EOPNOTSUPP) {
-            n = 0;
-            return 0;
+    serve(
+        req,
+        [&] {
+          InodeView v;
+          if (int r = xattr_target(self, ino, false, "listxattr", caller(req), &v); r) {
+            if (r == -EOPNOTSUPP) {
+              n = 0;
+              return 0;
+            }
+            return r;
           }
-          return r;
-        }
-        n = Impl::xattr_list(v, size ? buf.data() : nullptr, size);
-        return n < 0 ? -errno : 0;
-      });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else if (size == 0) {
-      fuse_reply_xattr(req, static_cast<size_t>(n));
-    } else {
-      fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
-    }
+          n = xattr_list(v, size ? buf.data() : nullptr, size);
+          return n < 0 ? -errno : 0;
+        },
+        [&](int rc) { reply_xattr(req, rc, size, buf, n); });
   }
 
   static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-    CowFs* self = Impl::fs(req);
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        InodeView v;
-        if (int r = Impl::xattr_target(self, ino, true, "removexattr", Impl::caller(req), &v); r) {
-          return r;
-        }
-        return Impl::xattr_remove(v, name) == 0 ? 0 : -errno;
-      });
-    }
-    fuse_reply_err(req, -rc);
+    CowFs* self = fs(req);
+    serve(
+        req,
+        [&] {
+          InodeView v;
+          if (int r = xattr_target(self, ino, true, "removexattr", caller(req), &v); r) {
+            return r;
+          }
+          return xattr_remove(v, name) == 0 ? 0 : -errno;
+        },
+        [&](int rc) { reply_err(req, rc); });
   }
 
   static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                            fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] { return Impl::do_fallocate(req, ino, mode, off, len, fi); });
-    }
-    fuse_reply_err(req, -rc);
+    serve(
+        req, [&] { return do_fallocate(req, ino, mode, off, len, fi); },
+        [&](int rc) { reply_err(req, rc); });
   }
 
   static void op_lseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
-    CowFs* self = Impl::fs(req);
     auto* fh = reinterpret_cast<FileHandle*>(fi->fh);
-    off_t res;
-    int err = 0;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      res = ::lseek(Impl::read_fd(fh, self), off, whence);
-      if (res < 0) {
-        err = errno;
-      }
-    }
-    if (err != 0) {
-      fuse_reply_err(req, err);
-    } else {
-      fuse_reply_lseek(req, res);
-    }
+    off_t res = 0;
+    serve(
+        req,
+        [&] {
+          res = ::lseek(read_fd(fh, fs(req)), off, whence);
+          return res < 0 ? -errno : 0;
+        },
+        [&](int rc) {
+          if (rc != 0) {
+            fuse_reply_err(req, -rc);
+          } else {
+            fuse_reply_lseek(req, res);
+          }
+        });
   }
 
   static void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in,
                                  fuse_ino_t, off_t off_out, fuse_file_info* fi_out, size_t len,
                                  int flags) {
-    CowFs* self = Impl::fs(req);
     size_t copied = 0;
-    int rc;
-    {
-      std::shared_lock lk(self->layer_mu_);
-      rc = firewall([&] {
-        return Impl::do_copy_file_range(req, fi_in, off_in, fi_out, off_out, len, flags, &copied);
-      });
-    }
-    if (rc != 0) {
-      fuse_reply_err(req, -rc);
-    } else {
-      fuse_reply_write(req, copied);
-    }
+    serve(
+        req,
+        [&] {
+          return do_copy_file_range(req, fi_in, off_in, fi_out, off_out, len, flags, &copied);
+        },
+        [&](int rc) {
+          if (rc != 0) {
+            fuse_reply_err(req, -rc);
+          } else {
+            fuse_reply_write(req, copied);
+          }
+        });
   }
 
   static fuse_lowlevel_ops make_ops() {
