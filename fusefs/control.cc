@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fusefs/kernel_init.h"
-#include "fusefs/uring.h"
+#include "fusefs/kernel/kernel_init.h"
+#include "fusefs/kernel/uring.h"
 
 namespace cordon::fusefs {
 

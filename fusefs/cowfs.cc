@@ -21,8 +21,8 @@
 #include <tuple>
 #include <vector>
 
+#include "fusefs/kernel/passthrough.h"
 #include "fusefs/layer_names.h"
-#include "fusefs/passthrough.h"
 #include "fusefs/safe_io.h"
 
 namespace cordon::fusefs {

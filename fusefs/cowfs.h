@@ -16,7 +16,7 @@
 #include "fusefs/access_control.h"
 #include "fusefs/id_map.h"
 #include "fusefs/inode_table.h"
-#include "fusefs/kernel_init.h"
+#include "fusefs/kernel/kernel_init.h"
 #include "fusefs/quota.h"
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
@@ -75,7 +75,8 @@ class CowFs {
   IoStats io_stats() const;
   const AccessControl& access() const { return access_; }
 
-  // The ops (public so the C trampolines in cowfs.cc can reach them; not an API).
+  // The ops, defined in cowfs_*.cc behind fusefs/cowfs_impl.h (public so the FUSE callbacks can
+  // reach them; not an API).
   struct Impl;
 
  private:

@@ -13,9 +13,9 @@
 
 #include "fusefs/control.h"
 #include "fusefs/cowfs.h"
-#include "fusefs/kernel_init.h"
-#include "fusefs/passthrough.h"
-#include "fusefs/uring.h"
+#include "fusefs/kernel/kernel_init.h"
+#include "fusefs/kernel/passthrough.h"
+#include "fusefs/kernel/uring.h"
 #include "policy/loader.h"
 #include "policy/record/events.h"
 

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "fusefs/daemon.h"
-#include "fusefs/passthrough.h"
+#include "fusefs/kernel/passthrough.h"
 #include "launcher/landlock.h"
 #include "launcher/limits_backend.h"
 #include "launcher/userns.h"

@@ -46,9 +46,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fusefs/kernel_init.h"
-#include "fusefs/passthrough.h"
-#include "fusefs/uring.h"
+#include "fusefs/kernel/kernel_init.h"
+#include "fusefs/kernel/passthrough.h"
+#include "fusefs/kernel/uring.h"
 #include "policy/base/unique_fd.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // FUSE passthrough in cordon-fs: engaged where it should be (no FUSE_READ/FUSE_WRITE for it),
 // identical results to a native directory, never an error from the kernel's per-inode io modes,
 // and the byte quota still exact (writers stay on the daemon path when there is one).
-#include "fusefs/passthrough.h"
+#include "fusefs/kernel/passthrough.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // A minimal io_uring instance over the raw syscalls: setup, mmap of the rings, submit, reap.
-#include "fusefs/uring_ring.h"
+#include "fusefs/kernel/uring_ring.h"
 
 #include <sys/mman.h>
 #include <sys/syscall.h>

@@ -1,5 +1,5 @@
 // FUSE passthrough: capability check, backing registration, io mode choice, open reply patch.
-#include "fusefs/passthrough.h"
+#include "fusefs/kernel/passthrough.h"
 
 #include <linux/fuse.h>
 #include <sys/ioctl.h>

@@ -1,5 +1,5 @@
 // FUSE over io_uring: per-CPU rings and threads, request assembly, reply capture, teardown.
-#include "fusefs/uring.h"
+#include "fusefs/kernel/uring.h"
 
 #include <linux/fuse.h>
 #include <poll.h>
@@ -17,9 +17,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "fusefs/kernel_init.h"
-#include "fusefs/uring_abi.h"
-#include "fusefs/uring_ring.h"
+#include "fusefs/kernel/kernel_init.h"
+#include "fusefs/kernel/uring_abi.h"
+#include "fusefs/kernel/uring_ring.h"
 
 namespace cordon::fusefs {
 

@@ -8,7 +8,7 @@
 // leave the layout of every other message unchanged, so adding them to the reply is safe for a
 // library that does not know them. FUSE_TMPFILE (7.37) has the layout of FUSE_CREATE; libfuse
 // would answer it ENOSYS, so the read hook answers it before libfuse sees it.
-#include "fusefs/kernel_init.h"
+#include "fusefs/kernel/kernel_init.h"
 
 #include <fcntl.h>
 #include <linux/fuse.h>
@@ -21,9 +21,9 @@
 #include <cstddef>
 #include <cstring>
 
-#include "fusefs/passthrough.h"
-#include "fusefs/uring.h"
-#include "fusefs/uring_abi.h"
+#include "fusefs/kernel/passthrough.h"
+#include "fusefs/kernel/uring.h"
+#include "fusefs/kernel/uring_abi.h"
 
 namespace cordon::fusefs {
 
