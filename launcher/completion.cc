@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/diagnostics.h"
 #include "launcher/run_options.h"
 
 namespace cordon::launcher {
@@ -376,9 +377,7 @@ std::string completion_script(const CLI::App& app, const std::string& shell) {
 int completion_command(const CLI::App& app, const std::string& shell) {
   std::string script = completion_script(app, shell);
   if (script.empty()) {
-    std::fprintf(stderr, "cordon completion: %s: no such shell; use bash, zsh or fish\n",
-                 shell.c_str());
-    return kExitCordonFailed;
+    return fail_in("completion", shell + ": no such shell; use bash, zsh or fish");
   }
   std::fwrite(script.data(), 1, script.size(), stdout);
   return 0;

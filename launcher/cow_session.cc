@@ -17,6 +17,7 @@
 
 #include "launcher/commands.h"
 #include "launcher/cowfs_sidecar.h"
+#include "launcher/diagnostics.h"
 #include "launcher/session.h"
 #include "launcher/session_store.h"
 #include "launcher/session_text.h"
@@ -165,12 +166,11 @@ Result<UniqueFd> connect_control(const std::string& path) {
 std::string shown(const std::string& s) { return text::escaped(s, {.escape_backslash = true}); }
 
 int say_failed(const std::string& cmd, const Error& e) {
-  std::fprintf(stderr, "cordon %s: %s\n", cmd.c_str(), shown(e.to_string()).c_str());
-  return kExitCordonFailed;
+  return fail_in(cmd, shown(e.to_string()));
 }
 
 int say_refused(const std::string& cmd, const std::string& msg) {
-  std::fprintf(stderr, "cordon %s: %s\n", cmd.c_str(), shown(msg).c_str());
+  say_in(cmd, shown(msg));
   return kReviewRefused;
 }
 

@@ -69,11 +69,11 @@ std::string read_tail(const std::string& path, size_t max) {
   return s;
 }
 
-std::string wait_status_text(const siginfo_t& si) {
-  if (si.si_code == CLD_EXITED) {
-    return "exit " + std::to_string(si.si_status);
+std::string wait_status_text(int st) {
+  if (WIFEXITED(st)) {
+    return "exit " + std::to_string(WEXITSTATUS(st));
   }
-  return "signal " + std::to_string(si.si_status) + " (" + strsignal(si.si_status) + ")";
+  return "signal " + std::to_string(WTERMSIG(st)) + " (" + strsignal(WTERMSIG(st)) + ")";
 }
 
 // Where a daemon keeps its mount, log and pid: the cow view's at <session>/mnt, cordon-fs.log
@@ -164,15 +164,13 @@ std::string cordon_fs_unavailable_reason() {
 CowFsProcess& CowFsProcess::operator=(CowFsProcess&& o) noexcept {
   if (this != &o) {
     stop();
-    pid_ = o.pid_;
-    pidfd_ = std::move(o.pidfd_);
+    child_ = std::move(o.child_);
     ready_ = std::move(o.ready_);
     mountpoint_ = std::move(o.mountpoint_);
     binary_ = std::move(o.binary_);
     log_ = std::move(o.log_);
     exit_ = std::move(o.exit_);
     early_ = std::move(o.early_);
-    o.pid_ = -1;
     o.exit_.reset();
     o.early_.reset();
   }
@@ -180,37 +178,33 @@ CowFsProcess& CowFsProcess::operator=(CowFsProcess&& o) noexcept {
 }
 
 void CowFsProcess::begin_stop() {
-  if (exit_ || early_ || pid_ <= 0) {
+  if (exit_ || early_ || child_.pid() <= 0) {
     return;
   }
   CowFsExit e;
-  siginfo_t si{};
   // Already gone before we asked: the view failed while the session ran (ENOTCONN inside).
-  if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED | WNOHANG) == 0 &&
-      si.si_pid != 0) {
+  if (auto st = child_.exited()) {
     e.died_early = true;
-    e.how = wait_status_text(si);
+    e.how = wait_status_text(*st);
   } else {
-    ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGTERM, nullptr, 0);
+    child_.signal(SIGTERM);
   }
   early_ = e;
 }
 
 CowFsExit CowFsProcess::stop() {
-  if (exit_ || pid_ <= 0) {
+  if (exit_ || child_.pid() <= 0) {
     return exit_.value_or(CowFsExit{});
   }
   begin_stop();
   CowFsExit e = *early_;
-  siginfo_t si{};
   if (!e.died_early) {
-    pollfd p{pidfd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, kStopGraceMs) <= 0) {
-      ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+    // SIGTERM went out in begin_stop(): what is left is the wait, then SIGKILL.
+    if (!child_.wait_for(std::chrono::milliseconds(kStopGraceMs))) {
+      child_.signal(SIGKILL);
     }
-    si = {};
-    if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED) == 0) {
-      e.how = wait_status_text(si);
+    if (int st = child_.stop(std::chrono::milliseconds(kStopGraceMs)); st != -1) {
+      e.how = wait_status_text(st);
     }
   }
   // cordon-fs detaches its mount on SIGTERM; after a SIGKILL (ours or anyone's) it is still there.
@@ -218,7 +212,6 @@ CowFsExit CowFsProcess::stop() {
   ::rmdir(mountpoint_.c_str());
   ::unlink(pidfile_.c_str());
   ::unlink((dir_of(mountpoint_) + "/control.sock").c_str());  // left behind by a SIGKILL
-  pidfd_.reset();
   exit_ = e;
   return e;
 }
@@ -325,14 +318,13 @@ Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s) {
   }
 
   CowFsProcess proc;
-  proc.pid_ = pid;
+  proc.child_ = ChildProcess(pid);
   proc.mountpoint_ = mnt;
-  proc.pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  if (!proc.pidfd_) {
+  if (proc.child_.pidfd() < 0) {
+    // wait_ready() polls the pidfd: without one a daemon that dies would go unseen.
     Error e = sys_error("pidfd_open(cordon-fs pid " + std::to_string(pid) + ")");
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    proc.pid_ = -1;
+    proc.child_.stop(std::chrono::milliseconds(0));
+    proc.child_ = ChildProcess();  // nothing left for the destructor to unmount
     return e;
   }
   ready_w.reset();
@@ -347,7 +339,7 @@ Status CowFsProcess::wait_ready() {
   if (!ready_) {
     return {};
   }
-  pollfd p[2] = {{ready_.get(), POLLIN, 0}, {pidfd_.get(), POLLIN, 0}};
+  pollfd p[2] = {{ready_.get(), POLLIN, 0}, {child_.pidfd(), POLLIN, 0}};
   int n;
   do {
     n = ::poll(p, 2, kReadyTimeoutMs);

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "launcher/child_process.h"
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
 
@@ -68,7 +69,7 @@ class CowFsProcess {
   ~CowFsProcess() { stop(); }
 
   const std::string& mountpoint() const { return mountpoint_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_.pid(); }
   // Waits (bounded) for the daemon's ready byte: its view is mounted. A no-op when there is no
   // daemon or it was ready already. On failure the daemon is stopped and the error quotes the
   // tail of its log. Split from spawn_cowfs so its start-up overlaps cordon's own.
@@ -81,8 +82,7 @@ class CowFsProcess {
 
  private:
   friend Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s);
-  pid_t pid_ = -1;
-  UniqueFd pidfd_;
+  ChildProcess child_;
   UniqueFd ready_;  // read end of --ready-fd until wait_ready()
   std::string mountpoint_;
   std::string binary_, log_, pidfile_;

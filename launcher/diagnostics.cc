@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ostream>
 #include <string>
 
 #include "launcher/run_options.h"
@@ -12,9 +13,21 @@ namespace cordon::launcher {
 
 namespace {
 
-// stderr is unbuffered: one write keeps the line whole. A failed write has nowhere to go.
-void write_line(std::string line) {
+// "cordon: MSG\n", or "cordon COMMAND: MSG\n" when `command` is not empty.
+std::string line_of(std::string_view command, std::string_view msg) {
+  std::string line = "cordon";
+  if (!command.empty()) {
+    line += ' ';
+    line.append(command);
+  }
+  line += ": ";
+  line.append(msg);
   line += '\n';
+  return line;
+}
+
+// stderr is unbuffered: one write keeps the line whole. A failed write has nowhere to go.
+void write_line(const std::string& line) {
   size_t off = 0;
   while (off < line.size()) {
     ssize_t n = ::write(STDERR_FILENO, line.data() + off, line.size() - off);
@@ -30,18 +43,14 @@ void write_line(std::string line) {
 
 }  // namespace
 
-void say(std::string_view msg) {
-  std::string line = "cordon: ";
-  line.append(msg);
-  write_line(std::move(line));
-}
+void say(std::string_view msg) { write_line(line_of({}, msg)); }
 
-void say_in(std::string_view command, std::string_view msg) {
-  std::string line = "cordon ";
-  line.append(command);
-  line += ": ";
-  line.append(msg);
-  write_line(std::move(line));
+void say_in(std::string_view command, std::string_view msg) { write_line(line_of(command, msg)); }
+
+void say(std::ostream& err, std::string_view msg) { err << line_of({}, msg); }
+
+void say_in(std::ostream& err, std::string_view command, std::string_view msg) {
+  err << line_of(command, msg);
 }
 
 int fail_in(std::string_view command, std::string_view msg) {

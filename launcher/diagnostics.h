@@ -2,6 +2,7 @@
 // "cordon COMMAND: " for a subcommand's own).
 #pragma once
 
+#include <iosfwd>
 #include <string_view>
 
 namespace cordon::launcher {
@@ -15,5 +16,9 @@ int fail(std::string_view msg);
 // The same for a subcommand's own messages: "cordon COMMAND: MSG" ("cordon prune: ...").
 void say_in(std::string_view command, std::string_view msg);
 int fail_in(std::string_view command, std::string_view msg);
+
+// The same lines written to `err`, for commands whose tests hand them a stream.
+void say(std::ostream& err, std::string_view msg);
+void say_in(std::ostream& err, std::string_view command, std::string_view msg);
 
 }  // namespace cordon::launcher

@@ -17,6 +17,7 @@
 #include "fusefs/workflow.h"
 #include "launcher/commands.h"
 #include "launcher/cow_session.h"
+#include "launcher/diagnostics.h"
 #include "launcher/session_text.h"
 
 namespace cordon::launcher {
@@ -334,7 +335,7 @@ int diff_command(const std::string& id, bool stat_only, const std::vector<std::s
   }
   Colors col = colors_for_stdout();
   if (!note.empty()) {
-    std::fprintf(stderr, "cordon diff: %s\n", shown(note).c_str());
+    say_in("diff", shown(note));
   }
   // The counts first: a reviewer knows how much there is before any of it scrolls by.
   std::printf(

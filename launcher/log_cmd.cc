@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "launcher/diagnostics.h"
 #include "launcher/net_summary.h"
 #include "launcher/session.h"
 #include "launcher/session_store.h"
@@ -249,22 +250,22 @@ int log_command(const std::string& root, const std::string& id, const LogOptions
                 std::ostream& out, std::ostream& err) {
   auto resolved = resolve_session(root, id);
   if (!resolved.ok()) {
-    err << "cordon: " << resolved.error().to_string() << "\n";
+    say(err, resolved.error().to_string());
     return 1;
   }
   auto root_fd = store::open_root(root);
   if (!root_fd.ok()) {
-    err << "cordon: " << root_fd.error().to_string() << "\n";
+    say(err, root_fd.error().to_string());
     return 1;
   }
   auto dir = store::open_session_dir(root_fd->get(), *resolved);
   if (!dir.ok()) {
-    err << "cordon: " << dir.error().to_string() << "\n";
+    say(err, dir.error().to_string());
     return 1;
   }
   auto fd = store::open_file(dir->get(), "events.jsonl");
   if (!fd.ok()) {
-    err << "cordon: session " << *resolved << ": " << fd.error().to_string() << "\n";
+    say(err, "session " + *resolved + ": " + fd.error().to_string());
     return 1;
   }
   if (opts.net && !opts.json) {
@@ -276,7 +277,7 @@ int log_command(const std::string& root, const std::string& id, const LogOptions
     // --json: the bytes as written, every line of any length, plus a newline after a torn tail.
     auto st = copy_raw(fd->get(), out);
     if (!st.ok()) {
-      err << "cordon: session " << *resolved << ": " << st.error().to_string() << "\n";
+      say(err, "session " + *resolved + ": " + st.error().to_string());
       return 1;
     }
     return 0;
@@ -311,7 +312,7 @@ int log_command(const std::string& root, const std::string& id, const LogOptions
   probes.flush(out, opts.color);
   out.flush();
   if (!st.ok()) {
-    err << "cordon: session " << *resolved << ": " << st.error().to_string() << "\n";
+    say(err, "session " + *resolved + ": " + st.error().to_string());
     return 1;
   }
   return 0;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "launcher/diagnostics.h"
 #include "launcher/session.h"
 #include "launcher/session_state.h"
 #include "launcher/session_store.h"
@@ -156,12 +157,12 @@ std::optional<Listing> list(const std::string& root, std::ostream& err) {
     if (root_fd.error().code == ENOENT) {
       return Listing{};
     }
-    err << "cordon: " << root_fd.error().to_string() << "\n";
+    say(err, root_fd.error().to_string());
     return std::nullopt;
   }
   auto ids = store::list_sessions(root_fd->get());
   if (!ids.ok()) {
-    err << "cordon: " << ids.error().to_string() << "\n";
+    say(err, ids.error().to_string());
     return std::nullopt;
   }
   return Listing{std::move(*root_fd), std::move(*ids)};

@@ -105,66 +105,6 @@ void add_fd_args(std::vector<std::string>& argv, const char* flag, const std::ve
 
 }  // namespace
 
-NetproxyProcess::NetproxyProcess(NetproxyProcess&& o) noexcept
-    : pid(std::exchange(o.pid, -1)),
-      pidfd(std::move(o.pidfd)),
-      host_port(o.host_port),
-      log_path(std::move(o.log_path)),
-      status_(o.status_) {}
-
-NetproxyProcess& NetproxyProcess::operator=(NetproxyProcess&& o) noexcept {
-  if (this != &o) {
-    stop();
-    pid = std::exchange(o.pid, -1);
-    pidfd = std::move(o.pidfd);
-    host_port = o.host_port;
-    log_path = std::move(o.log_path);
-    status_ = o.status_;
-  }
-  return *this;
-}
-
-NetproxyProcess::~NetproxyProcess() { stop(); }
-
-std::optional<int> NetproxyProcess::exited() {
-  if (!status_ && pid > 0) {
-    int st = 0;
-    if (::waitpid(pid, &st, WNOHANG) == pid) {
-      status_ = st;
-    }
-  }
-  return status_;
-}
-
-void NetproxyProcess::stop(std::chrono::milliseconds grace) {
-  if (pid <= 0 || exited()) {
-    return;
-  }
-  // Through the pidfd: the pid cannot have been recycled while we hold it.
-  auto signal = [&](int sig) {
-    if (pidfd) {
-      ::syscall(SYS_pidfd_send_signal, pidfd.get(), sig, nullptr, 0);
-    } else {
-      ::kill(pid, sig);
-    }
-  };
-  signal(SIGTERM);  // lets it log the connections still open
-  if (pidfd) {
-    pollfd p{pidfd.get(), POLLIN, 0};
-    int r;
-    do {
-      r = ::poll(&p, 1, static_cast<int>(grace.count()));
-    } while (r < 0 && errno == EINTR);
-  }
-  if (!exited()) {
-    signal(SIGKILL);
-    int st = 0;
-    if (::waitpid(pid, &st, 0) == pid) {
-      status_ = st;
-    }
-  }
-}
-
 std::string describe_netproxy_exit(int st) {
   std::string how =
       WIFSIGNALED(st) ? text::signal_name(WTERMSIG(st)) : "exit " + std::to_string(WEXITSTATUS(st));
@@ -303,8 +243,7 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
                spec.run_gid);
   }
   NetproxyProcess proc;
-  proc.pid = pid;
-  proc.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  proc.child = ChildProcess(pid);
   proc.log_path = spec.log_path;
   handoff_theirs.reset();
 
@@ -321,10 +260,7 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   if (auto st = hand_over_fds(handoff_mine.get(), pid, sources,
                               static_cast<int>(spec.ready_timeout.count()));
       !st.ok()) {
-    if (proc.pidfd) {
-      pollfd pp{proc.pidfd.get(), POLLIN, 0};
-      ::poll(&pp, 1, 1000);  // its socket closes before its exit is reapable
-    }
+    proc.child.wait_for(std::chrono::seconds(1));  // its socket closes before its exit is reapable
     if (auto x = proc.exited(); x) {
       return fail("exited (" + exit_text(*x) + ") before it was ready");
     }
@@ -355,10 +291,7 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
       }
       // EOF without the byte: it is exiting (or closed the fd) before it was ready. The pipe
       // closes before the exit is reapable: give the exit a moment to complete.
-      if (proc.pidfd) {
-        pollfd pp{proc.pidfd.get(), POLLIN, 0};
-        ::poll(&pp, 1, 1000);
-      }
+      proc.child.wait_for(std::chrono::seconds(1));
       if (auto st = proc.exited(); st) {
         return fail("exited (" + exit_text(*st) + ") before it was ready");
       }

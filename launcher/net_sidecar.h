@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/child_process.h"
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
 
@@ -44,25 +45,16 @@ struct NetproxySpawn {
 // The running proxy. Move-only; destruction stops it (SIGTERM, then SIGKILL after a grace period)
 // and reaps it, so no session outlives cordon's hold on its proxy.
 struct NetproxyProcess {
-  pid_t pid = -1;
-  UniqueFd pidfd;
+  ChildProcess child;
   uint16_t host_port = 0;  // listen_on_host only
   std::string log_path;
 
-  NetproxyProcess() = default;
-  NetproxyProcess(NetproxyProcess&& o) noexcept;
-  NetproxyProcess& operator=(NetproxyProcess&& o) noexcept;
-  NetproxyProcess(const NetproxyProcess&) = delete;
-  NetproxyProcess& operator=(const NetproxyProcess&) = delete;
-  ~NetproxyProcess();
-
   // The raw wait status if it has ended (reaped here), std::nullopt while it runs.
-  std::optional<int> exited();
+  std::optional<int> exited() { return child.exited(); }
   // SIGTERM, up to `grace` for it to exit, then SIGKILL; reaps. Idempotent.
-  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
-
- private:
-  std::optional<int> status_;
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000)) {
+    child.stop(grace);
+  }
 };
 
 // Where cordon-netproxy is: $CORDON_NETPROXY_BIN (as given), else beside the running cordon, in

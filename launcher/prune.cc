@@ -64,12 +64,12 @@ int prune_command(const std::string& root, const PruneOptions& opts, std::ostrea
       out << "cordon prune: no sessions yet (" << root << ")\n";
       return 0;
     }
-    err << "cordon prune: " << root_fd.error().to_string() << "\n";
+    say_in(err, "prune", root_fd.error().to_string());
     return kExitCordonFailed;
   }
   auto ids = store::list_sessions(root_fd->get());
   if (!ids.ok()) {
-    err << "cordon prune: " << ids.error().to_string() << "\n";
+    say_in(err, "prune", ids.error().to_string());
     return kExitCordonFailed;
   }
   std::optional<std::chrono::seconds> older_than = opts.older_than;
@@ -89,7 +89,7 @@ int prune_command(const std::string& root, const PruneOptions& opts, std::ostrea
     // Held open (and so locked, when no live cordon held it) until the record is gone.
     auto dir = store::open_session_dir(root_fd->get(), id);
     if (!dir.ok()) {
-      err << "cordon prune: " << id << ": " << dir.error().to_string() << "\n";
+      say_in(err, "prune", id + ": " + dir.error().to_string());
       failed = true;
       continue;
     }
@@ -116,11 +116,11 @@ int prune_command(const std::string& root, const PruneOptions& opts, std::ostrea
     }
     if (!opts.dry_run) {
       if (int rc = remove_record(root_fd->get(), root, id); rc != 0) {
-        err << "cordon prune: " << id << ": removing " << root << "/" << id
-            << " stopped: " << std::strerror(-rc)
-            << (rc == -EXDEV || rc == -EBUSY ? " (a mount inside the record: unmount it first)"
-                                             : "")
-            << "; what is left stays\n";
+        say_in(err, "prune",
+               id + ": removing " + root + "/" + id + " stopped: " + std::strerror(-rc) +
+                   (rc == -EXDEV || rc == -EBUSY ? " (a mount inside the record: unmount it first)"
+                                                 : "") +
+                   "; what is left stays");
         failed = true;
         continue;
       }

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 
+#include "launcher/diagnostics.h"
 #include "launcher/record_summary.h"
 #include "launcher/session_store.h"
 #include "launcher/session_text.h"
@@ -441,7 +442,7 @@ SessionEnd Session::with_limits(SessionEnd end) const {
 
 void Session::close(const SessionEnd& end, bool quiet) {
   if (auto f = finish(end); !f.ok()) {
-    std::fprintf(stderr, "cordon: session record: %s\n", f.error().to_string().c_str());
+    say("session record: " + f.error().to_string());
   }
   if (!quiet) {
     std::fputs(summary(end).c_str(), stderr);

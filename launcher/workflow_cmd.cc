@@ -26,6 +26,7 @@
 #include "fusefs/workflow.h"
 #include "launcher/commands.h"
 #include "launcher/cow_session.h"
+#include "launcher/diagnostics.h"
 
 namespace cordon::launcher {
 namespace {
@@ -261,7 +262,7 @@ int commit_command(const std::string& id, const std::vector<std::string>& paths,
   std::string note;
   policy::FilesystemPolicy pol = review_policy(s, &note);
   if (!note.empty()) {
-    std::fprintf(stderr, "cordon commit: %s\n", shown(note).c_str());
+    say_in("commit", shown(note));
   }
   fusefs::CommitOptions opts = commit_options(s, &pol);
   opts.only = paths;
@@ -274,18 +275,17 @@ int commit_command(const std::string& id, const std::vector<std::string>& paths,
     std::printf("cordon commit: %s\n", shown(r->recovered).c_str());
   }
   if (!r->conflicts.empty()) {
-    std::fprintf(stderr,
-                 "cordon commit: refused: %zu change%s conflict with %s as it is now; nothing was "
-                 "applied:\n",
-                 r->conflicts.size(), r->conflicts.size() == 1 ? "" : "s",
-                 shown(s.workspace).c_str());
+    // One message: the conflicting paths follow its first line, indented, without the prefix.
+    std::string msg = "refused: " + std::to_string(r->conflicts.size()) + " change" +
+                      (r->conflicts.size() == 1 ? "" : "s") + " conflict with " +
+                      shown(s.workspace) + " as it is now; nothing was applied:";
     for (const auto& c : r->conflicts) {
-      std::fprintf(stderr, "  %s\n", shown(c).c_str());
+      msg += "\n  " + shown(c);
     }
-    std::fprintf(stderr,
-                 "cordon commit: review with `cordon diff %s`; commit the other paths by naming "
-                 "them, or `cordon discard %s`\n",
-                 s.id.c_str(), s.id.c_str());
+    say_in("commit", msg);
+    say_in("commit", "review with `cordon diff " + s.id +
+                         "`; commit the other paths by naming them, or `cordon discard " + s.id +
+                         "`");
     return kRefused;
   }
   for (const auto& c : r->applied) {

@@ -1134,11 +1134,17 @@ void apply_override(Policy& p, const Override& o, const LoadOptions& opts) {
   while (!rest.empty()) {
     size_t dot = rest.find('.');
     std::string key(rest.substr(0, dot));
-    if (!node->is_object() || !node->contains(key)) {
+    const bool last = dot == std::string_view::npos;
+    // A list or map left at its default may be missing from to_json (network.inspect): the last
+    // key is made, and the loader below still refuses a name the schema does not have.
+    if (!node->is_object() || (!node->contains(key) && !last)) {
       throw PolicyError(o.flag, "", "no policy field " + o.field + " (a bug in cordon)");
     }
+    if (!node->contains(key)) {
+      (*node)[key] = o.how == Override::How::Merge ? json::object() : json::array();
+    }
     node = &(*node)[key];
-    rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+    rest = last ? std::string_view() : rest.substr(dot + 1);
   }
   switch (o.how) {
     case Override::How::Set:

@@ -108,6 +108,48 @@ TEST(Cli, BadOverrideValueNamesFlagAndValueAndRunsNothing) {
   EXPECT_NE(r.err.find("soon"), std::string::npos) << r.err;
 }
 
+// cordon's own errors, from the policy loader, the session store and the subcommands alike, are
+// one line that says "cordon: " or "cordon COMMAND: " once, at its start.
+TEST(Cli, AnErrorIsOneLineWithTheCordonPrefixOnce) {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> args;
+    std::string prefix;
+    int exit_code;
+  };
+  const Case cases[] = {
+      {{"run", "-q", "-p", dir / "absent.json", "--", "true"}, "cordon: ", 125},
+      {{"run", "-q", "--nofile", "1", "--", "true"}, "cordon: --nofile: ", 125},
+      {{"log", "nosuch"}, "cordon: ", 1},
+      {{"diff", "nosuch"}, "cordon diff: ", 125},
+      {{"commit", "nosuch"}, "cordon commit: ", 125},
+      {{"completion", "tcsh"}, "cordon completion: ", 125},
+      {{"prune", "--older-than", "soon"}, "cordon prune: ", 125},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {cordon_bin()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    SCOPED_TRACE(c.args[0] + " " + c.args[1]);
+    cordon::testing::RunSpec spec;
+    spec.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "HOME=" + dir.path(),
+                                        "CORDON_STATE_DIR=" + (dir / "state")};
+    auto r = run_program(argv, spec);
+    EXPECT_EQ(r.exit_code(), c.exit_code) << r.err;
+    EXPECT_EQ(r.err.rfind(c.prefix, 0), 0u) << r.err;
+    EXPECT_GT(r.err.size(), c.prefix.size() + 1) << "no message after the prefix";
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+    const std::string cmd_prefix = "cordon " + c.args[0] + ": ";
+    for (const std::string& p : {std::string("cordon: "), cmd_prefix}) {
+      size_t first = r.err.find(p);
+      EXPECT_TRUE(first == std::string::npos || r.err.find(p, first + 1) == std::string::npos)
+          << p << " twice: " << r.err;
+    }
+    EXPECT_FALSE(r.err.find("cordon: ") != std::string::npos &&
+                 r.err.find(cmd_prefix) != std::string::npos)
+        << "both prefixes: " << r.err;
+  }
+}
+
 TEST(Cli, RunWithoutACommandIsAUsageError) {
   auto r = run_program({cordon_bin(), "run"});
   EXPECT_EQ(r.exit_code(), 125);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/launcher/sandbox_fixture.h"
 
@@ -49,6 +51,23 @@ const Refused kRefused[] = {
     {"--read", "rel/path", R"({"filesystem": {"read": ["rel/path"]}})"},
     {"--write", "/tmp/*", R"({"filesystem": {"write": ["/tmp/*"]}})"},
     {"--allow-host", "127.0.0.1", R"({"network": {"allow": ["127.0.0.1"]}})"},
+    {"--inspect", "exa mple.com", R"({"network": {"inspect": ["exa mple.com"]}})"},
+};
+
+// One good value for every flag that sets a policy field, with the same value in a file.
+const Refused kAccepted[] = {
+    {"--mode", "ro", R"({"filesystem": {"mode": "ro"}})"},
+    {"--memory", "256M", R"({"process": {"memory": "256M"}})"},
+    {"--cpus", "0.01", R"({"process": {"cpus": 0.01}})"},
+    {"--pids", "4194304", R"({"process": {"pids": 4194304}})"},
+    {"--nofile", "16", R"({"process": {"nofile": 16}})"},
+    {"--timeout", "1m30s", R"({"process": {"timeout": "1m30s"}})"},
+    {"--env-keep", "CORDON_T_KEEP", R"({"process": {"env": {"keep": ["CORDON_T_KEEP"]}}})"},
+    {"--env-pass", "CORDON_T_PASS", R"({"process": {"env": {"pass": ["CORDON_T_PASS"]}}})"},
+    {"--env-set", "CORDON_T_SET=a=b", R"({"process": {"env": {"set": {"CORDON_T_SET": "a=b"}}}})"},
+    {"--read", "~/.gitconfig", R"({"filesystem": {"read": ["~/.gitconfig"]}})"},
+    {"--write", "/nonexistent/cordon-t", R"({"filesystem": {"write": ["/nonexistent/cordon-t"]}})"},
+    {"--allow-host", "*.example.com:443", R"({"network": {"allow": ["*.example.com:443"]}})"},
 };
 
 // The file's value laid over kEmptyLists, key by key.
@@ -86,6 +105,73 @@ TEST(EffectivePolicy, EveryFlagRefusesWhatThePolicyFileRefusesForTheSameReason) 
     EXPECT_EQ(r.err, std::string("cordon: ") + c.flag + ": " + reason);
     EXPECT_FALSE(std::filesystem::exists(marker)) << "the program ran despite a refused flag";
   }
+}
+
+// The session directories under `state`/sessions, by path.
+std::set<std::string> sessions(const std::string& state) {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(state + "/sessions")) {
+    if (e.is_directory()) {
+      out.insert(e.path().string());
+    }
+  }
+  return out;
+}
+
+// The policy.json of the one session `run` adds to `state`.
+json policy_of_new_session(const std::string& state, const std::function<void()>& run) {
+  std::set<std::string> before =
+      std::filesystem::exists(state + "/sessions") ? sessions(state) : std::set<std::string>{};
+  run();
+  std::vector<std::string> added;
+  for (const std::string& s : sessions(state)) {
+    if (before.count(s) == 0) {
+      added.push_back(s);
+    }
+  }
+  if (added.size() != 1) {
+    ADD_FAILURE() << added.size() << " new sessions: " << ::testing::PrintToString(added);
+    return json();
+  }
+  return json::parse(read_text(added[0] + "/policy.json"));
+}
+
+TEST(EffectivePolicy, AGoodValueAsFlagOrInTheFileGivesTheSameEffectivePolicy) {
+  SandboxFixture f;
+  TempDir dir;
+  std::string state;
+  for (const auto& kv : f.env()) {
+    if (kv.rfind("CORDON_STATE_DIR=", 0) == 0) {
+      state = kv.substr(17);
+    }
+  }
+  const std::string base = dir / "base.json";
+  write_text(base, kEmptyLists);
+  json file_doc = json::parse(kEmptyLists);
+  std::vector<std::string> flags = {"-q", "-p", base};
+  for (const Refused& c : kAccepted) {
+    file_doc.merge_patch(json::parse(c.file_json));
+    flags.insert(flags.end(), {c.flag, c.value});
+  }
+  const std::string file = dir / "policy.json";
+  write_text(file, file_doc.dump());
+
+  json by_flags = policy_of_new_session(state, [&] {
+    auto r = f.run(flags, {"true"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err;
+  });
+  json by_file = policy_of_new_session(state, [&] {
+    auto r = f.run({"-q", "-p", file}, {"true"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err;
+  });
+  ASSERT_TRUE(by_flags.is_object());
+  EXPECT_EQ(by_flags, by_file) << json::diff(by_file, by_flags).dump(1);
+  // Not equal by being both the default: every flag's value is there.
+  EXPECT_EQ(by_flags["process"]["pids"], 4194304);
+  EXPECT_EQ(by_flags["process"]["nofile"], 16);
+  EXPECT_EQ(by_flags["process"]["cpus"], 0.01);
+  EXPECT_EQ(by_flags["process"]["env"]["set"]["CORDON_T_SET"], "a=b");
+  EXPECT_EQ(by_flags["network"]["allow"], json::array({"*.example.com:443"}));
 }
 
 TEST(EffectivePolicy, GoodFlagValuesLandInTheSessionsPolicy) {

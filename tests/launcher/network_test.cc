@@ -1071,7 +1071,7 @@ TEST(NetSidecar, HostListenerServesAndStopsWithItsOwner) {
   {
     auto proxy = launcher::spawn_netproxy(spec);
     ASSERT_TRUE(proxy.ok()) << proxy.error().to_string();
-    pid = proxy->pid;
+    pid = proxy->child.pid();
     ASSERT_GT(proxy->host_port, 0);
     std::string url = "http://api.test:" + std::to_string(up.port("http")) + "/hello.txt";
     auto r = run_program({"curl", "-sS", "-m", "20", "--proxy",

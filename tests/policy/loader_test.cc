@@ -568,6 +568,28 @@ TEST(ApplyOverride, FlagsGoThroughTheFieldValidators) {
   EXPECT_EQ(p.filesystem.deny, load("{}").filesystem.deny);  // the defaults stay
 }
 
+// A list left at its default is not written out by to_json: a flag still appends to it, and a
+// bad value in it is refused for the file's reason, not as a missing field.
+TEST(ApplyOverride, AppendsToAListTheSerializedPolicyLeavesOut) {
+  Policy p = load("{}");
+  ASSERT_TRUE(p.network.inspect.empty());
+  try {
+    Policy q = p;
+    apply_override(q, {"--inspect", "network.inspect", "exa mple.com", Override::How::Append},
+                   opts());
+    ADD_FAILURE() << "accepted a host pattern with a space";
+  } catch (const PolicyError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--inspect: network.inspect[0]: \"exa mple.com\"", 0), 0u)
+        << e.what();
+  }
+  apply_override(p, {"--inspect", "network.inspect", "example.com", Override::How::Append}, opts());
+  ASSERT_EQ(p.network.inspect.size(), 1u);
+  EXPECT_EQ(p.network.inspect[0].text, "example.com");
+  // Only the last key may be missing: a path the schema lacks is still cordon's bug.
+  EXPECT_THROW(apply_override(p, {"--x", "nosuch.inspect", "a", Override::How::Append}, opts()),
+               PolicyError);
+}
+
 TEST(WidenHomeRules, TildeRulesHoldUnderEveryHomeInPlay) {
   Policy p = load(R"({"filesystem": {"deny_write": ["~/.claude/settings.json", "/etc/x"]}})");
   size_t denies = p.filesystem.deny.size();
