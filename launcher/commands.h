@@ -11,8 +11,9 @@ namespace cordon::launcher {
 
 int run_command(const RunOptions& opts);            // run.cc
 int policy_default_command();                       // policy_cmd.cc
-int policy_check_command(const std::string& file);  // policy_cmd.cc
-int policy_explain_command(const std::string& file);
+// `agent`: the preset the policy extends, as `cordon run --agent` would ("" for none).
+int policy_check_command(const std::string& file, const std::string& agent);    // policy_cmd.cc
+int policy_explain_command(const std::string& file, const std::string& agent);  // "" default
 
 // The cow review workflow (workflow_cmd.cc). Exit 0 done, 1 refused (commit conflicts, session
 // still running, no such snapshot, not a cow session), 125 cordon failed (bad id, I/O error).

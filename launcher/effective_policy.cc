@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "launcher/identity.h"
+#include "policy/presets.h"
 
 namespace cordon::launcher {
 namespace {
@@ -28,8 +29,12 @@ nlohmann::json number_or_text(const std::string& text) {
 }
 
 policy::Policy read_policy(const RunOptions& o, const std::string& home) {
+  if (o.agent && policy::find_preset(*o.agent) == nullptr) {
+    throw policy::PolicyError("", "--agent: " + policy::unknown_preset(*o.agent));
+  }
   policy::LoadOptions lo;
   lo.home = home;
+  lo.agent = o.agent.value_or("");
   policy::Policy p =
       o.policy_file ? policy::load_policy_file(*o.policy_file, lo) : policy::default_policy(lo);
   for (const Override& ov : run_overrides(o)) {

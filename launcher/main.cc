@@ -83,6 +83,11 @@ int main(int argc, char** argv) {
                    "(`cordon policy default`)")
       ->type_name("FILE");
   run_cmd
+      ->add_option("--agent", run.agent,
+                   "Extend the policy with this agent's preset: claude-code, codex, gemini, "
+                   "opencode (`cordon policy explain --agent NAME` shows what it adds)")
+      ->type_name("NAME");
+  run_cmd
       ->add_option("--workspace,-w", run.workspace,
                    "Directory the program works in (filesystem.workspace); default: .")
       ->type_name("DIR");
@@ -169,12 +174,15 @@ int main(int argc, char** argv) {
   auto* policy_cmd = app.add_subcommand("policy", "Show, check and explain policies");
   policy_cmd->require_subcommand(1);
   auto* pol_default = policy_cmd->add_subcommand("default", "Print the embedded default policy");
-  std::string pol_file;
+  std::string pol_file, pol_agent;
   auto* pol_check = policy_cmd->add_subcommand("check", "Validate a policy file");
   pol_check->add_option("FILE", pol_file, "Policy file")->required();
-  auto* pol_explain =
-      policy_cmd->add_subcommand("explain", "Say in words what a policy file allows and denies");
-  pol_explain->add_option("FILE", pol_file, "Policy file")->required();
+  pol_check->add_option("--agent", pol_agent, "Check it as extending this agent preset");
+  auto* pol_explain = policy_cmd->add_subcommand(
+      "explain", "Say in words what a policy file (or the default policy) allows and denies");
+  pol_explain->add_option("FILE", pol_file, "Policy file; default: the embedded policy");
+  pol_explain->add_option("--agent", pol_agent,
+                          "With this agent preset (claude-code, codex, gemini, opencode)");
 
   auto* ls_cmd = app.add_subcommand(
       "ls", "List sessions, newest last: how each ended, its size, whether changes are pending");
@@ -289,10 +297,10 @@ int main(int argc, char** argv) {
     return policy_default_command();
   }
   if (*pol_check) {
-    return policy_check_command(pol_file);
+    return policy_check_command(pol_file, pol_agent);
   }
   if (*pol_explain) {
-    return policy_explain_command(pol_file);
+    return policy_explain_command(pol_file, pol_agent);
   }
   if (*completion_cmd) {
     return completion_command(app, completion_shell);

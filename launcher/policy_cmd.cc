@@ -1,4 +1,4 @@
-// `cordon policy default | check FILE | explain FILE`.
+// `cordon policy default | check FILE | explain [FILE]`, each optionally with --agent NAME.
 #include <cstdio>
 #include <iostream>
 
@@ -8,16 +8,22 @@
 #include "launcher/landlock.h"
 #include "launcher/seccomp.h"
 #include "policy/loader.h"
+#include "policy/presets.h"
 #include "policy/serialize.h"
 
 namespace cordon::launcher {
 namespace {
 
-// The policy as `cordon run` reads it: "~" as the invoking user's home (under sudo not root's).
-policy::Policy load(const std::string& file) {
+// The policy as `cordon run` reads it: "~" as the invoking user's home (under sudo not root's),
+// extending `agent`'s preset.
+policy::Policy load(const std::string& file, const std::string& agent) {
+  if (!agent.empty() && policy::find_preset(agent) == nullptr) {
+    throw policy::PolicyError("", "--agent: " + policy::unknown_preset(agent));
+  }
   policy::LoadOptions lo;
   lo.home = invoking_home(HostFacts::current());
-  return policy::load_policy_file(file, lo);
+  lo.agent = agent;
+  return file.empty() ? policy::default_policy(lo) : policy::load_policy_file(file, lo);
 }
 
 // What `cordon run` checks beyond the loader before anything starts, so that a policy `check`
@@ -40,9 +46,9 @@ int policy_default_command() {
   return 0;
 }
 
-int policy_check_command(const std::string& file) {
+int policy_check_command(const std::string& file, const std::string& agent) {
   try {
-    policy::Policy p = load(file);
+    policy::Policy p = load(file, agent);
     if (auto s = validate_for_run(p); !s.ok()) {
       say(file + ": " + s.error().to_string());
       return 1;
@@ -55,9 +61,9 @@ int policy_check_command(const std::string& file) {
   return 0;
 }
 
-int policy_explain_command(const std::string& file) {
+int policy_explain_command(const std::string& file, const std::string& agent) {
   try {
-    policy::Policy p = load(file);
+    policy::Policy p = load(file, agent);
     if (auto s = validate_for_run(p); !s.ok()) {
       say(file + ": " + s.error().to_string());
       return 1;

@@ -9,6 +9,8 @@ namespace cordon::launcher {
 
 struct RunOptions {
   std::optional<std::string> policy_file;
+  // --agent NAME: the policy extends that agent preset (policy/presets.h).
+  std::optional<std::string> agent;
   // Overrides of the policy, as typed (validated by the same parsers as the policy file).
   std::optional<std::string> workspace;
   std::optional<std::string> mode;  // cow | ro | rw

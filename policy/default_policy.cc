@@ -148,7 +148,9 @@ Policy default_policy(const LoadOptions& opts) {
   if (o.source_name == "policy") {
     o.source_name = "default policy";
   }
-  return parse_policy(kDefaultText, o);
+  // The text spells out every default; a preset must see them as unset, or its limits would
+  // never apply without a policy file ("{}" parses to the same defaults, a test checks).
+  return parse_policy(o.agent.empty() ? kDefaultText : std::string_view("{}"), o);
 }
 
 std::vector<PathPattern> default_protected() {

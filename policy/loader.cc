@@ -20,6 +20,7 @@
 
 #include "policy/base/unique_fd.h"
 #include "policy/path_match.h"
+#include "policy/presets.h"
 #include "policy/serialize.h"
 
 namespace cordon::policy {
@@ -236,7 +237,7 @@ class JsonReader {
 class Loader {
  public:
   Loader(const LoadOptions& opts, std::string home)
-      : source_(opts.source_name), home_(std::move(home)) {}
+      : source_(opts.source_name), home_(std::move(home)), agent_(opts.agent) {}
 
   Policy load(const json& root) {
     Policy p;
@@ -245,7 +246,7 @@ class Loader {
     if (!root.is_object()) {
       fail("", "a policy is a JSON object { ... }, got " + type_name(root));
     }
-    check_keys(root, "", {"version", "network", "filesystem", "process", "record"});
+    check_keys(root, "", {"version", "extends", "network", "filesystem", "process", "record"});
     if (const json* v = field(root, "version")) {
       if (!v->is_number_integer() || v->get<int64_t>() != 1) {
         fail("version", show(*v) + " is not a supported version (accepted: 1)");
@@ -264,12 +265,45 @@ class Loader {
     if (const json* v = field(root, "record")) {
       load_record(*v, "record", p.record);
     }
+    load_extends(root, p);
     return p;
   }
 
  private:
   [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
     throw PolicyError(source_, path, msg);
+  }
+
+  // "extends" (or LoadOptions::agent): the preset's additions on top of what the file says.
+  void load_extends(const json& root, Policy& p) const {
+    std::string name = agent_;
+    if (const json* v = field(root, "extends")) {
+      std::string in_file = get_string(*v, "extends", "an agent preset name such as \"codex\"");
+      if (!name.empty() && in_file != name) {
+        fail("extends", show(*v) + " differs from --agent " + quote_str(name) +
+                            "; a policy extends one preset (drop --agent or change extends)");
+      }
+      name = in_file;
+    }
+    if (name.empty()) {
+      return;
+    }
+    const Preset* preset = find_preset(name);
+    if (preset == nullptr) {
+      fail(agent_ == name ? "" : "extends",
+           (agent_ == name ? "--agent: " : "") + unknown_preset(name));
+    }
+    apply_preset(p, *preset, home_, [&](std::string_view dotted) {
+      const json* at = &root;
+      size_t i = 0;
+      while (at != nullptr && i <= dotted.size()) {
+        size_t dot = std::min(dotted.find('.', i), dotted.size());
+        std::string key(dotted.substr(i, dot - i));
+        at = at->is_object() ? field(*at, key.c_str()) : nullptr;
+        i = dot + 1;
+      }
+      return at != nullptr;
+    });
   }
 
   static const json* field(const json& obj, const char* key) {
@@ -376,6 +410,7 @@ class Loader {
         {"pass", "process.env"},
         {"nested_sandbox", "process"},
         {"version", ""},
+        {"extends", ""},
         {"network", ""},
         {"filesystem", ""},
         {"process", ""},
@@ -1094,6 +1129,7 @@ class Loader {
 
   const std::string& source_;
   std::string home_;
+  std::string agent_;
 };
 
 }  // namespace

@@ -33,6 +33,9 @@ class PolicyError : public std::runtime_error {
 struct LoadOptions {
   std::string home;                    // for "~" expansion; defaults to $HOME
   std::string source_name = "policy";  // file name used in error messages
+  // An agent preset to extend, as "extends" would (`cordon run --agent NAME`); a policy that
+  // extends another preset is refused.
+  std::string agent;
 };
 
 // Parses `text` on top of the defaults (a key not given keeps its default). Unknown keys are

@@ -230,6 +230,9 @@ inline constexpr uint64_t kMinRecordBytes = 1ull << 20;
 
 struct Policy {
   int version = 1;
+  // The agent preset the policy extends ("extends", `cordon run --agent`), already applied to
+  // the sections below (policy/presets.h); "" for none.
+  std::string extends;
   NetworkPolicy network;
   FilesystemPolicy filesystem;
   ProcessPolicy process;

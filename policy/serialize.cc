@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "policy/loader.h"
+#include "policy/presets.h"
 
 namespace cordon::policy {
 namespace {
@@ -196,11 +197,16 @@ json to_json(const Policy& p) {
       {"max_bytes", size_json(p.record.max_bytes)},
       {"events_per_second", p.record.events_per_second},
   };
-  return json{{"version", p.version},
-              {"network", network},
-              {"filesystem", filesystem},
-              {"process", process},
-              {"record", record}};
+  json out{{"version", p.version},
+           {"network", network},
+           {"filesystem", filesystem},
+           {"process", process},
+           {"record", record}};
+  if (!p.extends.empty()) {
+    // Re-applying the preset to its own expansion adds nothing: the record still round-trips.
+    out["extends"] = p.extends;
+  }
+  return out;
 }
 
 json to_record_json(const Policy& p) {
@@ -216,6 +222,10 @@ json to_record_json(const Policy& p) {
 
 std::string explain(const Policy& p) {
   std::vector<std::string> lines;
+  if (const Preset* preset = find_preset(p.extends)) {
+    lines = explain_preset(*preset);
+    lines.push_back("The whole policy, the preset included:");
+  }
   const NetworkPolicy& n = p.network;
 
   // Network.
