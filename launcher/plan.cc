@@ -18,6 +18,7 @@
 #include <set>
 #include <system_error>
 
+#include "launcher/agent_plan.h"
 #include "launcher/env.h"
 #include "launcher/identity.h"
 #include "launcher/netns.h"
@@ -48,14 +49,6 @@ std::optional<uint32_t> env_id(const char* name) {
 
 size_t depth(const std::string& p) {
   return static_cast<size_t>(std::count(p.begin(), p.end(), '/'));
-}
-
-bool is_under(const std::string& path, const std::string& root) {
-  if (root == "/") {
-    return true;
-  }
-  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
-                          path[root.size()] == '/');
 }
 
 std::string expand_home(const std::string& p, const std::string& home) {
@@ -537,7 +530,11 @@ Status plan_grants(const policy::FilesystemPolicy& f, const HostFacts& host,
       const std::string what =
           std::string(field) + "[" + std::to_string(i) + "] \"" + g.text + "\"";
       struct stat st {};
-      if (::stat(g.expanded.c_str(), &st) != 0) {
+      bool created = writable && std::find(plan.create_dirs.begin(), plan.create_dirs.end(),
+                                           g.expanded) != plan.create_dirs.end();
+      if (created) {
+        st.st_mode = S_IFDIR;  // an agent's state directory, created before the clone
+      } else if (::stat(g.expanded.c_str(), &st) != 0) {
         if (errno == ENOENT) {
           if (writable) {
             plan.absent_write_grants.push_back(g.expanded);
@@ -609,6 +606,14 @@ HostFacts HostFacts::current() {
   }
   h.env = environ;
   return h;
+}
+
+bool is_under(const std::string& path, const std::string& root) {
+  if (root == "/") {
+    return true;
+  }
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                          path[root.size()] == '/');
 }
 
 const std::vector<std::string>& system_dirs() {
@@ -724,6 +729,9 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
   }
   TRY(plan_workspace_mount(p.filesystem, host, user, plan));
   plan.write_warning = write_warning(plan, ws_st, host);
+  // An agent preset's install tree, state and /etc defaults: its state directories exist before
+  // the grants below look for them.
+  plan_agent(p, host, plan, user);
   std::vector<std::string> read_only_dirs;  // granted directories walked for deny masks below
   TRY(plan_grants(p.filesystem, host, user, read_only_dirs, plan));
   std::stable_sort(user.begin(), user.end(), [](const MountOp& a, const MountOp& b) {

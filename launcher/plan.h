@@ -114,6 +114,9 @@ struct LaunchPlan {
   IdPlan ids;
   std::vector<EtcFile> etc_files;
   std::vector<MountOp> mounts;    // in order; targets are sandbox paths
+  // Host directories created before the clone, owned by `ids`: an agent preset's state
+  // directories that do not exist yet (launcher/agent_plan.h), each also a bind in `mounts`.
+  std::vector<std::string> create_dirs;
   bool tty = false;               // stdin is a terminal: relay through a pty
   std::optional<winsize> window;  // the terminal's size at start
   // Where the host's owners and modes keep the program from writing the workspace (rw mode, and
@@ -186,5 +189,8 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
 
 // "/" plus the system directories that are bound read-only (those that exist on this host).
 const std::vector<std::string>& system_dirs();
+
+// Whether `path` is `root` or lies beneath it (both absolute and normalised).
+bool is_under(const std::string& path, const std::string& root);
 
 }  // namespace cordon::launcher

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "launcher/agent_plan.h"
 #include "launcher/cgroup_warmup.h"
 #include "launcher/channel.h"
 #include "launcher/commands.h"
@@ -204,6 +205,10 @@ Result<std::unique_ptr<Wiring>> open_session(const policy::Policy& pol, const Ru
 Status start_sidecars(const policy::Policy& pol, Planned& p, Wiring& w) {
   LaunchPlan& plan = p.plan;
   const bool quiet = w.opts.quiet;
+  // Before any view: a cordon-fs view of a state directory serves what is there at its start.
+  if (auto s = create_agent_state_from_parent(plan); !s.ok()) {
+    return make_error("agent state (--agent " + pol.extends + "): " + s.error().to_string());
+  }
   if (plan.mode == policy::WorkspaceMode::Cow) {
     plan.cow_upper = w.session.paths().upper;
     plan.cow_work = w.session.paths().work;
