@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/shebang.h"
 #include "policy/base/unique_fd.h"
 #include "policy/presets.h"
 
@@ -72,39 +73,12 @@ std::string package_root(const std::string& real) {
   return end == std::string::npos ? dirname_of(real) : real.substr(0, end);
 }
 
-// The interpreter a script names on its `#!` line ("/usr/bin/env node" gives "node"), or "".
+// The interpreter a script names on its `#!` line, or "".
 std::string interpreter_of(const std::string& file) {
   UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   char buf[256];
   ssize_t n = fd ? ::read(fd.get(), buf, sizeof buf) : -1;
-  if (n < 3 || buf[0] != '#' || buf[1] != '!') {
-    return {};
-  }
-  std::string line(buf + 2, static_cast<size_t>(n) - 2);
-  line = line.substr(0, line.find('\n'));
-  std::vector<std::string> words;
-  size_t i = 0;
-  while (i < line.size()) {
-    size_t start = line.find_first_not_of(" \t\r", i);
-    if (start == std::string::npos) {
-      break;
-    }
-    size_t end = std::min(line.find_first_of(" \t\r", start), line.size());
-    words.push_back(line.substr(start, end - start));
-    i = end;
-  }
-  if (words.empty()) {
-    return {};
-  }
-  if (words[0].size() >= 4 && words[0].compare(words[0].size() - 4, 4, "/env") == 0) {
-    for (size_t w = 1; w < words.size(); ++w) {
-      if (words[w][0] != '-' && words[w].find('=') == std::string::npos) {
-        return words[w];  // past env's options (-S) and assignments
-      }
-    }
-    return {};
-  }
-  return words[0];
+  return n > 0 ? shebang_interpreter(std::string_view(buf, static_cast<size_t>(n))) : "";
 }
 
 bool visible_anyway(const std::string& dir) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "launcher/shebang.h"
 #include "policy/loader.h"
 #include "tests/support/test_env.h"
 
@@ -108,6 +109,20 @@ TEST(InstallTree, NeverTheHomeTheWorkspaceOrTheSystem) {
   write_exe(outer / "bin/agent", "#!/bin/sh\n");
   EXPECT_THAT(install_tree("agent", outer / "bin", ws.path(), home.path(), outer / "bin/ws"),
               IsEmpty());
+}
+
+TEST(Shebang, NamesTheInterpreterOfTheFirstLine) {
+  EXPECT_EQ(shebang_interpreter("#!/usr/bin/env node\nrest"), "node");
+  EXPECT_EQ(shebang_interpreter("#! /usr/bin/env -S node --max-old-space-size=1 FOO=1\n"), "node");
+  EXPECT_EQ(shebang_interpreter("#!/usr/bin/env FOO=1 -i bun"), "bun");
+  EXPECT_EQ(shebang_interpreter("#!/opt/node/bin/node --x\r\n"), "/opt/node/bin/node");
+  EXPECT_EQ(shebang_interpreter("#!/bin/sh"), "/bin/sh");
+  for (const char* none : {"", "#", "#!", "#!   \n/bin/sh", "#!/usr/bin/env\nnode",
+                           "\x7f"
+                           "ELF",
+                           " #!/bin/sh", "#!/usr/bin/env -S\n"}) {
+    EXPECT_EQ(shebang_interpreter(none), "") << none;
+  }
 }
 
 HostFacts facts(const std::string& cwd, const std::string& home, const std::string& path) {
