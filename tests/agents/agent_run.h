@@ -43,6 +43,10 @@ struct AgentCase {
   bool via_flag = true;  // --agent NAME; else "extends" in the policy file
   // The agent's own settings in `home` for a model API at `base` ("https://host:port").
   std::function<void(const std::string& home, const std::string& base)> configure;
+  // Where the home is not the sandbox user's (Owner::Root), the same through the workspace
+  // (project settings) and the command line, as such a user would have to.
+  std::function<void(const std::string& ws, const std::string& base)> configure_project;
+  std::function<std::vector<std::string>(const std::string& base)> project_args;
   // Variables for the run: the endpoint, the CA, the key. (base, ca file) -> K=V.
   std::function<std::vector<std::string>(const std::string& base, const std::string& ca)> env;
   std::vector<std::string> args;  // after the program name
@@ -51,11 +55,16 @@ struct AgentCase {
   std::vector<std::string> also_refused;
 };
 
+// Who owns the workspace and the home. As root, User gives both to an unprivileged uid (the
+// sandbox runs as the workspace's owner: a user's project in the user's home); Root leaves both
+// root's (the program runs as nobody: the workspace is its copy through cordon-fs, the home's
+// state is not its to keep). Rootless, both are the invoking user's either way.
+enum class Owner { User, Root };
+
 class AgentRun {
  public:
-  explicit AgentRun(const AgentCase& c) : c_(c) {
-    // As root the sandbox runs as the workspace's owner: a user's project in the user's home.
-    if (::geteuid() == 0) {
+  explicit AgentRun(const AgentCase& c, Owner owner = Owner::User) : c_(c), owner_(owner) {
+    if (::geteuid() == 0 && owner == Owner::User) {
       uid_ = SandboxFixture::kTestUid;
     }
     secret_ = "CORDON-E2E-SECRET-" + std::to_string(::getpid()) + "-" + c.preset;
@@ -95,6 +104,10 @@ class AgentRun {
     argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
     argv.push_back("--");
     argv.push_back(c_.program);
+    if (owner_ == Owner::Root && c_.project_args) {
+      auto extra = c_.project_args(base());
+      argv.insert(argv.end(), extra.begin(), extra.end());
+    }
     argv.insert(argv.end(), c_.args.begin(), c_.args.end());
     RunSpec spec;
     spec.env = env();
@@ -170,18 +183,24 @@ class AgentRun {
     std::filesystem::create_directories(home_ / ".ssh");
     write_text(home_ / ".ssh/id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n" + secret_ + "\n",
                0600);
-    c_.configure(home(), base());
+    if (owner_ == Owner::User) {
+      c_.configure(home(), base());
+    }
     return uid_ == ::geteuid() ||
            sh("chown -R " + std::to_string(uid_) + ":" + std::to_string(uid_) + " " + home());
   }
 
   bool make_workspace() {
     write_text(ws_ / "README", "a project\n");
+    if (owner_ == Owner::Root && c_.configure_project) {
+      c_.configure_project(ws(), base());
+    }
     return uid_ == ::geteuid() ||
            sh("chown -R " + std::to_string(uid_) + ":" + std::to_string(uid_) + " " + ws());
   }
 
   AgentCase c_;
+  Owner owner_;
   uid_t uid_ = ::geteuid();
   TempDir files_, home_, ws_, state_;
   Child mock_;

@@ -5,7 +5,8 @@
 // never reached the model; the fetch was refused and attributed to curl; nothing but the model
 // API was reached and nothing else was tried but what each agent is known to try; as root, the
 // sink namespace counted no packet; the agent's state stays on the host. As root the workspace
-// and home belong to a user; run the same binary as an ordinary user for the rootless pass.
+// and home belong to a user, or (*RootOwnedWorkspace) to root, where the program runs as nobody on
+// its copy of the workspace; run the same binary as an ordinary user for the rootless pass.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -43,7 +44,7 @@ std::string destination(const nlohmann::json& e) {
   return host + ":" + std::to_string(e.value("port", 0));
 }
 
-void check_agent(const AgentCase& c) {
+void check_agent(const AgentCase& c, Owner owner = Owner::User) {
   CORDON_REQUIRE(fs::exists(agents_prefix() + "/bin/" + c.program),
                  c.program + " installed under " + agents_prefix() + " (.ci/setup)");
   std::unique_ptr<SinkNetns> sink;
@@ -52,7 +53,10 @@ void check_agent(const AgentCase& c) {
     CORDON_REQUIRE(sink->ok() && sink->watch("198.51.100.7"),
                    "the sink network namespace (ip, nft)");
   }
-  AgentRun a(c);
+  if (owner == Owner::Root) {
+    CORDON_REQUIRE_ROOT();
+  }
+  AgentRun a(c, owner);
   ASSERT_TRUE(a.ok()) << "could not set up the model API and the home";
 
   RunResult r = a.run();
@@ -109,8 +113,13 @@ void check_agent(const AgentCase& c) {
     EXPECT_EQ(sink->hits_to("198.51.100.7"), 0) << "the fetch left the sandbox";
   }
 
-  // The agent's state stays on the host, for its next run.
-  EXPECT_TRUE(fs::exists(a.home() + "/" + c.state)) << c.state;
+  if (owner == Owner::User) {
+    // The agent's state stays on the host, for its next run.
+    EXPECT_TRUE(fs::exists(a.home() + "/" + c.state)) << c.state;
+  } else {
+    // Root's home is not the sandbox user's: cordon creates nothing there.
+    EXPECT_FALSE(fs::exists(a.home() + "/" + c.state.substr(0, c.state.find('/'))));
+  }
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -132,6 +141,7 @@ AgentCase claude_code() {
   // --allowedTools: the shell tool without a prompt (there is no one to answer it).
   c.args = {"-p", kPrompt, "--allowedTools", "Bash"};
   c.state = ".claude/projects";
+  c.configure_project = [](const std::string&, const std::string&) {};
   return c;
 }
 
@@ -151,6 +161,15 @@ AgentCase codex() {
     return std::vector<std::string>{std::string("OPENAI_API_KEY=") + kApiKey,
                                     "CODEX_CA_CERTIFICATE=" + ca};
   };
+  // Codex takes its model providers from the user's config.toml or from -c, never a project's.
+  c.project_args = [](const std::string& base) {
+    return std::vector<std::string>{"-c", "model=mock-model",
+                                    "-c", "model_provider=mock",
+                                    "-c", "model_providers.mock.name=mock",
+                                    "-c", "model_providers.mock.base_url=" + base + "/v1",
+                                    "-c", "model_providers.mock.env_key=OPENAI_API_KEY",
+                                    "-c", "model_providers.mock.wire_api=responses"};
+  };
   // Codex's own sandbox off: cordon is the sandbox here (the nested case has its own test).
   c.args = {"exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", kPrompt};
   c.state = ".codex/sessions";
@@ -166,6 +185,10 @@ AgentCase gemini() {
     write_file(home + "/.gemini/settings.json",
                R"({"security": {"auth": {"selectedType": "gemini-api-key"}}})");
   };
+  c.configure_project = [](const std::string& ws, const std::string&) {
+    write_file(ws + "/.gemini/settings.json",
+               R"({"security": {"auth": {"selectedType": "gemini-api-key"}}})");
+  };
   c.env = [](const std::string& base, const std::string& ca) {
     return std::vector<std::string>{"GOOGLE_GEMINI_BASE_URL=" + base,
                                     std::string("GEMINI_API_KEY=") + kApiKey,
@@ -179,6 +202,16 @@ AgentCase gemini() {
   return c;
 }
 
+std::string opencode_config(const std::string& base) {
+  return R"({"model": "mock/mock-model",
+ "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "mock",
+   "options": {"baseURL": ")" +
+         base + R"(/v1", "apiKey": "{env:OPENAI_API_KEY}"},
+   "models": {"mock-model": {"name": "mock"}}}},
+ "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"}}
+)";
+}
+
 AgentCase opencode() {
   AgentCase c;
   c.preset = "opencode";
@@ -186,14 +219,10 @@ AgentCase opencode() {
   c.api_host = "api.openai.com";
   c.via_flag = false;
   c.configure = [](const std::string& home, const std::string& base) {
-    write_file(home + "/.config/opencode/opencode.json",
-               R"({"model": "mock/mock-model",
- "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "mock",
-   "options": {"baseURL": ")" +
-                   base + R"(/v1", "apiKey": "{env:OPENAI_API_KEY}"},
-   "models": {"mock-model": {"name": "mock"}}}},
- "permission": {"bash": "allow", "edit": "allow", "external_directory": "allow"}}
-)");
+    write_file(home + "/.config/opencode/opencode.json", opencode_config(base));
+  };
+  c.configure_project = [](const std::string& ws, const std::string& base) {
+    write_file(ws + "/opencode.json", opencode_config(base));
   };
   c.env = [](const std::string&, const std::string& ca) {
     return std::vector<std::string>{std::string("OPENAI_API_KEY=") + kApiKey,
@@ -210,6 +239,11 @@ TEST(Agents, ClaudeCode) { check_agent(claude_code()); }
 TEST(Agents, Codex) { check_agent(codex()); }
 TEST(Agents, Gemini) { check_agent(gemini()); }
 TEST(Agents, Opencode) { check_agent(opencode()); }
+// As root in a root-owned workspace: the program runs as nobody, on its own copy of the workspace.
+TEST(Agents, ClaudeCodeRootOwnedWorkspace) { check_agent(claude_code(), Owner::Root); }
+TEST(Agents, CodexRootOwnedWorkspace) { check_agent(codex(), Owner::Root); }
+TEST(Agents, GeminiRootOwnedWorkspace) { check_agent(gemini(), Owner::Root); }
+TEST(Agents, OpencodeRootOwnedWorkspace) { check_agent(opencode(), Owner::Root); }
 
 }  // namespace
 }  // namespace cordon::testing
