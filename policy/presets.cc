@@ -26,6 +26,12 @@ constexpr std::string_view kCodexDefaults =
     "plugin_sharing = false\n"
     "apps = false\n";
 
+// Limits the agents' runtimes (Bun, Node.js, a Rust binary with a Node.js launcher) survive.
+// Bun reserves address space far beyond what it uses: rootless, where the memory limit bounds
+// address space, Claude Code aborts below 3G. Sessions last hours; tools want many files.
+constexpr PresetLimits kAgentLimits{
+    .memory = "4G", .tmp = "512M", .timeout = "8h", .pids = 1024, .nofile = 4096};
+
 std::vector<Preset> make_presets() {
   std::vector<Preset> v;
   v.push_back(Preset{
@@ -47,13 +53,7 @@ std::vector<Preset> make_presets() {
               {"DISABLE_ERROR_REPORTING", "1"},
               {"DISABLE_BUG_COMMAND", "1"}},
       .etc = {},
-      // Bun reserves address space far beyond what it uses: rootless, where the memory limit
-      // bounds address space, it aborts below 3G.
-      .memory = "4G",
-      .tmp = "512M",
-      .timeout = "8h",
-      .pids = 1024,
-      .nofile = 4096,
+      .limits = kAgentLimits,
   });
   v.push_back(Preset{
       .name = "codex",
@@ -71,11 +71,7 @@ std::vector<Preset> make_presets() {
       .env = {},
       .etc = {{"codex/config.toml", kCodexDefaults,
                "analytics, the update check and the plugin marketplace off"}},
-      .memory = "4G",
-      .tmp = "512M",
-      .timeout = "8h",
-      .pids = 1024,
-      .nofile = 4096,
+      .limits = kAgentLimits,
   });
   v.push_back(Preset{
       .name = "gemini",
@@ -94,11 +90,7 @@ std::vector<Preset> make_presets() {
       // count only when owned by uid 0, which no file is in a user namespace. They are refused.
       .env = {{"GEMINI_TELEMETRY_ENABLED", "false"}},
       .etc = {},
-      .memory = "4G",
-      .tmp = "512M",
-      .timeout = "8h",
-      .pids = 1024,
-      .nofile = 4096,
+      .limits = kAgentLimits,
   });
   v.push_back(Preset{
       .name = "opencode",
@@ -140,11 +132,7 @@ std::vector<Preset> make_presets() {
               {"OPENCODE_DISABLE_LSP_DOWNLOAD", "1"},
               {"OPENCODE_DISABLE_SHARE", "1"}},
       .etc = {},
-      .memory = "4G",
-      .tmp = "512M",
-      .timeout = "8h",
-      .pids = 1024,
-      .nofile = 4096,
+      .limits = kAgentLimits,
   });
   return v;
 }
@@ -234,20 +222,21 @@ void apply_preset(Policy& p, const Preset& preset, std::string_view home,
     env.set.emplace(std::string(k), std::string(v));  // a value the policy set stays
   }
   ProcessPolicy& pr = p.process;
+  const PresetLimits& lim = preset.limits;
   if (!set_by_policy("process.memory")) {
-    pr.memory = parse_size(preset.memory).value_or(pr.memory);
+    pr.memory = parse_size(lim.memory).value_or(pr.memory);
   }
   if (!set_by_policy("process.timeout")) {
-    pr.timeout = parse_duration(preset.timeout).value_or(pr.timeout);
+    pr.timeout = parse_duration(lim.timeout).value_or(pr.timeout);
   }
   if (!set_by_policy("process.pids")) {
-    pr.pids = preset.pids;
+    pr.pids = lim.pids;
   }
   if (!set_by_policy("process.nofile")) {
-    pr.nofile = preset.nofile;
+    pr.nofile = lim.nofile;
   }
   if (!set_by_policy("filesystem.tmp")) {
-    p.filesystem.tmp = parse_size(preset.tmp).value_or(p.filesystem.tmp);
+    p.filesystem.tmp = parse_size(lim.tmp).value_or(p.filesystem.tmp);
   }
   p.extends = std::string(preset.name);
 }
@@ -287,10 +276,11 @@ std::vector<std::string> explain_preset(const Preset& preset) {
     lines.push_back("  /etc/" + std::string(e.path) + ": system defaults below the user's own (" +
                     std::string(e.why) + "), where the host has no such file");
   }
-  lines.push_back("  limits, where the policy sets none: memory " + std::string(preset.memory) +
-                  ", " + std::to_string(preset.pids) + " tasks, " + std::to_string(preset.nofile) +
-                  " open files, /tmp " + std::string(preset.tmp) + ", timeout " +
-                  std::string(preset.timeout));
+  const PresetLimits& lim = preset.limits;
+  lines.push_back("  limits, where the policy sets none: memory " + std::string(lim.memory) + ", " +
+                  std::to_string(lim.pids) + " tasks, " + std::to_string(lim.nofile) +
+                  " open files, /tmp " + std::string(lim.tmp) + ", timeout " +
+                  std::string(lim.timeout));
   return lines;
 }
 

@@ -19,6 +19,12 @@ struct EtcDefault {
   std::string_view why;
 };
 
+// process.memory, filesystem.tmp, process.timeout, process.pids, process.nofile.
+struct PresetLimits {
+  std::string_view memory, tmp, timeout;
+  uint32_t pids = 0, nofile = 0;
+};
+
 struct Preset {
   std::string_view name;   // "claude-code"
   std::string_view title;  // "Claude Code"
@@ -38,9 +44,7 @@ struct Preset {
   // process.env.set: turns off telemetry, error reports and self-updates.
   std::vector<std::pair<std::string_view, std::string_view>> env;
   std::vector<EtcDefault> etc;
-  // Limits its runtime survives (process.*, filesystem.tmp), unless the policy sets them.
-  std::string_view memory, tmp, timeout;
-  uint32_t pids = 0, nofile = 0;
+  PresetLimits limits;  // what its runtime survives, where the policy sets no limit itself
 };
 
 // Every preset, in the order `cordon policy explain` lists them.

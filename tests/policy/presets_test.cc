@@ -56,9 +56,9 @@ TEST(Presets, EachNamesItsProgramsHostsStateAndKeys) {
         EXPECT_TRUE(PathPattern::parse(path, "/home/alice", nullptr)) << path;
       }
     }
-    EXPECT_TRUE(parse_size(preset.memory));
-    EXPECT_TRUE(parse_size(preset.tmp));
-    EXPECT_TRUE(parse_duration(preset.timeout));
+    EXPECT_TRUE(parse_size(preset.limits.memory));
+    EXPECT_TRUE(parse_size(preset.limits.tmp));
+    EXPECT_TRUE(parse_duration(preset.limits.timeout));
   }
 }
 
