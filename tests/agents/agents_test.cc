@@ -170,7 +170,7 @@ AgentCase codex() {
                                     "-c", "model_providers.mock.env_key=OPENAI_API_KEY",
                                     "-c", "model_providers.mock.wire_api=responses"};
   };
-  // Codex's own sandbox off: cordon is the sandbox here (the nested case has its own test).
+  // Codex's own sandbox off: cordon is the sandbox here.
   c.args = {"exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", kPrompt};
   c.state = ".codex/sessions";
   return c;
