@@ -259,8 +259,9 @@ std::vector<std::string> explain_preset(const Preset& preset) {
   lines.push_back(
       "  filesystem: the program's install tree, found from its path (e.g. the npm "
       "prefix), readable");
-  lines.push_back("  environment: passes " + join(preset.keys) +
-                  " by name (values never recorded)");
+  lines.push_back("  environment: keeps " + join(preset.keys) +
+                  " by name (process.env.keep; the env.deny patterns still remove them: give a "
+                  "key with --env-set)");
   if (!preset.keep.empty()) {
     lines.push_back("  environment: keeps " + join(preset.keep));
   }

@@ -204,7 +204,7 @@ TEST(Presets, ExplainShowsTheExpansionFirst) {
   EXPECT_THAT(text, HasSubstr("keeps ~/.codex across runs"));
   EXPECT_THAT(text, HasSubstr("never writable by the agent"));
   EXPECT_THAT(text, HasSubstr("~/.codex/config.toml"));
-  EXPECT_THAT(text, HasSubstr("passes OPENAI_API_KEY, CODEX_API_KEY by name"));
+  EXPECT_THAT(text, HasSubstr("keeps OPENAI_API_KEY, CODEX_API_KEY by name"));
   EXPECT_THAT(text, HasSubstr("/etc/codex/config.toml: system defaults"));
   EXPECT_THAT(text, HasSubstr("install tree"));
   EXPECT_THAT(text, HasSubstr("The whole policy, the preset included:"));
