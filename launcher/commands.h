@@ -9,8 +9,8 @@
 
 namespace cordon::launcher {
 
-int run_command(const RunOptions& opts);            // run.cc
-int policy_default_command();                       // policy_cmd.cc
+int run_command(const RunOptions& opts);  // run.cc
+int policy_default_command();             // policy_cmd.cc
 // `agent`: the preset the policy extends, as `cordon run --agent` would ("" for none).
 int policy_check_command(const std::string& file, const std::string& agent);    // policy_cmd.cc
 int policy_explain_command(const std::string& file, const std::string& agent);  // "" default

@@ -113,7 +113,7 @@ struct LaunchPlan {
   std::string hostname;
   IdPlan ids;
   std::vector<EtcFile> etc_files;
-  std::vector<MountOp> mounts;    // in order; targets are sandbox paths
+  std::vector<MountOp> mounts;  // in order; targets are sandbox paths
   // Host directories created before the clone, owned by `ids`: an agent preset's state
   // directories that do not exist yet (launcher/agent_plan.h), each also a bind in `mounts`.
   std::vector<std::string> create_dirs;
