@@ -245,5 +245,32 @@ TEST(Agents, CodexRootOwnedWorkspace) { check_agent(codex(), Owner::Root); }
 TEST(Agents, GeminiRootOwnedWorkspace) { check_agent(gemini(), Owner::Root); }
 TEST(Agents, OpencodeRootOwnedWorkspace) { check_agent(opencode(), Owner::Root); }
 
+// The preset keeps ~/.claude writable and its settings, hooks and commands not: what an agent
+// plants there, the host would run in its next unsandboxed session. Tried by a shell in the
+// agent's place: overwrite, create, create in a new directory, rename into place.
+TEST(Agents, PresetStateKeepsSettingsHooksAndCommandsFromTheAgent) {
+  AgentCase c = claude_code();
+  c.configure = [](const std::string& home, const std::string&) {
+    write_file(home + "/.claude/settings.json", "{}\n");
+    fs::create_directories(home + "/.claude/hooks");
+  };
+  c.program = "sh";
+  c.args = {"-c",
+            "cd ~/.claude; echo PLANTED > settings.json; echo x > hooks/evil.sh;"
+            "mkdir -p commands && echo x > commands/evil.md;"
+            "echo '{}' > new.json && mv new.json settings.local.json;"
+            "mkdir -p projects && echo kept > projects/note; exit 0"};
+  AgentRun a(c);
+  ASSERT_TRUE(a.ok());
+  RunResult r = a.run({"-q"});
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  const std::string dir = a.home() + "/.claude";
+  EXPECT_EQ(read_text(dir + "/projects/note"), "kept\n") << "the state directory is writable";
+  EXPECT_EQ(read_text(dir + "/settings.json"), "{}\n");
+  EXPECT_FALSE(fs::exists(dir + "/hooks/evil.sh"));
+  EXPECT_FALSE(fs::exists(dir + "/commands/evil.md"));
+  EXPECT_FALSE(fs::exists(dir + "/settings.local.json"));
+}
+
 }  // namespace
 }  // namespace cordon::testing
