@@ -196,6 +196,16 @@ void plan_agent(const policy::Policy& p, const HostFacts& host, LaunchPlan& plan
     }
     return false;
   };
+  // Its keys are alternative ways to sign in (an API key, a token, a login kept in its state):
+  // one the host does not have is no mistake worth a line at start.
+  auto& missing = plan.env_notes.pass_missing;
+  missing.erase(std::remove_if(missing.begin(), missing.end(),
+                               [&](const std::string& name) {
+                                 return std::find(preset->keys.begin(), preset->keys.end(), name) !=
+                                        preset->keys.end();
+                               }),
+                missing.end());
+
   // The program run, and the preset's own programs where PATH finds them: `sh -c 'claude …'`
   // or a wrapper script runs the agent too.
   std::vector<std::string> programs{plan.argv[0]};

@@ -27,8 +27,8 @@ constexpr std::string_view kCodexDefaults =
     "apps = false\n";
 
 // Limits the agents' runtimes (Bun, Node.js, a Rust binary with a Node.js launcher) survive.
-// Bun reserves address space far beyond what it uses: rootless, where the memory limit bounds
-// address space, Claude Code aborts below 3G. Sessions last hours; tools want many files.
+// Bun and V8 reserve far more address space than they use, so the limit is generous; rootless it
+// is a data-segment limit. Sessions last hours; tools want many files.
 constexpr PresetLimits kAgentLimits{
     .memory = "4G", .tmp = "512M", .timeout = "8h", .pids = 1024, .nofile = 4096};
 
@@ -213,7 +213,7 @@ void apply_preset(Policy& p, const Preset& preset, std::string_view home,
   add_paths(p.filesystem.deny_write, preset.protect, home);
   EnvPolicy& env = p.process.env;
   for (std::string_view k : preset.keys) {
-    add_once(env.keep, std::string(k));
+    add_once(env.pass, std::string(k));
   }
   for (std::string_view k : preset.keep) {
     add_once(env.keep, std::string(k));
@@ -259,9 +259,9 @@ std::vector<std::string> explain_preset(const Preset& preset) {
   lines.push_back(
       "  filesystem: the program's install tree, found from its path (e.g. the npm "
       "prefix), readable");
-  lines.push_back("  environment: keeps " + join(preset.keys) +
-                  " by name (process.env.keep; the env.deny patterns still remove them: give a "
-                  "key with --env-set)");
+  lines.push_back("  environment: passes " + join(preset.keys) +
+                  " from the host where set, although process.env.deny matches them "
+                  "(process.env.pass; recorded by name, the values never)");
   if (!preset.keep.empty()) {
     lines.push_back("  environment: keeps " + join(preset.keep));
   }

@@ -37,8 +37,8 @@ struct Preset {
   std::vector<std::string_view> state;
   std::vector<std::string_view> config;   // filesystem.read: settings read, never written
   std::vector<std::string_view> protect;  // filesystem.deny_write: code the host runs later
-  // Credentials, passed by name (process.env.keep today, process.env.pass once it lands):
-  // their values never enter the policy or the session record.
+  // Credentials, passed by name (process.env.pass) where the host has them, although the
+  // default env.deny matches them: their values never enter the policy or the session record.
   std::vector<std::string_view> keys;
   std::vector<std::string_view> keep;  // process.env.keep: endpoints and model names
   // process.env.set: turns off telemetry, error reports and self-updates.

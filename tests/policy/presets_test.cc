@@ -87,8 +87,10 @@ TEST(Presets, ClaudeCodeExpandsOnTheDefaultPolicy) {
   EXPECT_EQ(p.process.env.set.at("DISABLE_AUTOUPDATER"), "1");
   // The key travels by name only: no value of it anywhere in the policy.
   EXPECT_EQ(p.process.env.set.count("ANTHROPIC_API_KEY"), 0u);
-  EXPECT_NE(std::find(p.process.env.keep.begin(), p.process.env.keep.end(), "ANTHROPIC_API_KEY"),
-            p.process.env.keep.end());
+  // Passed, so that the default env.deny ("*API_KEY*") does not strip it.
+  EXPECT_NE(std::find(p.process.env.pass.begin(), p.process.env.pass.end(), "ANTHROPIC_API_KEY"),
+            p.process.env.pass.end());
+  EXPECT_TRUE(p.process.env.is_secret("ANTHROPIC_API_KEY"));
   EXPECT_EQ(p.process.memory, 4ull << 30);
   EXPECT_EQ(p.process.pids, 1024u);
   EXPECT_EQ(p.process.nofile, 4096u);
@@ -138,8 +140,8 @@ TEST(Presets, PolicyFileExtendsAndItsOwnEntriesStay) {
   EXPECT_EQ(p.process.nofile, 4096u);
   EXPECT_EQ(p.process.env.set.at("CI"), "1");
   EXPECT_EQ(p.process.env.keep[0], "PATH");
-  EXPECT_NE(std::find(p.process.env.keep.begin(), p.process.env.keep.end(), "OPENAI_API_KEY"),
-            p.process.env.keep.end());
+  EXPECT_NE(std::find(p.process.env.pass.begin(), p.process.env.pass.end(), "OPENAI_API_KEY"),
+            p.process.env.pass.end());
 }
 
 TEST(Presets, AValueThePolicySetsIsNotOverriddenByThePreset) {
@@ -204,7 +206,7 @@ TEST(Presets, ExplainShowsTheExpansionFirst) {
   EXPECT_THAT(text, HasSubstr("keeps ~/.codex across runs"));
   EXPECT_THAT(text, HasSubstr("never writable by the agent"));
   EXPECT_THAT(text, HasSubstr("~/.codex/config.toml"));
-  EXPECT_THAT(text, HasSubstr("keeps OPENAI_API_KEY, CODEX_API_KEY by name"));
+  EXPECT_THAT(text, HasSubstr("passes OPENAI_API_KEY, CODEX_API_KEY from the host"));
   EXPECT_THAT(text, HasSubstr("/etc/codex/config.toml: system defaults"));
   EXPECT_THAT(text, HasSubstr("install tree"));
   EXPECT_THAT(text, HasSubstr("The whole policy, the preset included:"));
