@@ -232,6 +232,12 @@ void plan_agent(const policy::Policy& p, const HostFacts& host, LaunchPlan& plan
     for (std::string_view s : preset->state) {
       of_preset = of_preset || w.text == s;
     }
+    if (of_preset && !host.fs_views && !p.filesystem.rules_beneath(w.expanded, false).empty()) {
+      // Its protected files hold only through a cordon-fs view: without one, not shown at all
+      // rather than shown with them writable.
+      plan.unshown_state.push_back(w.expanded);
+      continue;
+    }
     struct stat st {};
     if (!of_preset || !own_home || !is_under(w.expanded, plan.home) || w.expanded == plan.home ||
         denied(w.expanded) || ::lstat(w.expanded.c_str(), &st) == 0 || errno != ENOENT) {

@@ -529,6 +529,10 @@ Status plan_grants(const policy::FilesystemPolicy& f, const HostFacts& host,
       }
       const std::string what =
           std::string(field) + "[" + std::to_string(i) + "] \"" + g.text + "\"";
+      if (writable && std::find(plan.unshown_state.begin(), plan.unshown_state.end(), g.expanded) !=
+                          plan.unshown_state.end()) {
+        continue;
+      }
       struct stat st {};
       bool created = writable && std::find(plan.create_dirs.begin(), plan.create_dirs.end(),
                                            g.expanded) != plan.create_dirs.end();

@@ -115,8 +115,12 @@ struct LaunchPlan {
   std::vector<EtcFile> etc_files;
   std::vector<MountOp> mounts;  // in order; targets are sandbox paths
   // Host directories created before the clone, owned by `ids`: an agent preset's state
-  // directories that do not exist yet (launcher/agent_plan.h), each also a bind in `mounts`.
+  // directories that do not exist yet (launcher/agent_plan.h), each a write grant in `mounts`.
   std::vector<std::string> create_dirs;
+  // An agent preset's state directories left out because the rules inside them (its settings,
+  // hooks) need a cordon-fs view and this host has none: the agent's state stays in the
+  // sandbox's home and is gone at exit. Said at start.
+  std::vector<std::string> unshown_state;
   bool tty = false;               // stdin is a terminal: relay through a pty
   std::optional<winsize> window;  // the terminal's size at start
   // Where the host's owners and modes keep the program from writing the workspace (rw mode, and

@@ -71,7 +71,8 @@ struct Planned {
   LaunchPlan plan;
   std::string netproxy_bin;  // empty without network.allow
   SeccompProgram seccomp;
-  std::string cow_fallback;  // why cow runs on kernel overlayfs; "" = through cordon-fs
+  std::string cow_fallback;        // why cow runs on kernel overlayfs; "" = through cordon-fs
+  std::string no_fs_views_reason;  // why there are no cordon-fs views; "" = there are
 };
 
 // The runtime side of one run, beside the plan: the session record, the limits and the sidecars.
@@ -152,6 +153,7 @@ Result<Planned> plan(const policy::Policy& pol, const RunOptions& opts, HostFact
   // Read-write directories with rules inside go through cordon-fs views, with no fallback.
   host.no_fs_views_reason = fs_views_unavailable_reason();
   host.fs_views = host.no_fs_views_reason.empty();
+  p.no_fs_views_reason = host.no_fs_views_reason;
   auto built = build_plan(pol, opts.argv, host);
   if (!built.ok()) {
     return make_error(built.error().to_string());
@@ -231,6 +233,12 @@ Status start_sidecars(const policy::Policy& pol, Planned& p, Wiring& w) {
   }
   w.views = std::move(views).value();
   if (!quiet) {
+    for (const auto& d : plan.unshown_state) {
+      say("--agent " + pol.extends + ": " + d +
+          " is not shown: the settings and hooks in it must stay unwritable, which takes a "
+          "cordon-fs view, and " +
+          p.no_fs_views_reason + "; the agent's state stays in the sandbox and is gone at exit");
+    }
     for (const auto& g : plan.absent_write_grants) {
       say("filesystem.write: " + g +
           " does not exist, so it is not shown: what the program writes there stays in the "

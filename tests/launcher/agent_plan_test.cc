@@ -135,6 +135,7 @@ HostFacts facts(const std::string& cwd, const std::string& home, const std::stri
   path_kv = "PATH=" + path;
   static char* env[] = {path_kv.data(), nullptr};
   h.env = env;
+  h.fs_views = true;  // planned only: no view is started
   return h;
 }
 
@@ -178,15 +179,18 @@ TEST(AgentPlan, BindsTheTreeCreatesMissingStateAndWritesEtcDefaults) {
     ASSERT_NE(m, nullptr) << dir;
     EXPECT_EQ(m->kind, MountKind::BindRo);
   }
-  // opencode's state directories are missing: created, then bound read-write.
+  // opencode's state directories are missing: created, then granted read-write, through a
+  // cordon-fs view where its protected files lie inside.
   EXPECT_THAT(plan->create_dirs,
               UnorderedElementsAre(home / ".config/opencode", home / ".local/share/opencode",
                                    home / ".local/state/opencode", home / ".cache/opencode"));
   for (const auto& dir : plan->create_dirs) {
     const MountOp* m = mount_of(*plan, dir);
     ASSERT_NE(m, nullptr) << dir;
-    EXPECT_EQ(m->kind, MountKind::BindRw);
+    bool protected_inside = dir == home / ".config/opencode" || dir == home / ".cache/opencode";
+    EXPECT_EQ(m->kind, protected_inside ? MountKind::FsView : MountKind::BindRw) << dir;
   }
+  EXPECT_THAT(plan->unshown_state, IsEmpty());
   EXPECT_FALSE(fs::exists(home / ".cache/opencode"));  // planning creates nothing
   ASSERT_TRUE(create_agent_state_from_parent(*plan).ok());
   for (const auto& dir : plan->create_dirs) {
@@ -211,6 +215,29 @@ TEST(AgentPlan, BindsTheTreeCreatesMissingStateAndWritesEtcDefaults) {
     }
     EXPECT_TRUE(found);
   }
+}
+
+// Without cordon-fs views the protected files inside a state directory could not be kept from
+// the agent: such a directory is neither created nor shown, rather than shown writable.
+TEST(AgentPlan, StateWithProtectedFilesIsNotShownWithoutCordonFs) {
+  TempDir ws, home;
+  own(ws, home);
+  fs::create_directories(home / ".config/opencode");
+  HostFacts h = facts(ws.path(), home.path(), "/usr/bin");
+  h.fs_views = false;
+  policy::Policy p = agent_policy("opencode", ws.path(), home.path());
+  p.filesystem.mode = policy::WorkspaceMode::Cow;  // rw with rules inside would need a view too
+  auto plan = build_plan(p, {"true"}, h);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_THAT(plan->unshown_state,
+              UnorderedElementsAre(home / ".config/opencode", home / ".cache/opencode"));
+  EXPECT_EQ(mount_of(*plan, home / ".config/opencode"), nullptr);
+  EXPECT_EQ(mount_of(*plan, home / ".cache/opencode"), nullptr);
+  EXPECT_THAT(plan->create_dirs,
+              UnorderedElementsAre(home / ".local/share/opencode", home / ".local/state/opencode"));
+  const MountOp* kept = mount_of(*plan, home / ".local/share/opencode");
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(kept->kind, MountKind::BindRw);
 }
 
 TEST(AgentPlan, StateIsCreatedOnlyInTheSandboxUsersOwnHome) {
