@@ -53,6 +53,10 @@ struct AgentCase {
   std::string state;  // a path beneath the home the agent's run leaves (state kept on the host)
   // Refusals besides the fetch of 198.51.100.7:80 that the agent's run makes ("host:port").
   std::vector<std::string> also_refused;
+  // Whether the state directory holding `state` has files the preset protects: without cordon-fs
+  // views it is then not shown at all.
+  bool state_protected = true;
+  bool nested_sandbox = false;  // process.nested_sandbox: the agent's own sandbox inside cordon's
 };
 
 // Who owns the workspace and the home. As root, User gives both to an unprivileged uid (the
@@ -72,15 +76,19 @@ class AgentRun {
     if (!ok_) {
       return;
     }
-    std::string policy = R"({"network": {"allow": [")" + c_.api_host + ":" + std::to_string(port_) +
-                         R"("], "resolve": {")" + c_.api_host +
-                         R"(": "127.0.0.1"}}, "filesystem": {"read": [")" + files_ / "ca.crt" +
-                         R"("]})" + (c_.via_flag ? "" : R"(, "extends": ")" + c_.preset + "\"") +
-                         "}";
+    std::string policy =
+        R"({"network": {"allow": [")" + c_.api_host + ":" + std::to_string(port_) +
+        R"("], "resolve": {")" + c_.api_host + R"(": "127.0.0.1"}}, "filesystem": {"read": [")" +
+        files_ / "ca.crt" + R"("]})" + (c_.via_flag ? "" : R"(, "extends": ")" + c_.preset + "\"") +
+        (c_.nested_sandbox ? R"(, "process": {"nested_sandbox": true})" : "") + "}";
     write_text(files_ / "policy.json", policy);
   }
 
   bool ok() const { return ok_; }
+  // Whether the agent sees (and keeps) its state directory in the home: only where the home is
+  // the sandbox user's, and where cordon-fs views hold the protected files inside it; else its
+  // settings go through the workspace and the command line.
+  bool home_state_shown() const { return owner_ == Owner::User && fs_views_here(); }
   int port() const { return port_; }
   const std::string& ws() const { return ws_.path(); }
   const std::string& home() const { return home_.path(); }
@@ -98,19 +106,25 @@ class AgentRun {
     if (c_.via_flag) {
       argv.insert(argv.end(), {"--agent", c_.preset});
     }
+    RunSpec spec;
+    spec.env = env();
+    // The key from the environment, as a user has it: the preset passes it (process.env.pass)
+    // past the default env.deny. The rest are this test's settings, given as flags.
     for (const auto& kv : c_.env(base(), files_ / "ca.crt")) {
-      argv.insert(argv.end(), {"--env-set", kv});
+      if (kv.substr(0, kv.find('=')).find("API_KEY") != std::string::npos) {
+        spec.env.push_back(kv);
+      } else {
+        argv.insert(argv.end(), {"--env-set", kv});
+      }
     }
     argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
     argv.push_back("--");
     argv.push_back(c_.program);
-    if (owner_ == Owner::Root && c_.project_args) {
+    if (!home_state_shown() && c_.project_args) {
       auto extra = c_.project_args(base());
       argv.insert(argv.end(), extra.begin(), extra.end());
     }
     argv.insert(argv.end(), c_.args.begin(), c_.args.end());
-    RunSpec spec;
-    spec.env = env();
     spec.cwd = ws();
     spec.deadline = std::chrono::seconds(150);
     return run_program(argv, spec);
@@ -124,6 +138,23 @@ class AgentRun {
     spec.env = env();
     spec.cwd = ws();
     return run_program(argv, spec);
+  }
+
+  // The files of cordon's record (every session's) that hold `text`, one per line.
+  std::string record_files_holding(const std::string& text) const {
+    std::string out;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(
+             state_.path(), std::filesystem::directory_options::skip_permission_denied, ec);
+         it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) {
+        break;
+      }
+      if (it->is_regular_file(ec) && read_text(it->path()).find(text) != std::string::npos) {
+        out += it->path().string() + "\n";
+      }
+    }
+    return out;
   }
 
   // Every request the model API received, as logged by the mock.
@@ -183,7 +214,7 @@ class AgentRun {
     std::filesystem::create_directories(home_ / ".ssh");
     write_text(home_ / ".ssh/id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\n" + secret_ + "\n",
                0600);
-    if (owner_ == Owner::User) {
+    if (owner_ == Owner::User) {  // the user's own settings, seen where home_state_shown()
       c_.configure(home(), base());
     }
     return uid_ == ::geteuid() ||
@@ -192,7 +223,7 @@ class AgentRun {
 
   bool make_workspace() {
     write_text(ws_ / "README", "a project\n");
-    if (owner_ == Owner::Root && c_.configure_project) {
+    if (!home_state_shown() && c_.configure_project) {
       c_.configure_project(ws(), base());
     }
     return uid_ == ::geteuid() ||

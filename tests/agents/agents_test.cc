@@ -63,6 +63,9 @@ void check_agent(const AgentCase& c, Owner owner = Owner::User) {
   ASSERT_EQ(r.exit_code(), 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
   EXPECT_THAT(r.out, HasSubstr(kFinalAnswer)) << r.err;
 
+  // The key came from the host's environment through the preset, by name only.
+  EXPECT_EQ(a.record_files_holding(kApiKey), "") << "the key's value is in cordon's record";
+
   // What the model saw: the tool's own report, through the real agent.
   auto requests = a.requests();
   ASSERT_FALSE(requests.empty());
@@ -99,6 +102,11 @@ void check_agent(const AgentCase& c, Owner owner = Owner::User) {
   std::set<std::string> expected(c.also_refused.begin(), c.also_refused.end());
   expected.insert("198.51.100.7:80");
   EXPECT_EQ(refused, expected) << dump(events);
+  bool key_passed = std::any_of(events.begin(), events.end(), [](const nlohmann::json& e) {
+    return e.value("kind", "") == "env.passed" &&
+           e.value("name", "").find("API_KEY") != std::string::npos;
+  });
+  EXPECT_TRUE(key_passed) << dump(events);
   bool attributed = std::any_of(events.begin(), events.end(), [](const nlohmann::json& e) {
     return e.value("kind", "") == "net.attribution" && e.value("of", "") == "net.refused" &&
            e.value("address", "") == "198.51.100.7" &&
@@ -113,9 +121,14 @@ void check_agent(const AgentCase& c, Owner owner = Owner::User) {
     EXPECT_EQ(sink->hits_to("198.51.100.7"), 0) << "the fetch left the sandbox";
   }
 
-  if (owner == Owner::User) {
+  if (owner == Owner::User && (fs_views_here() || !c.state_protected)) {
     // The agent's state stays on the host, for its next run.
     EXPECT_TRUE(fs::exists(a.home() + "/" + c.state)) << c.state;
+  } else if (owner == Owner::User) {
+    // Without cordon-fs views the protected state directory is not shown, and cordon says so.
+    EXPECT_THAT(r.err,
+                HasSubstr("is not shown: the settings and hooks in it must stay unwritable"));
+    EXPECT_FALSE(fs::exists(a.home() + "/" + c.state)) << c.state;
   } else {
     // Root's home is not the sandbox user's: cordon creates nothing there.
     EXPECT_FALSE(fs::exists(a.home() + "/" + c.state.substr(0, c.state.find('/'))));
@@ -230,6 +243,7 @@ AgentCase opencode() {
   };
   c.args = {"run", kPrompt};
   c.state = ".local/share/opencode/opencode.db";
+  c.state_protected = false;
   // Its config directory's background `npm install` of its plugin package: no switch turns it off.
   c.also_refused = {"registry.npmjs.org:443"};
   return c;
@@ -244,6 +258,67 @@ TEST(Agents, ClaudeCodeRootOwnedWorkspace) { check_agent(claude_code(), Owner::R
 TEST(Agents, CodexRootOwnedWorkspace) { check_agent(codex(), Owner::Root); }
 TEST(Agents, GeminiRootOwnedWorkspace) { check_agent(gemini(), Owner::Root); }
 TEST(Agents, OpencodeRootOwnedWorkspace) { check_agent(opencode(), Owner::Root); }
+
+// Codex with its own sandbox (bubblewrap, --sandbox workspace-write) as a second layer inside
+// cordon's: it works with process.nested_sandbox on and is refused, and logged, with it off.
+AgentCase codex_own_sandbox(bool nested) {
+  AgentCase c = codex();
+  c.args = {"exec", "--skip-git-repo-check", "--sandbox", "workspace-write", kPrompt};
+  c.nested_sandbox = nested;
+  return c;
+}
+
+std::vector<nlohmann::json> userns_refusals(const std::vector<nlohmann::json>& events) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : events) {
+    if (e.value("kind", "") == "proc.refused" && e.value("rule", "") == "process.nested_sandbox") {
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+TEST(Agents, CodexOwnSandboxWorksWithNestedSandbox) {
+  AgentCase c = codex_own_sandbox(true);
+  CORDON_REQUIRE(fs::exists(agents_prefix() + "/bin/codex"), "codex installed (.ci/setup)");
+  AgentRun a(c);
+  ASSERT_TRUE(a.ok());
+  RunResult r = a.run();
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr(kFinalAnswer)) << r.err;
+  std::string seen = bodies(a.requests());
+  // The tool ran inside Codex's sandbox inside cordon's: cordon still hides the key, and the
+  // fetch fails (Codex's sandbox has no network; cordon's would refuse it).
+  EXPECT_THAT(seen, HasSubstr("key-rc=1")) << seen;
+  EXPECT_THAT(seen, Not(HasSubstr(a.secret())));
+  EXPECT_THAT(seen, HasSubstr("fetch-rc=")) << seen;
+  EXPECT_THAT(seen, Not(HasSubstr("fetch-rc=0"))) << seen;
+  RunResult diff = a.cordon({"diff", "last", "--stat"});
+  EXPECT_THAT(diff.out, HasSubstr("agent-note.txt")) << diff.out << diff.err;
+  auto events = a.events();
+  EXPECT_TRUE(userns_refusals(events).empty()) << dump(events);
+}
+
+TEST(Agents, CodexOwnSandboxIsRefusedAndLoggedWithoutNestedSandbox) {
+  AgentCase c = codex_own_sandbox(false);
+  CORDON_REQUIRE(fs::exists(agents_prefix() + "/bin/codex"), "codex installed (.ci/setup)");
+  AgentRun a(c);
+  ASSERT_TRUE(a.ok());
+  RunResult r = a.run();
+  std::string seen = bodies(a.requests());
+  // Codex's sandbox could not start, so the command never ran: no file, no report of it.
+  EXPECT_THAT(seen, Not(HasSubstr("key-rc="))) << seen;
+  EXPECT_THAT(seen, Not(HasSubstr(a.secret())));
+  RunResult diff = a.cordon({"diff", "last", "--stat"});
+  EXPECT_THAT(diff.out, Not(HasSubstr("agent-note.txt"))) << diff.out;
+  auto events = a.events();
+  auto refused = userns_refusals(events);
+  ASSERT_FALSE(refused.empty()) << "exit " << r.exit_code() << "\n"
+                                << r.err << "\n"
+                                << dump(events);
+  EXPECT_THAT(refused[0].value("flags", ""), HasSubstr("CLONE_NEWUSER")) << refused[0].dump();
+  EXPECT_THAT(refused[0].value("exe", ""), HasSubstr("bwrap")) << refused[0].dump();
+}
 
 // The preset keeps ~/.claude writable and its settings, hooks and commands not: what an agent
 // plants there, the host would run in its next unsandboxed session. Tried by a shell in the
@@ -265,7 +340,12 @@ TEST(Agents, PresetStateKeepsSettingsHooksAndCommandsFromTheAgent) {
   RunResult r = a.run({"-q"});
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   const std::string dir = a.home() + "/.claude";
-  EXPECT_EQ(read_text(dir + "/projects/note"), "kept\n") << "the state directory is writable";
+  if (fs_views_here()) {
+    EXPECT_EQ(read_text(dir + "/projects/note"), "kept\n") << "the state directory is writable";
+  } else {
+    // No cordon-fs view to hold the rules inside it: ~/.claude is not shown at all.
+    EXPECT_FALSE(fs::exists(dir + "/projects"));
+  }
   EXPECT_EQ(read_text(dir + "/settings.json"), "{}\n");
   EXPECT_FALSE(fs::exists(dir + "/hooks/evil.sh"));
   EXPECT_FALSE(fs::exists(dir + "/commands/evil.md"));
