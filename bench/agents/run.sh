@@ -134,14 +134,20 @@ for agent in $AGENTS; do
  "filesystem": {"read": ["$D/ca.crt"]}}
 EOF
   mapfile -t PRESET_ENVS < <(preset_env "$agent")
-  SETS=()
-  for kv in "${CORDON_ENVS[@]}"; do SETS+=(--env-set "$kv"); done
+  # The key in cordon's environment, where the preset passes it from; the rest as flags.
+  SETS=() KEYS=()
+  for kv in "${CORDON_ENVS[@]}"; do
+    case "${kv%%=*}" in
+      *API_KEY*) KEYS+=("$kv") ;;
+      *) SETS+=(--env-set "$kv") ;;
+    esac
+  done
   P="$PREFIX/bin:/usr/local/bin:/usr/bin:/bin"
   printf '%s\0' setpriv --reuid "$USER_ID" --regid "$USER_ID" --clear-groups env -i PATH="$P" \
     HOME="$A/plain-home" LANG=C.UTF-8 TERM=dumb "${PRESET_ENVS[@]}" "${PLAIN_ENVS[@]}" \
     "$PROGRAM" "${ARGS[@]}" >"$A/plain.argv"
   printf '%s\0' env -i PATH="$P" HOME="$A/cordon-home" LANG=C.UTF-8 TERM=dumb \
-    CORDON_STATE_DIR="$A/state" "$CORDON" run -q --agent "$agent" -w "$A/ws" $CORDON_FLAGS \
+    CORDON_STATE_DIR="$A/state" "${KEYS[@]}" "$CORDON" run -q --agent "$agent" -w "$A/ws" $CORDON_FLAGS \
     --policy "$A/policy.json" "${SETS[@]}" -- "$PROGRAM" "${ARGS[@]}" >"$A/cordon.argv"
   python3 - "$RUNS" "$agent" "$A" <<'PY'
 import statistics, subprocess, sys, time
