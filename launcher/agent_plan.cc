@@ -233,8 +233,8 @@ void plan_agent(const policy::Policy& p, const HostFacts& host, LaunchPlan& plan
       of_preset = of_preset || w.text == s;
     }
     if (of_preset && !host.fs_views && !p.filesystem.rules_beneath(w.expanded, false).empty()) {
-      // Its protected files hold only through a cordon-fs view: without one, not shown at all
-      // rather than shown with them writable.
+      // The rules inside it (its settings and hooks) hold only through a cordon-fs view:
+      // without one, not shown at all rather than shown with them writable.
       plan.unshown_state.push_back(w.expanded);
       continue;
     }

@@ -235,8 +235,8 @@ Status start_sidecars(const policy::Policy& pol, Planned& p, Wiring& w) {
   if (!quiet) {
     for (const auto& d : plan.unshown_state) {
       say("--agent " + pol.extends + ": " + d +
-          " is not shown: the settings and hooks in it must stay unwritable, which takes a "
-          "cordon-fs view, and " +
+          " is not shown: the rules inside it (its settings and hooks never writable) hold "
+          "only through a cordon-fs view, and " +
           p.no_fs_views_reason + "; the agent's state stays in the sandbox and is gone at exit");
     }
     for (const auto& g : plan.absent_write_grants) {

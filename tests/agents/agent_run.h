@@ -53,9 +53,6 @@ struct AgentCase {
   std::string state;  // a path beneath the home the agent's run leaves (state kept on the host)
   // Refusals besides the fetch of 198.51.100.7:80 that the agent's run makes ("host:port").
   std::vector<std::string> also_refused;
-  // Whether the state directory holding `state` has files the preset protects: without cordon-fs
-  // views it is then not shown at all.
-  bool state_protected = true;
   bool nested_sandbox = false;  // process.nested_sandbox: the agent's own sandbox inside cordon's
 };
 
@@ -112,7 +109,7 @@ class AgentRun {
     // past the default env.deny. The rest are this test's settings, given as flags.
     for (const auto& kv : c_.env(base(), files_ / "ca.crt")) {
       if (kv.substr(0, kv.find('=')).find("API_KEY") != std::string::npos) {
-        spec.env.push_back(kv);
+        spec.env->push_back(kv);
       } else {
         argv.insert(argv.end(), {"--env-set", kv});
       }

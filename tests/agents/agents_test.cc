@@ -121,13 +121,12 @@ void check_agent(const AgentCase& c, Owner owner = Owner::User) {
     EXPECT_EQ(sink->hits_to("198.51.100.7"), 0) << "the fetch left the sandbox";
   }
 
-  if (owner == Owner::User && (fs_views_here() || !c.state_protected)) {
+  if (owner == Owner::User && fs_views_here()) {
     // The agent's state stays on the host, for its next run.
     EXPECT_TRUE(fs::exists(a.home() + "/" + c.state)) << c.state;
   } else if (owner == Owner::User) {
-    // Without cordon-fs views the protected state directory is not shown, and cordon says so.
-    EXPECT_THAT(r.err,
-                HasSubstr("is not shown: the settings and hooks in it must stay unwritable"));
+    // Without cordon-fs views the state directory is not shown, and cordon says so.
+    EXPECT_THAT(r.err, HasSubstr("is not shown: the rules inside it"));
     EXPECT_FALSE(fs::exists(a.home() + "/" + c.state)) << c.state;
   } else {
     // Root's home is not the sandbox user's: cordon creates nothing there.
@@ -243,7 +242,6 @@ AgentCase opencode() {
   };
   c.args = {"run", kPrompt};
   c.state = ".local/share/opencode/opencode.db";
-  c.state_protected = false;
   // Its config directory's background `npm install` of its plugin package: no switch turns it off.
   c.also_refused = {"registry.npmjs.org:443"};
   return c;

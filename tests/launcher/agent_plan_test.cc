@@ -179,16 +179,15 @@ TEST(AgentPlan, BindsTheTreeCreatesMissingStateAndWritesEtcDefaults) {
     ASSERT_NE(m, nullptr) << dir;
     EXPECT_EQ(m->kind, MountKind::BindRo);
   }
-  // opencode's state directories are missing: created, then granted read-write, through a
-  // cordon-fs view where its protected files lie inside.
+  // opencode's state directories are missing: created, then granted read-write through a
+  // cordon-fs view (the default rules, **/.env and the like, reach beneath any directory).
   EXPECT_THAT(plan->create_dirs,
               UnorderedElementsAre(home / ".config/opencode", home / ".local/share/opencode",
                                    home / ".local/state/opencode", home / ".cache/opencode"));
   for (const auto& dir : plan->create_dirs) {
     const MountOp* m = mount_of(*plan, dir);
     ASSERT_NE(m, nullptr) << dir;
-    bool protected_inside = dir == home / ".config/opencode" || dir == home / ".cache/opencode";
-    EXPECT_EQ(m->kind, protected_inside ? MountKind::FsView : MountKind::BindRw) << dir;
+    EXPECT_EQ(m->kind, MountKind::FsView) << dir;
   }
   EXPECT_THAT(plan->unshown_state, IsEmpty());
   EXPECT_FALSE(fs::exists(home / ".cache/opencode"));  // planning creates nothing
@@ -217,8 +216,8 @@ TEST(AgentPlan, BindsTheTreeCreatesMissingStateAndWritesEtcDefaults) {
   }
 }
 
-// Without cordon-fs views the protected files inside a state directory could not be kept from
-// the agent: such a directory is neither created nor shown, rather than shown writable.
+// Without cordon-fs views the rules inside a state directory (its settings and hooks, **/.env)
+// could not hold: such a directory is neither created nor shown, rather than shown writable.
 TEST(AgentPlan, StateWithProtectedFilesIsNotShownWithoutCordonFs) {
   TempDir ws, home;
   own(ws, home);
@@ -230,12 +229,20 @@ TEST(AgentPlan, StateWithProtectedFilesIsNotShownWithoutCordonFs) {
   auto plan = build_plan(p, {"true"}, h);
   ASSERT_TRUE(plan.ok()) << plan.error().to_string();
   EXPECT_THAT(plan->unshown_state,
-              UnorderedElementsAre(home / ".config/opencode", home / ".cache/opencode"));
-  EXPECT_EQ(mount_of(*plan, home / ".config/opencode"), nullptr);
-  EXPECT_EQ(mount_of(*plan, home / ".cache/opencode"), nullptr);
-  EXPECT_THAT(plan->create_dirs,
-              UnorderedElementsAre(home / ".local/share/opencode", home / ".local/state/opencode"));
-  const MountOp* kept = mount_of(*plan, home / ".local/share/opencode");
+              UnorderedElementsAre(home / ".config/opencode", home / ".local/share/opencode",
+                                   home / ".local/state/opencode", home / ".cache/opencode"));
+  for (const auto& dir : plan->unshown_state) {
+    EXPECT_EQ(mount_of(*plan, dir), nullptr) << dir;
+  }
+  EXPECT_THAT(plan->create_dirs, IsEmpty());
+  // A state directory the rules do not reach into is shown as before: lifting every rule.
+  p.filesystem.deny.clear();
+  p.filesystem.deny_write.clear();
+  p.filesystem.protect.clear();
+  plan = build_plan(p, {"true"}, h);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_THAT(plan->unshown_state, IsEmpty());
+  const MountOp* kept = mount_of(*plan, home / ".config/opencode");
   ASSERT_NE(kept, nullptr);
   EXPECT_EQ(kept->kind, MountKind::BindRw);
 }
