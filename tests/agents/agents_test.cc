@@ -79,7 +79,7 @@ void check_agent(const AgentCase& c, Owner owner = Owner::User) {
   EXPECT_FALSE(fs::exists(a.ws() + "/agent-note.txt"));
   RunResult diff = a.cordon({"diff", "last", "--stat"});
   EXPECT_EQ(diff.exit_code(), 0) << diff.err;
-  EXPECT_THAT(diff.out, HasSubstr("agent-note.txt")) << diff.out;
+  EXPECT_THAT(diff.out, HasSubstr("agent-note.txt")) << diff.out << "\nthe model saw:\n" << seen;
   RunResult commit = a.cordon({"commit", "last"});
   ASSERT_EQ(commit.exit_code(), 0) << commit.out << commit.err;
   EXPECT_EQ(read_text(a.ws() + "/agent-note.txt"), "cordon-e2e-wrote\n");
