@@ -154,36 +154,6 @@ void add_paths(std::vector<PathPattern>& v, const std::vector<std::string_view>&
   }
 }
 
-// A relative protect rule starting "**/" ("**/.claude/**") covers host paths as well as the
-// workspace (decisions.cc), so it would make the preset's own state directory read-only. It is
-// narrowed to the workspace, where it is meant: "X" and "*/**/X" reach only workspace paths and
-// together cover what "**/X" covered there.
-void narrow_to_workspace(std::vector<PathPattern>& protect, const std::vector<PathPattern>& state,
-                         std::string_view home) {
-  const size_t n = protect.size();
-  for (size_t i = 0; i < n; ++i) {
-    const PathPattern& r = protect[i];
-    if (r.absolute || r.text.rfind("**/", 0) != 0) {
-      continue;
-    }
-    bool covers_state = false;
-    for (const PathPattern& d : state) {
-      // The whole directory, not a name that may occur in it ("**/.bashrc").
-      covers_state = covers_state || r.matches(d.expanded.substr(1) + "/any-file");
-    }
-    if (!covers_state) {
-      continue;
-    }
-    std::string rest = r.text.substr(3);
-    auto top = PathPattern::parse(rest, home, nullptr);
-    auto deeper = PathPattern::parse("*/" + r.text, home, nullptr);
-    if (top && deeper) {
-      protect[i] = std::move(*top);  // the rule keeps its index
-      add_once(protect, std::move(*deeper));
-    }
-  }
-}
-
 std::string join(const std::vector<std::string_view>& v) {
   std::string out;
   for (std::string_view s : v) {
@@ -241,9 +211,6 @@ void apply_preset(Policy& p, const Preset& preset, std::string_view home,
   add_paths(p.filesystem.write, preset.state, home);
   add_paths(p.filesystem.read, preset.config, home);
   add_paths(p.filesystem.deny_write, preset.protect, home);
-  std::vector<PathPattern> state;
-  add_paths(state, preset.state, home);
-  narrow_to_workspace(p.filesystem.protect, state, home);
   EnvPolicy& env = p.process.env;
   for (std::string_view k : preset.keys) {
     add_once(env.pass, std::string(k));
@@ -289,9 +256,6 @@ std::vector<std::string> explain_preset(const Preset& preset) {
       "  filesystem: never writable by the agent (settings, hooks, commands the host "
       "runs later): " +
       join(preset.protect));
-  lines.push_back(
-      "  filesystem: a protect rule starting **/ that covers that state (**/.claude/**) is "
-      "narrowed to the workspace (.claude/** and */**/.claude/**), where it applies");
   lines.push_back(
       "  filesystem: the program's install tree, found from its path (e.g. the npm "
       "prefix), readable");

@@ -71,11 +71,6 @@ TEST(Presets, ClaudeCodeExpandsOnTheDefaultPolicy) {
   EXPECT_FALSE(allows(p, "api.openai.com", 443));
   // State kept, its hooks and settings not writable, its config read-only.
   EXPECT_TRUE(p.filesystem.decide_write("/home/alice/.claude/projects/x.jsonl").allow);
-  // The default protect rule **/.claude/** still holds in the workspace, at any depth; it no
-  // longer reaches the preset's own ~/.claude (whose settings and hooks deny_write keeps).
-  EXPECT_FALSE(p.filesystem.decide_write(".claude/settings.json").allow);
-  EXPECT_FALSE(p.filesystem.decide_write("sub/dir/.claude/hooks/x.sh").allow);
-  EXPECT_FALSE(p.filesystem.decide_write(".git/hooks/pre-commit").allow);
   for (const char* path :
        {"/home/alice/.claude/settings.json", "/home/alice/.claude/hooks/evil.sh",
         "/home/alice/.claude/commands/x.md", "/home/alice/.claude/CLAUDE.md",
