@@ -245,6 +245,22 @@ void plan_agent(const policy::Policy& p, const HostFacts& host, LaunchPlan& plan
     }
     plan.create_dirs.push_back(w.expanded);  // granted as the directory it will be (plan_grants)
   }
+  // Protected directories the agent makes at start: empty, inside a state directory shown here.
+  for (std::string_view m : preset->made) {
+    std::string dir = plan.home + std::string(m.substr(1));  // "~/…"
+    auto holder = std::find_if(p.filesystem.write.begin(), p.filesystem.write.end(),
+                               [&](const policy::PathPattern& w) {
+                                 return w.expanded != plan.home && is_under(dir, w.expanded);
+                               });
+    struct stat st {};
+    if (!own_home || plan.home.empty() || holder == p.filesystem.write.end() ||
+        std::find(plan.unshown_state.begin(), plan.unshown_state.end(), holder->expanded) !=
+            plan.unshown_state.end() ||
+        denied(dir) || ::lstat(dir.c_str(), &st) == 0 || errno != ENOENT) {
+      continue;
+    }
+    plan.create_dirs.push_back(dir);
+  }
 
   for (const auto& e : preset->etc) {
     struct stat st {};

@@ -45,6 +45,7 @@ std::vector<Preset> make_presets() {
       .protect = {"~/.claude/settings.json", "~/.claude/settings.local.json", "~/.claude/CLAUDE.md",
                   "~/.claude/hooks", "~/.claude/commands", "~/.claude/agents", "~/.claude/skills",
                   "~/.claude/plugins", "~/.claude/output-styles"},
+      .made = {},
       .keys = {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
       .keep = {"ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL"},
       .env = {{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"},
@@ -66,6 +67,7 @@ std::vector<Preset> make_presets() {
                   "~/.codex/requirements.toml", "~/.codex/managed_config.toml",
                   "~/.codex/hooks.json", "~/.codex/prompts", "~/.codex/rules", "~/.codex/skills",
                   "~/.codex/plugins"},
+      .made = {},
       .keys = {"OPENAI_API_KEY", "CODEX_API_KEY"},
       .keep = {"OPENAI_BASE_URL"},
       .env = {},
@@ -84,6 +86,7 @@ std::vector<Preset> make_presets() {
       .protect = {"~/.gemini/settings.json", "~/.gemini/trustedFolders.json", "~/.gemini/GEMINI.md",
                   "~/.gemini/commands", "~/.gemini/extensions", "~/.gemini/policies",
                   "~/.gemini/hooks", "~/.gemini/skills", "~/.gemini/agents"},
+      .made = {},
       .keys = {"GEMINI_API_KEY", "GOOGLE_API_KEY"},
       .keep = {"GOOGLE_GEMINI_BASE_URL", "GEMINI_MODEL", "GOOGLE_CLOUD_PROJECT"},
       // Its usage statistics (play.googleapis.com) have no variable; its system settings files
@@ -125,6 +128,8 @@ std::vector<Preset> make_presets() {
                   "~/.config/opencode/themes",
                   "~/.cache/opencode/bin",
                   "~/.cache/opencode/node_modules"},
+      // Its tool downloads' directory: it makes it at start and exits when it cannot.
+      .made = {"~/.cache/opencode/bin"},
       .keys = {"OPENCODE_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"},
       .keep = {},
       .env = {{"OPENCODE_DISABLE_AUTOUPDATE", "1"},
@@ -256,6 +261,10 @@ std::vector<std::string> explain_preset(const Preset& preset) {
       "  filesystem: never writable by the agent (settings, hooks, commands the host "
       "runs later): " +
       join(preset.protect));
+  if (!preset.made.empty()) {
+    lines.push_back("  filesystem: creates " + join(preset.made) +
+                    " empty where missing (the agent needs them and may not make them)");
+  }
   lines.push_back(
       "  filesystem: the program's install tree, found from its path (e.g. the npm "
       "prefix), readable");

@@ -37,6 +37,9 @@ struct Preset {
   std::vector<std::string_view> state;
   std::vector<std::string_view> config;   // filesystem.read: settings read, never written
   std::vector<std::string_view> protect;  // filesystem.deny_write: code the host runs later
+  // Protected directories the agent creates at every start and fails without: `cordon run`
+  // creates them empty with the state, before any view starts (the agent cannot, by the rules).
+  std::vector<std::string_view> made;
   // Credentials, passed by name (process.env.pass) where the host has them, although the
   // default env.deny matches them: their values never enter the policy or the session record.
   std::vector<std::string_view> keys;

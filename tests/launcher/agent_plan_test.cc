@@ -181,11 +181,18 @@ TEST(AgentPlan, BindsTheTreeCreatesMissingStateAndWritesEtcDefaults) {
   }
   // opencode's state directories are missing: created, then granted read-write through a
   // cordon-fs view (the default rules, **/.env and the like, reach beneath any directory).
+  // Beside them the protected ~/.cache/opencode/bin, which opencode makes at start and cannot
+  // make inside the view: created empty, with the state, never granted.
   EXPECT_THAT(plan->create_dirs,
               UnorderedElementsAre(home / ".config/opencode", home / ".local/share/opencode",
-                                   home / ".local/state/opencode", home / ".cache/opencode"));
+                                   home / ".local/state/opencode", home / ".cache/opencode",
+                                   home / ".cache/opencode/bin"));
   for (const auto& dir : plan->create_dirs) {
     const MountOp* m = mount_of(*plan, dir);
+    if (dir == home / ".cache/opencode/bin") {
+      EXPECT_EQ(m, nullptr) << dir;
+      continue;
+    }
     ASSERT_NE(m, nullptr) << dir;
     EXPECT_EQ(m->kind, MountKind::FsView) << dir;
   }
@@ -245,6 +252,34 @@ TEST(AgentPlan, StateWithProtectedFilesIsNotShownWithoutCordonFs) {
   const MountOp* kept = mount_of(*plan, home / ".config/opencode");
   ASSERT_NE(kept, nullptr);
   EXPECT_EQ(kept->kind, MountKind::BindRw);
+}
+
+// opencode exits when it cannot make ~/.cache/opencode/bin, which the preset protects (tools it
+// downloads there run later on the host): in an existing cache directory too, cordon makes it.
+TEST(AgentPlan, AProtectedDirectoryTheAgentNeedsIsCreatedEmpty) {
+  TempDir ws, home;
+  own(ws, home);
+  fs::create_directories(home / ".cache/opencode");
+  auto plan = build_plan(agent_policy("opencode", ws.path(), home.path()), {"true"},
+                         facts(ws.path(), home.path(), "/usr/bin"));
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_THAT(plan->create_dirs, ::testing::Contains(home / ".cache/opencode/bin"));
+  EXPECT_THAT(plan->create_dirs, ::testing::Not(::testing::Contains(home / ".cache/opencode")));
+  ASSERT_TRUE(create_agent_state_from_parent(*plan).ok());
+  EXPECT_TRUE(fs::is_directory(home / ".cache/opencode/bin"));
+  EXPECT_TRUE(fs::is_empty(home / ".cache/opencode/bin"));
+  // Still protected: the rule is there for the view of ~/.cache/opencode.
+  policy::Policy p = agent_policy("opencode", ws.path(), home.path());
+  bool protected_dir = false;
+  for (const auto& d : p.filesystem.deny_write) {
+    protected_dir = protected_dir || d.expanded == home / ".cache/opencode/bin";
+  }
+  EXPECT_TRUE(protected_dir);
+  // Present already: left as it is.
+  plan = build_plan(agent_policy("opencode", ws.path(), home.path()), {"true"},
+                    facts(ws.path(), home.path(), "/usr/bin"));
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  EXPECT_THAT(plan->create_dirs, ::testing::Not(::testing::Contains(home / ".cache/opencode/bin")));
 }
 
 TEST(AgentPlan, StateIsCreatedOnlyInTheSandboxUsersOwnHome) {
