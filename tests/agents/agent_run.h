@@ -230,7 +230,11 @@ class AgentRun {
   AgentCase c_;
   Owner owner_;
   uid_t uid_ = ::geteuid();
-  TempDir files_, home_, ws_, state_;
+  TempDir files_;
+  // Not beneath /tmp, as a user's home is not: Codex makes the links its own sandbox starts
+  // through (codex-linux-sandbox, on PATH) only where its home is outside the temporary directory.
+  TempDir home_{"/var/tmp"};
+  TempDir ws_, state_;
   Child mock_;
   int port_ = 0;
   std::string secret_;

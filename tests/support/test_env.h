@@ -41,9 +41,10 @@ namespace cordon::testing {
 // A fresh directory under $CORDON_TEST_TMP (CI: a tmpfs) or /tmp, removed at scope exit.
 class TempDir {
  public:
-  TempDir() {
-    const char* base = std::getenv("CORDON_TEST_TMP");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/cordon-test-XXXXXX";
+  TempDir() : TempDir(std::getenv("CORDON_TEST_TMP") ? std::getenv("CORDON_TEST_TMP") : "/tmp") {}
+  // A directory beneath `base` rather than the tests' temporary directory.
+  explicit TempDir(const std::string& base) {
+    std::string tmpl = base + "/cordon-test-XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
     char* p = ::mkdtemp(buf.data());
