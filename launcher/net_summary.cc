@@ -65,14 +65,23 @@ std::string with_port(const std::string& host, const std::string& port) {
 void add_refusal(NetStats& s, const nlohmann::json& ev, std::string what, std::string reason) {
   ++s.refusal_count;
   if (s.refusals.size() < kMaxRefusals) {
-    s.refusals.push_back(
-        {text::local_clock(str(ev, "ts")), std::move(what), std::move(reason), str(ev, "rule")});
+    s.refusals.push_back({text::local_clock(str(ev, "ts")), std::move(what), std::move(reason),
+                          str(ev, "rule"), str(ev, "client")});
   }
 }
 
 void account(NetStats& s, const nlohmann::json& ev) {
   std::string kind = str(ev, "kind");
   std::string source = str(ev, "source");
+  if (kind == "net.attribution" && str(ev, "of") == "net.refused" && !str(ev, "exe").empty()) {
+    std::string exe = str(ev, "exe");
+    std::string by = exe.substr(exe.rfind('/') + 1);
+    if (auto pid = ev.find("pid"); pid != ev.end() && pid->is_number_integer()) {
+      by += " (pid " + std::to_string(pid->get<int64_t>()) + ")";
+    }
+    s.refused_by[str(ev, "client")] = by;
+    return;
+  }
   // The proxy's events are the record of what crossed (or was refused at) the boundary. The
   // shim's own net.* events are per-process attempts (connect to the proxy's sockets, lookups)
   // and would count every connection twice.
@@ -261,6 +270,9 @@ std::string net_report(const NetStats& s) {
     }
     if (!r.rule.empty()) {
       out += "  [" + r.rule + "]";
+    }
+    if (auto by = s.refused_by.find(r.client); !r.client.empty() && by != s.refused_by.end()) {
+      out += "  by " + by->second;
     }
     out += "\n";
   }

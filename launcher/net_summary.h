@@ -20,7 +20,11 @@ struct NetStats {
   };
   struct Refusal {
     std::string time, what, reason, rule;  // what: "name:port", "udp 198.51.100.1:53", ...
+    std::string client;                    // the proxy's client address, for attribution
   };
+  // Client address -> the program a refused connection came from ("curl (pid 12)"), from the
+  // net.attribution events written at the session's end.
+  std::map<std::string, std::string> refused_by;
   std::map<std::string, Host> hosts;  // by name (or address when no name was involved)
   std::map<std::string, uint64_t> methods;
   std::map<std::string, uint64_t> statuses;

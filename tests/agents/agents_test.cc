@@ -115,6 +115,7 @@ void check_agent(const AgentCase& c, Owner owner = Owner::User) {
   EXPECT_TRUE(attributed) << dump(events);
   RunResult net = a.cordon({"log", "last", "--net"});
   EXPECT_THAT(net.out, HasSubstr("198.51.100.7:80")) << net.out;
+  EXPECT_THAT(net.out, HasSubstr("by curl (pid ")) << net.out;
   EXPECT_THAT(net.out, HasSubstr(c.api_host)) << net.out;
   if (sink) {
     // The address the tool call aimed at (the whole ranges also catch this host's own traffic).

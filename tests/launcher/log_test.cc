@@ -378,6 +378,49 @@ TEST_F(LogTest, NetReportCountsRefusedPlainHttpRequests) {
   EXPECT_NE(out.find("Refused (4):"), std::string::npos) << out;
 }
 
+// A refusal's program, from the net.attribution cordon writes at the session's end (joined by the
+// proxy's client address): `log --net` names it on the refusal's line, and only on that one.
+TEST_F(LogTest, NetReportNamesTheProgramOfARefusedConnection) {
+  auto s = Session::create(policy::default_policy(), {"sh"}, "/w");
+  ASSERT_TRUE(s.ok());
+  auto proxy = record::EventLog::open(s->paths().events, s->id(), "netproxy", {});
+  ASSERT_TRUE(proxy.ok());
+  ASSERT_TRUE(proxy
+                  ->emit("net.refused", {{"name", "198.51.100.7"},
+                                         {"port", 80},
+                                         {"decision", "deny"},
+                                         {"client", "10.0.2.1:40000"}})
+                  .ok());
+  ASSERT_TRUE(proxy
+                  ->emit("net.refused", {{"name", "evil.test"},
+                                         {"port", 443},
+                                         {"decision", "deny"},
+                                         {"client", "10.0.2.1:40001"}})
+                  .ok());
+  auto launcher = record::EventLog::open(s->paths().events, s->id(), "launcher", {});
+  ASSERT_TRUE(launcher.ok());
+  ASSERT_TRUE(launcher
+                  ->emit("net.attribution", {{"of", "net.refused"},
+                                             {"client", "10.0.2.1:40000"},
+                                             {"name", "198.51.100.7"},
+                                             {"pid", 12},
+                                             {"exe", "/usr/bin/curl"}})
+                  .ok());
+  LogOptions opts;
+  opts.net = true;
+  std::string out, err;
+  ASSERT_EQ(log(s->id(), opts, &out, &err), 0) << err;
+  size_t line = out.find("198.51.100.7:80");
+  ASSERT_NE(line, std::string::npos) << out;
+  EXPECT_NE(out.substr(line, out.find('\n', line) - line).find("by curl (pid 12)"),
+            std::string::npos)
+      << out;
+  size_t other = out.find("evil.test:443");
+  ASSERT_NE(other, std::string::npos) << out;
+  EXPECT_EQ(out.substr(other, out.find('\n', other) - other).find(" by "), std::string::npos)
+      << out;
+}
+
 // The same through the real proxy: a plain-HTTP GET to an address the policy does not allow,
 // refused by cordon-netproxy (a 403 the client reads), shows up under Methods and Statuses.
 TEST_F(LogTest, EndToEndRefusedPlainHttpGetIsCountedByLogNet) {
@@ -404,6 +447,7 @@ TEST_F(LogTest, EndToEndRefusedPlainHttpGetIsCountedByLogNet) {
   EXPECT_EQ(net.out.find("no plaintext HTTP requests"), std::string::npos) << net.out;
   EXPECT_NE(net.out.find("Methods:\n  GET       1\n"), std::string::npos) << net.out;
   EXPECT_NE(net.out.find("403 (refused by cordon) 1"), std::string::npos) << net.out;
+  EXPECT_NE(net.out.find("by curl (pid "), std::string::npos) << net.out;
   if (sink) {
     EXPECT_EQ(sink->hits(), 0);
   }
