@@ -24,8 +24,8 @@ std::vector<std::string> install_tree(const std::string& argv0, const std::strin
 // The preset of `p.extends` into `plan`: read-only binds of the install trees of the program and
 // of the preset's own programs (into `user`, the mounts still to be ordered), each missing state
 // directory as a directory to create (when the sandbox's user owns the home it lies in), which
-// plan_grants then mounts as its write grant, the /etc defaults the host has no file for. Needs plan.argv, envp,
-// workspace, home and ids.
+// plan_grants then mounts as its write grant, the /etc defaults the host has no file for. Needs
+// plan.argv, envp, workspace, home and ids.
 void plan_agent(const policy::Policy& p, const HostFacts& host, LaunchPlan& plan,
                 std::vector<MountOp>& user);
 
