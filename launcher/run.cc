@@ -418,10 +418,8 @@ Outcome supervise_sandbox(const LaunchPlan& lp, Sandbox& sb, Wiring& w) {
                         {"reason",
                          "creating a user namespace is refused (EPERM) while "
                          "process.nested_sandbox is off"}};
-    char link[64], exe[4096];
-    std::snprintf(link, sizeof link, "/proc/%d/exe", static_cast<int>(r.pid));
-    if (ssize_t n = ::readlink(link, exe, sizeof exe - 1); n > 0) {
-      f["exe"] = std::string(exe, static_cast<size_t>(n));
+    if (!r.exe.empty()) {
+      f["exe"] = r.exe;
     }
     (void)w.session.events().emit("proc.refused", std::move(f));
   };

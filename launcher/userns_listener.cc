@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -34,13 +35,29 @@ Sizes notif_sizes() {
   return out;
 }
 
-// Receives one notification and answers it EPERM. 0, or -errno (EAGAIN: none pending).
+// The program's executable, read while its syscall is still held: once answered, a short-lived
+// caller (bubblewrap giving up) is gone before anyone could look. The id is checked again after the
+// read, so a pid reused meanwhile is never named.
+std::string held_exe(int listener, const seccomp_notif& req) {
+  char link[64], exe[4096];
+  std::snprintf(link, sizeof link, "/proc/%u/exe", req.pid);
+  ssize_t n = ::readlink(link, exe, sizeof exe - 1);
+  uint64_t id = req.id;
+  if (n <= 0 || ::ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) != 0) {
+    return {};
+  }
+  return std::string(exe, static_cast<size_t>(n));
+}
+
+// Receives one notification, names its program and answers it EPERM. 0, or -errno (EAGAIN: none
+// pending).
 int answer_one(int listener, seccomp_notif* req, seccomp_notif_resp* resp, size_t notif_size,
-               size_t resp_size) {
+               size_t resp_size, std::string& exe) {
   std::memset(req, 0, notif_size);
   if (::ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, req) != 0) {
     return -errno;
   }
+  exe = held_exe(listener, *req);
   std::memset(resp, 0, resp_size);
   resp->id = req->id;
   resp->error = -EPERM;
@@ -58,10 +75,10 @@ std::optional<RefusedNamespace> answer_userns_notification(int listener) {
   std::vector<unsigned char> req_buf(sizes.notif), resp_buf(sizes.resp);
   auto* req = reinterpret_cast<seccomp_notif*>(req_buf.data());
   auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_buf.data());
-  if (answer_one(listener, req, resp, sizes.notif, sizes.resp) != 0) {
+  RefusedNamespace r;
+  if (answer_one(listener, req, resp, sizes.notif, sizes.resp, r.exe) != 0) {
     return std::nullopt;
   }
-  RefusedNamespace r;
   r.pid = static_cast<pid_t>(req->pid);
   r.syscall = req->data.nr == __NR_clone     ? "clone"
               : req->data.nr == __NR_unshare ? "unshare"

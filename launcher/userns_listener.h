@@ -18,6 +18,7 @@ struct RefusedNamespace {
   pid_t pid = 0;        // as the listener's reader sees it (cordon: the host's pid)
   std::string syscall;  // "clone" | "unshare"
   uint64_t flags = 0;   // the namespace flags asked for
+  std::string exe;      // the asking program, read while its call was held; empty if unknown
 };
 
 // Parent side: answers the next pending notification on `listener` with EPERM. nullopt when there
