@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -21,9 +20,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 
+#include "launcher/channel.h"
 #include "launcher/diagnostics.h"
 #include "launcher/env.h"
 #include "launcher/exit_status.h"
@@ -34,6 +36,7 @@
 #include "launcher/session.h"
 #include "launcher/shim_attribution.h"
 #include "launcher/shim_setup.h"
+#include "launcher/supervise.h"
 #include "policy/loader.h"
 #include "preload_shim/fs_rules.h"
 
@@ -87,32 +90,33 @@ struct ChildSpec {
   const Limits* limits;
   const SeccompProgram* seccomp;
   LandlockPlan landlock;
-  int release_fd;  // read end: one byte once the child is in its cgroup
-  int report_fd;   // write end (CLOEXEC): the errno of a failed step, as text
+  int channel;  // the child's end of the report channel (CLOEXEC: EOF once the program runs)
 };
 
-[[noreturn]] void child_fail(int fd, const std::string& what) {
-  ssize_t ignored = ::write(fd, what.data(), what.size());
-  (void)ignored;
+[[noreturn]] void child_fail(int channel, const std::string& what) {
+  send_msg(channel, MsgKind::SetupError, errno, what.c_str());
   ::_exit(kExitCordonFailed);
 }
 
 [[noreturn]] void child_main(const ChildSpec& c) {
-  char go = 0;
-  if (::read(c.release_fd, &go, 1) != 1) {
+  // The parent blocked the signals it supervises; the program starts with none blocked.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (!wait_for_release(c.channel)) {
     ::_exit(kExitCordonFailed);  // cordon died before placing us in the cgroup
   }
   if (::chdir(c.cwd.c_str()) != 0) {
-    child_fail(c.report_fd, "chdir(\"" + c.cwd + "\"): " + std::strerror(errno));
+    child_fail(c.channel, "chdir(\"" + c.cwd + "\"): " + std::strerror(errno));
   }
   if (auto s = c.limits->apply_rlimits_in_child(); !s.ok()) {
-    child_fail(c.report_fd, s.error().to_string());
+    child_fail(c.channel, s.error().to_string());
   }
   if (c.ids.drop) {
     if (::setgroups(0, nullptr) != 0 || ::setresgid(c.ids.gid, c.ids.gid, c.ids.gid) != 0 ||
         ::setresuid(c.ids.uid, c.ids.uid, c.ids.uid) != 0) {
-      child_fail(c.report_fd, "setgroups/setresgid/setresuid(" + std::to_string(c.ids.uid) +
-                                  "): " + std::strerror(errno));
+      child_fail(c.channel, "setgroups/setresgid/setresuid(" + std::to_string(c.ids.uid) +
+                                "): " + std::strerror(errno));
     }
   }
   // After the id change, which clears it: the program must not outlive cordon's watch.
@@ -121,13 +125,13 @@ struct ChildSpec {
     ::_exit(kExitCordonFailed);
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-    child_fail(c.report_fd, std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno));
+    child_fail(c.channel, std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno));
   }
   if (auto s = apply_landlock_in_program(c.landlock); !s.ok()) {
-    child_fail(c.report_fd, "landlock: " + s.error().to_string());
+    child_fail(c.channel, "landlock: " + s.error().to_string());
   }
   if (auto s = install_seccomp(*c.seccomp); !s.ok()) {
-    child_fail(c.report_fd, "seccomp: " + s.error().to_string());
+    child_fail(c.channel, "seccomp: " + s.error().to_string());
   }
   std::vector<char*> argv, envp;
   for (const auto& a : c.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -136,8 +140,8 @@ struct ChildSpec {
   envp.push_back(nullptr);
   environ = envp.data();
   ::execvpe(argv[0], argv.data(), envp.data());
-  int e = errno;
-  child_fail(c.report_fd, "exec " + std::to_string(e) + " " + std::strerror(e));
+  send_msg(c.channel, MsgKind::ExecError, errno);
+  ::_exit(kExitCordonFailed);
 }
 
 Result<std::string> workspace_path(const policy::Policy& pol) {
@@ -147,6 +151,49 @@ Result<std::string> workspace_path(const policy::Policy& pol) {
     return sys_error("workspace \"" + ws + "\": realpath", "check that it exists");
   }
   return std::string(buf);
+}
+
+// Without a pid namespace nothing ends what the program left running (`cmd &`, a daemon that
+// double-forked, a shell's child at the timeout), and without a cgroup (rootless) nothing finds
+// it: cordon is the subreaper of the run, so every orphan comes to it, and once the program has
+// ended each process reparented here, except `keep` (the proxy), is killed and reaped. Bounded:
+// a tree still forking after kMaxRounds rounds is left to the cgroup, when there is one.
+void end_leftovers(pid_t keep) {
+  constexpr int kMaxRounds = 50;
+  const std::string self = std::to_string(::getpid());
+  for (int round = 0; round < kMaxRounds; ++round) {
+    std::vector<pid_t> found;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) {
+        continue;
+      }
+      std::ifstream st(e.path() / "stat");
+      std::string line;
+      std::getline(st, line);
+      auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+      if (close == std::string::npos) {
+        continue;
+      }
+      std::istringstream rest(line.substr(close + 1));
+      std::string state, ppid;
+      rest >> state >> ppid;
+      pid_t pid = static_cast<pid_t>(std::stol(name));
+      if (ppid == self && pid != keep) {
+        found.push_back(pid);
+      }
+    }
+    if (found.empty()) {
+      return;
+    }
+    for (pid_t pid : found) {
+      ::kill(pid, SIGKILL);
+    }
+    for (pid_t pid : found) {
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
 }
 
 }  // namespace
@@ -382,20 +429,28 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
         "filesystem.deny/deny_write/protect are not applied inside the workspace");
   }
 
-  int rel[2], rep[2];
-  if (::pipe2(rel, O_CLOEXEC) != 0 || ::pipe2(rep, O_CLOEXEC) != 0) {
-    return setup_failed(std::string("pipe2(): ") + std::strerror(errno));
+  auto channel = make_channel();
+  if (!channel.ok()) {
+    return setup_failed(channel.error().to_string());
   }
-  UniqueFd release_r(rel[0]), release_w(rel[1]), report_r(rep[0]), report_w(rep[1]);
+  // Like system(3), the terminal's ^C and ^\ are the program's to handle (it shares cordon's
+  // terminal and process group): ignored here, not forwarded. The rest are supervise()'s:
+  // blocked before the collector's thread starts, so no thread takes them in their default way.
+  sigset_t supervised = supervised_signals(), old_mask;
+  sigdelset(&supervised, SIGINT);
+  sigdelset(&supervised, SIGQUIT);
+  ::sigprocmask(SIG_BLOCK, &supervised, &old_mask);
   if (*shim) {
     if (auto s = (*shim)->start(); !s.ok()) {
+      ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       return setup_failed("preload shim: " + s.error().to_string());
     }
   }
-  ChildSpec spec{opts.argv,       envp,          cwd, ids, &*limits, &*seccomp, ll,
-                 release_r.get(), report_w.get()};
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  ChildSpec spec{opts.argv, envp, cwd, ids, &*limits, &*seccomp, ll, channel->child.get()};
   pid_t pid = ::fork();
   if (pid < 0) {
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     return setup_failed(std::string("fork(): ") + std::strerror(errno));
   }
   if (pid == 0) {
@@ -405,57 +460,50 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
     }
     ::_exit(kExitCordonFailed);
   }
-  release_r.reset();
-  report_w.reset();
-  // Like system(3): the terminal's ^C and ^\ are the program's to handle; cordon waits it out.
+  channel->child.reset();
   struct sigaction ign {
   }, old_int{}, old_quit{};
   ign.sa_handler = SIG_IGN;
   ::sigaction(SIGINT, &ign, &old_int);
   ::sigaction(SIGQUIT, &ign, &old_quit);
-  if (auto s = limits->add_process(pid); !s.ok()) {
+  auto restore_signals = [&] {
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGQUIT, &old_quit, nullptr);
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  };
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  Status placed = pidfd ? Status{} : sys_error("pidfd_open(the program) (Linux >= 5.3)");
+  if (auto s = placed.ok() ? limits->add_process(pid) : Status{}; !s.ok()) {
+    placed = make_error("limits: " + s.error().to_string());
+  }
+  if (placed.ok()) {
+    placed = release_child(channel->parent.get());
+  }
+  if (!placed.ok()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    return setup_failed("limits: " + s.error().to_string());
-  }
-  char go = 1;
-  if (::write(release_w.get(), &go, 1) != 1) {
-    ::kill(pid, SIGKILL);
+    restore_signals();
+    return setup_failed(placed.error().to_string());
   }
   if (auto s = session->started(pid, end.limits_backend); !s.ok()) {
     say("session record: " + s.error().to_string());
   }
 
-  // Wait, with the wall-clock limit.
-  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  bool timed_out = false;
-  int status = 0;
-  auto deadline =
-      pol.process.timeout.count() > 0 ? t0 + pol.process.timeout : Clock::time_point::max();
-  for (;;) {
-    int wait_ms = -1;
-    if (deadline != Clock::time_point::max()) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      wait_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left.count(), 60000)));
-    }
-    pollfd p{pidfd.get(), POLLIN, 0};
-    int r = pidfd ? ::poll(&p, 1, wait_ms) : 1;
-    if (r > 0 || !pidfd) {
-      if (::waitpid(pid, &status, 0) == pid) {
-        break;
-      }
-    }
-    if (deadline != Clock::time_point::max() && Clock::now() >= deadline && !timed_out) {
-      timed_out = true;
-      ::kill(pid, SIGTERM);
-      deadline = Clock::now() + pol.process.kill_grace;
-    } else if (timed_out && Clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      deadline = Clock::time_point::max();
-    }
-  }
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGQUIT, &old_quit, nullptr);
+  // The watch a sandbox's init gets: report channel, forwarded signals, the wall-clock limit
+  // (SIGTERM, then SIGKILL after the grace). The program is the watched child here, so its own
+  // wait status is the one supervise() calls init's.
+  SuperviseSpec watch;
+  watch.init_pid = pid;
+  watch.pidfd = pidfd.get();
+  watch.channel = channel->parent.get();
+  watch.signals = supervised;
+  watch.timeout = pol.process.timeout;
+  watch.kill_grace = pol.process.kill_grace;
+  watch.limits = &*limits;
+  Outcome out = supervise(watch);
+  end_leftovers(proxy ? proxy->child.pid() : -1);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+  restore_signals();
   if (*shim) {
     (*shim)->stop();
   }
@@ -470,19 +518,6 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   }
   end.usage = limits->usage();
 
-  // The child's report: empty once it reached exec, "exec ERRNO ..." when exec failed, else
-  // the step that failed.
-  char buf[1024];
-  ssize_t n = ::read(report_r.get(), buf, sizeof buf - 1);
-  std::string report = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-  Outcome out;
-  if (report.rfind("exec ", 0) == 0) {
-    out.exec_errno = std::atoi(report.c_str() + 5);
-  } else if (!report.empty()) {
-    out.setup_error = report;
-  }
-  out.timed_out = timed_out;
-  out.program_status = status;
   ExitFacts facts;
   facts.command = opts.argv[0];
   facts.timeout = pol.process.timeout;

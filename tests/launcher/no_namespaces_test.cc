@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "launcher/landlock.h"
@@ -308,6 +311,69 @@ TEST(NoNamespaces, ShimFileRulesAreHandedOverWholeOrNotAtAll) {
   ASSERT_FALSE(big.ok());
   EXPECT_NE(big.error().to_string().find("at most 512"), std::string::npos)
       << big.error().to_string();
+}
+
+// Without namespaces the program is supervised as a sandbox's init is: the same exit statuses
+// (timeout(1)'s 124, 127 for a missing program, 128+N for a signal), the same timeout text.
+TEST(NoNamespaces, EndsWithTheExitStatusesOfANamespacedRun) {
+  SandboxFixture f;
+  auto code = [&](std::vector<std::string> flags, const std::string& script) {
+    flags.insert(flags.begin(), {"--no-namespaces", "-q"});
+    return f.run(flags, {"/bin/sh", "-c", script});
+  };
+  EXPECT_EQ(code({}, "exit 7").exit_code(), 7);
+  EXPECT_EQ(code({}, "kill -KILL $$").exit_code(), 128 + SIGKILL);
+  RunResult missing = f.run({"--no-namespaces", "-q"}, {"/nonexistent/program"});
+  EXPECT_EQ(missing.exit_code(), 127) << missing.err;
+  RunResult late = code({"--timeout", "1s"}, "sleep 30");
+  EXPECT_EQ(late.exit_code(), 124) << late.err;
+  EXPECT_NE(late.err.find("timeout (1s) reached"), std::string::npos) << late.err;
+  // What the program leaves running ends with the run, as it would with its pid namespace, even
+  // rootless where no cgroup holds it and after setsid.
+  RunResult bg = code({}, "sleep 60 >/dev/null 2>&1 & echo $!; setsid sh -c 'sleep 61 & echo $!'");
+  std::istringstream pids(bg.out);
+  int left = 0;
+  for (pid_t pid; pids >> pid;) {
+    ++left;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) {
+      ADD_FAILURE() << "pid " << pid << " outlived the run";
+      ::kill(pid, SIGKILL);
+    }
+  }
+  EXPECT_EQ(left, 2) << bg.out << bg.err;
+}
+
+// SIGTERM and SIGHUP sent to cordon reach the program (which may end as it likes); cordon itself
+// survives them to write the record, and exits with the program's status.
+TEST(NoNamespaces, ForwardsSignalsToTheProgram) {
+  for (int sig : {SIGTERM, SIGHUP}) {
+    SandboxFixture f;
+    f.make_workspace_owned();
+    std::string name = sig == SIGTERM ? "TERM" : "HUP";
+    RunResult r;
+    std::thread t([&] {
+      r = f.run({"--no-namespaces", "-q", "--mode", "rw"},
+                {"/bin/sh", "-c",
+                 "trap 'echo got-" + name + "; exit 3' " + name +
+                     "; echo $PPID > ppid.tmp && mv ppid.tmp ppid; "
+                     "for i in $(seq 300); do sleep 0.1; done; echo not-signalled"});
+    });
+    pid_t cordon = 0;
+    for (int i = 0; i < 200 && cordon == 0; ++i) {
+      std::ifstream in(f.ws() + "/ppid");
+      if (!(in >> cordon)) {
+        cordon = 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    if (cordon > 0) {
+      ::kill(cordon, sig);
+    }
+    t.join();
+    ASSERT_GT(cordon, 0) << r.err;
+    EXPECT_EQ(r.exit_code(), 3) << name << ": " << r.err;
+    EXPECT_EQ(r.out, "got-" + name + "\n") << r.err;
+  }
 }
 
 }  // namespace
