@@ -2,8 +2,10 @@
 #include "launcher/cowfs_sidecar.h"
 
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -147,6 +149,30 @@ std::string cowfs_unavailable_reason() {
   return cordon_fs_unavailable_reason();
 }
 
+namespace {
+
+// Root of a user namespace that does not own the mount namespace it runs in (`unshare -U`
+// without -m, some container set-ups) may not mount anything there, FUSE included, and the
+// host's setuid fusermount3 has no privilege inside a user namespace either.
+bool root_without_mount_namespace() {
+  if (::geteuid() != 0) {
+    return false;
+  }
+  UniqueFd mnt(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
+  UniqueFd owner(mnt ? ::ioctl(mnt.get(), NS_GET_USERNS) : -1);
+  if (!owner && errno == EPERM) {
+    return true;  // the owner is an ancestor of our user namespace, out of our reach
+  }
+  struct stat own {
+  }, mine{};
+  if (!owner || ::fstat(owner.get(), &own) != 0 || ::stat("/proc/self/ns/user", &mine) != 0) {
+    return false;  // no nsfs ioctls: an old kernel, where the mount itself will say why
+  }
+  return own.st_ino != mine.st_ino || own.st_dev != mine.st_dev;
+}
+
+}  // namespace
+
 std::string cordon_fs_unavailable_reason() {
   if (find_cowfs_binary().empty()) {
     return "cordon-fs was not found beside cordon nor in " CORDON_LIBEXECDIR;
@@ -154,6 +180,10 @@ std::string cordon_fs_unavailable_reason() {
   if (::access("/dev/fuse", R_OK | W_OK) != 0) {
     return "/dev/fuse is not readable and writable by uid " + std::to_string(::geteuid()) + " (" +
            std::strerror(errno) + "; as root: chmod 0666 /dev/fuse, the distribution default)";
+  }
+  if (root_without_mount_namespace()) {
+    return "uid 0 of a user namespace that does not own this mount namespace may not mount FUSE "
+           "(unshare -m as well, or give the container its own mount namespace)";
   }
   if (::geteuid() != 0 && !in_path("fusermount3")) {
     return "fusermount3 is not in PATH (apt-get install fuse3)";

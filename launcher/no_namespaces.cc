@@ -346,22 +346,20 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
 
   // The collector: the program runs as cordon's user (or the dropped id), so the socket lives in
   // the session directory when that id can reach it, else in a root-made directory under /run.
-  LaunchPlan scratch;  // prepare_shim_from_parent records its binds here; no mounts in this mode
-  scratch.ids.rootless = !ids.drop;
-  scratch.ids.uid = ids.uid;
-  scratch.ids.gid = ids.gid;
+  IdPlan shim_ids;
+  shim_ids.rootless = !ids.drop;
+  shim_ids.uid = ids.uid;
+  shim_ids.gid = ids.gid;
   auto shim = prepare_shim_from_parent(session->paths().dir, session->paths().events, session->id(),
-                                       record::RecordLimits::from(pol.record), scratch);
+                                       record::RecordLimits::from(pol.record), shim_ids);
   if (!shim.ok()) {
     return setup_failed("preload shim: " + shim.error().to_string());
   }
+  // The library: a copy the dropped id can read, when it could not read the original.
   std::string socket_path, preload = *library;
-  for (const auto& m : scratch.mounts) {
-    if (m.target == kShimSocketInSandbox) {
-      socket_path = m.source;
-    } else if (m.target == kShimLibraryInSandbox) {
-      preload = m.source;  // a copy the dropped id can read, when it could not read the original
-    }
+  if (*shim) {
+    socket_path = (*shim)->socket_path();
+    preload = (*shim)->library_path();
   }
   add_unique(ll.read_paths, preload);
 

@@ -262,11 +262,16 @@ Status start_sidecars(const policy::Policy& pol, Planned& p, Wiring& w) {
   w.ca = std::move(ca).value();
   // The preload shim: library + collector socket into the plan now, collector thread after clone.
   auto shim = prepare_shim_from_parent(paths.dir, paths.events, w.session.id(),
-                                       record::RecordLimits::from(pol.record), plan);
+                                       record::RecordLimits::from(pol.record), plan.ids);
   if (!shim.ok()) {
     return make_error("preload shim: " + shim.error().to_string());
   }
   w.shim = std::move(shim).value();
+  if (w.shim) {
+    if (auto s = w.shim->add_to_plan(plan); !s.ok()) {
+      return make_error("preload shim: " + s.error().to_string());
+    }
+  }
   return {};
 }
 

@@ -228,7 +228,7 @@ Result<std::unique_ptr<ShimSession>> prepare_shim_from_parent(const std::string&
                                                               const std::string& events_path,
                                                               const std::string& session_id,
                                                               const record::RecordLimits& limits,
-                                                              LaunchPlan& plan) {
+                                                              const IdPlan& ids) {
   if (!shim_enabled()) {
     return std::unique_ptr<ShimSession>();
   }
@@ -239,7 +239,7 @@ Result<std::unique_ptr<ShimSession>> prepare_shim_from_parent(const std::string&
   // own under /run.
   std::string dir = session_dir;
   bool own = false;
-  if (!plan.ids.rootless) {
+  if (!ids.rootless) {
     struct stat st {};
     if (::lstat(kRootRuntimeDir, &st) != 0) {
       if (::mkdir(kRootRuntimeDir, 0711) != 0 && errno != EEXIST) {
@@ -252,9 +252,8 @@ Result<std::unique_ptr<ShimSession>> prepare_shim_from_parent(const std::string&
     dir = std::string(kRootRuntimeDir) + "/" + session_id;
     own = true;
   }
-  ASSIGN_OR_RETURN(ShimSession s, ShimSession::prepare(dir, own, events_path, session_id, limits,
-                                                       library, plan.ids));
-  TRY(s.add_to_plan(plan));
+  ASSIGN_OR_RETURN(ShimSession s,
+                   ShimSession::prepare(dir, own, events_path, session_id, limits, library, ids));
   return std::make_unique<ShimSession>(std::move(s));
 }
 

@@ -58,6 +58,10 @@ class ShimSession {
   void stop();
 
   uint64_t events_written() const;
+  // Where the collector listens and the library the sandbox's id can read, on the host (the
+  // --no-namespaces run points the program at them directly).
+  const std::string& socket_path() const { return socket_path_; }
+  const std::string& library_path() const { return library_path_; }
 
  private:
   ShimSession() = default;
@@ -72,12 +76,12 @@ class ShimSession {
   std::thread thread_;
 };
 
-// run.cc's one call before the clone: nullptr when the shim is off (CORDON_SHIM=off); otherwise
-// a prepared collector whose library, socket and ld.so.preload are in `plan`.
+// The one call before the clone: nullptr when the shim is off (CORDON_SHIM=off); otherwise a
+// prepared collector whose socket the sandbox's `ids` can reach (add_to_plan() binds it in).
 Result<std::unique_ptr<ShimSession>> prepare_shim_from_parent(const std::string& session_dir,
                                                               const std::string& events_path,
                                                               const std::string& session_id,
                                                               const record::RecordLimits& limits,
-                                                              LaunchPlan& plan);
+                                                              const IdPlan& ids);
 
 }  // namespace cordon::launcher

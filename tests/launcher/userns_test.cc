@@ -65,4 +65,23 @@ TEST(NestedUserNamespace, NoUserNamespacesLeftNamesTheSettingToRaise) {
   EXPECT_NE(r.err.find("CLONE_NEWUSER"), std::string::npos) << describe(r);
 }
 
+// Root of a user namespace made without its own mount namespace may not mount FUSE: cordon says
+// so and takes the overlayfs copy-on-write, instead of starting cordon-fs only to see the mount
+// fail. Which reason is named depends on whether /dev/fuse is open to the unprivileged id.
+TEST(NestedUserNamespace, RootWithoutItsOwnMountNamespaceTakesOverlayfsAndSaysWhy) {
+  TempDir dir;
+  ::mkdir((dir / "ws").c_str(), 0777);
+  ::chmod((dir / "ws").c_str(), 0777);
+  ::chmod(dir.path().c_str(), 0777);
+  auto r =
+      in_user_namespace("test -r /dev/fuse -a -w /dev/fuse && echo fuse-open >&2; " +
+                            build_path("launcher/cordon") + " run -w " + dir / "ws" + " -- true",
+                        dir);
+  ASSERT_EQ(r.exit_code(), 0) << describe(r);
+  EXPECT_NE(r.err.find("copy-on-write through kernel overlayfs"), std::string::npos) << describe(r);
+  if (r.err.find("fuse-open") != std::string::npos) {
+    EXPECT_NE(r.err.find("may not mount FUSE"), std::string::npos) << describe(r);
+  }
+}
+
 }  // namespace
