@@ -3,7 +3,6 @@
 // sticky bits are shown; every name, link target and diff line goes through text::escaped, so a
 // file name cannot clear the screen and draw a harmless diff over the real one.
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +18,7 @@
 #include "launcher/cow_session.h"
 #include "launcher/diagnostics.h"
 #include "launcher/session_text.h"
+#include "launcher/unified_diff.h"
 
 namespace cordon::launcher {
 namespace {
@@ -194,65 +194,22 @@ std::string describe(const DiffEntry& e, int upper_fd, const Colors& c) {
   return line;
 }
 
-// `diff -u` of two open files (fd 3 and 4 in diff(1)), every line escaped (tabs kept), coloured
-// on a tty. The header lines are printed here, with the escaped name: never diff(1)'s own.
+// `diff -u` of two open files, every line escaped (tabs kept), coloured on a tty. The header
+// lines are printed here, with the escaped name: never diff(1)'s own.
 void unified_diff(int old_fd, int new_fd, const std::string& old_label,
                   const std::string& new_label, const Colors& c) {
-  int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) {
-    std::printf("(cannot run diff: pipe: %s)\n", std::strerror(errno));
-    return;
-  }
-  std::vector<std::string> args = {"diff", "-u", "/dev/fd/3", "/dev/fd/4"};
-  std::vector<char*> argv;
-  for (auto& a : args) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
-  std::fflush(stdout);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::dup2(out[1], 1) < 0 || ::dup2(old_fd, 3) < 0 || ::dup2(new_fd, 4) < 0) {
-      ::_exit(126);
-    }
-    ::execvp("diff", argv.data());
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  FILE* f = ::fdopen(out[0], "r");
-  if (f == nullptr) {
-    ::close(out[0]);
-  } else {
-    std::printf("%s--- %s%s\n%s+++ %s%s\n", c.head, old_label.c_str(), c.off, c.head,
-                new_label.c_str(), c.off);
-    char* line = nullptr;
-    size_t cap = 0;
-    ssize_t n;
-    int skipped = 0;
-    while ((n = ::getline(&line, &cap, f)) > 0) {
-      if (skipped < 2) {
-        ++skipped;  // diff(1)'s "---" and "+++" lines name /dev/fd/N
-        continue;
-      }
-      std::string text(line, static_cast<size_t>(n));
-      if (!text.empty() && text.back() == '\n') {
-        text.pop_back();
-      }
-      const char* col = text[0] == '+'   ? c.add
-                        : text[0] == '-' ? c.del
-                        : text[0] == '@' ? c.hunk
-                                         : "";
-      std::string safe = text::escaped(text, {.keep_tab = true});
-      std::printf("%s%s%s\n", col, safe.c_str(), *col != '\0' ? c.off : "");
-    }
-    std::free(line);
-    std::fclose(f);
-  }
-  int st = 0;
-  if (pid > 0) {
-    ::waitpid(pid, &st, 0);
-  }
-  if (pid < 0 || (WIFEXITED(st) && WEXITSTATUS(st) > 1)) {
+  std::printf("%s--- %s%s\n%s+++ %s%s\n", c.head, old_label.c_str(), c.off, c.head,
+              new_label.c_str(), c.off);
+  bool ok = unified_diff_lines(old_fd, new_fd, [&](std::string_view text) {
+    const char* col = text.empty()     ? ""
+                      : text[0] == '+' ? c.add
+                      : text[0] == '-' ? c.del
+                      : text[0] == '@' ? c.hunk
+                                       : "";
+    std::string safe = text::escaped(text, {.keep_tab = true});
+    std::printf("%s%s%s\n", col, safe.c_str(), *col != '\0' ? c.off : "");
+  });
+  if (!ok) {
     std::printf("(diff(1) failed or is missing: %lld -> %lld bytes)\n",
                 static_cast<long long>(size_of(old_fd)), static_cast<long long>(size_of(new_fd)));
   }

@@ -43,18 +43,6 @@ uint64_t num(const nlohmann::json& j, const char* key) {
   return 0;
 }
 
-// The host an event is about: the name the program asked for, else the address.
-std::string host_of(const nlohmann::json& ev) {
-  std::string h = str(ev, "name");
-  if (h.empty()) {
-    h = str(ev, "address");
-  }
-  if (h.empty()) {
-    h = str(ev, "dst");
-  }
-  return h.empty() ? "(unknown)" : h;
-}
-
 std::string with_port(const std::string& host, const std::string& port) {
   if (port.empty() || port == "0") {
     return host;
@@ -173,6 +161,17 @@ std::string count_map(const std::map<std::string, uint64_t>& m) {
 }
 
 }  // namespace
+
+std::string host_of(const nlohmann::json& ev) {
+  std::string h = str(ev, "name");
+  if (h.empty()) {
+    h = str(ev, "address");
+  }
+  if (h.empty()) {
+    h = str(ev, "dst");
+  }
+  return h.empty() ? "(unknown)" : h;
+}
 
 NetStats collect_net_stats(int events_fd) {
   NetStats s;

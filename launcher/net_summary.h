@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ struct NetStats {
   }
 };
 inline constexpr size_t kMaxRefusals = 1000;
+
+// The host a net.* event is about: the name the program asked for, else the address; or
+// "(unknown)".
+std::string host_of(const nlohmann::json& ev);
 
 // Reads the net.* and limit.hit events of an open events.jsonl (at most 16 MiB of it).
 NetStats collect_net_stats(int events_fd);

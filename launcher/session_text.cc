@@ -76,6 +76,19 @@ std::string local_datetime(int64_t unix_seconds) {
   return buf;
 }
 
+double epoch_seconds(std::string_view rfc3339) {
+  std::tm tm{};
+  int usec = 0;
+  std::string ts(rfc3339);
+  if (std::sscanf(ts.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec) < 6) {
+    return -1;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm)) + usec / 1e6;
+}
+
 std::string local_clock(std::string_view ts) {
   // Exactly the shape EventLog writes: YYYY-MM-DDTHH:MM:SS.ffffffZ
   struct tm tm = {};

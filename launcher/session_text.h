@@ -17,6 +17,8 @@ std::string size(uint64_t bytes);
 std::string signal_name(int sig);
 // Local time of a UTC instant: "2026-11-22 11:57:47" (date_and_time) or "11:57:47.123".
 std::string local_datetime(int64_t unix_seconds);
+// "2026-11-22T14:01:07.801335Z" -> seconds since the epoch (UTC); -1 when unparseable.
+double epoch_seconds(std::string_view rfc3339);
 // "2026-11-22T10:57:47.123456Z" -> "11:57:47.123" in local time; the input unchanged otherwise.
 std::string local_clock(std::string_view rfc3339);
 // The one function that makes bytes a sandboxed program chose (file names, symlink targets, file

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <map>
 
+#include "launcher/session_text.h"
 #include "policy/base/unique_fd.h"
 
 namespace cordon::launcher {
@@ -18,18 +19,7 @@ namespace {
 // Bound on the log read at the end of a session: past it, no attribution (said in the record).
 constexpr off_t kMaxEventsBytes = 64 << 20;
 
-// "2026-11-22T14:01:07.801335Z" -> seconds since the epoch (UTC); -1 when unparseable.
-double parse_ts(const std::string& ts) {
-  std::tm tm{};
-  int usec = 0;
-  if (std::sscanf(ts.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%6dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &usec) < 6) {
-    return -1;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<double>(timegm(&tm)) + usec / 1e6;
-}
+double parse_ts(const std::string& ts) { return text::epoch_seconds(ts); }
 
 std::string str(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
