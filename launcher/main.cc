@@ -8,6 +8,7 @@
 #include "launcher/commands.h"
 #include "launcher/completion.h"
 #include "launcher/diagnostics.h"
+#include "launcher/report/report_cmd.h"
 #include "launcher/session.h"
 #include "launcher/version.h"
 #include "policy/loader.h"
@@ -225,6 +226,28 @@ int main(int argc, char** argv) {
                     "The network: connections by host, HTTP requests by method and status, "
                     "and every refusal (with --json: the network events)");
 
+  ReportOptions report;
+  auto* report_cmd = app.add_subcommand(
+      "report",
+      "Write a session's record as one self-contained HTML page (timeline, network, files)");
+  report_cmd->add_option("ID", report.id, "Session id, a unique prefix of one, or `last`")
+      ->required();
+  report_cmd
+      ->add_option("--output,-o", report.output,
+                   "Where to write it; default: cordon-report-ID.html in the current directory; "
+                   "`-` for stdout")
+      ->type_name("FILE");
+  report_cmd->add_flag("--force,-f", report.force, "Replace FILE if it exists");
+  report_cmd->footer(
+      "The page shows the command, the policy, how it ended and the limits hit; alerts\n"
+      "(exfiltration, canaries, private-range and metadata attempts, fronting, limits); a\n"
+      "zoomable timeline with a lane per process; the network table, refusals first; and the\n"
+      "copy-on-write changes with their diffs. It holds its data, style and script inline and\n"
+      "loads nothing (its Content-Security-Policy forbids it), so it opens offline. It is\n"
+      "written with mode 0600, like the record it comes from.\n"
+      "Exit status: 0 written; 1 refused (FILE exists, no --force); 125 cordon failed (bad id,\n"
+      "unreadable record, FILE cannot be written).");
+
   // The cow review workflow (workflow_cmd.cc).
   const char* wf_footer =
       "ID: a session id, a unique prefix of one, or `last` (as for `cordon log`).\n"
@@ -310,6 +333,9 @@ int main(int argc, char** argv) {
   }
   if (*log_cmd) {
     return log_net ? log_net_command(session_id, log_json) : log_command(session_id, log_json);
+  }
+  if (*report_cmd) {
+    return report_command(report);
   }
   if (*prune_cmd) {
     if (!prune_older.empty()) {

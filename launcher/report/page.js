@@ -1,0 +1,279 @@
+// The report page: reads the session's data from the JSON block and builds the DOM from it with
+// textContent and setAttribute only, so no byte of the record is ever parsed as markup.
+'use strict';
+(function () {
+  const data = JSON.parse(document.getElementById('cordon-data').textContent);
+  const $ = (id) => document.getElementById(id);
+  const events = data.events;
+  const lanes = data.lanes;
+  const laneById = new Map(lanes.map((l) => [l.id, l]));
+
+  function el(tag, attrs, text) {
+    const e = document.createElement(tag);
+    for (const k in attrs || {}) e.setAttribute(k, String(attrs[k]));
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function size(n) {
+    if (typeof n !== 'number') return '';
+    const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0;
+    while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+    return (i === 0 ? n : n.toFixed(1)) + ' ' + u[i];
+  }
+  function dur(ms) {
+    if (typeof ms !== 'number') return '';
+    if (ms < 1000) return Math.round(ms) + 'ms';
+    if (ms < 60000) return (ms / 1000).toFixed(1) + 's';
+    return Math.floor(ms / 60000) + 'm' + Math.round((ms % 60000) / 1000) + 's';
+  }
+  function quote(a) { return /^[\w@%+=:,./-]+$/.test(a) ? a : "'" + a.replace(/'/g, "'\\''") + "'"; }
+  function cmdline(argv) { return Array.isArray(argv) ? argv.map((a) => quote(String(a))).join(' ') : ''; }
+  function laneName(id) {
+    const l = laneById.get(id);
+    if (!l || id === 0) return 'cordon';
+    return String(l.exe).split('/').pop() + ' (pid ' + l.pid + ')';
+  }
+
+  // Header.
+  const h = data.header;
+  $('session-id').textContent = h.session;
+  document.title = 'cordon session ' + h.session;
+  function row(field, label, value) {
+    if (value === undefined || value === null || value === '') return;
+    $('summary').append(el('dt', { 'data-field': field }, label), el('dd', { 'data-field': field }, value));
+  }
+  let exit = h.running ? 'still running (or cordon was killed)' : 'exit ' + h.exit_code;
+  if (h.signal_name) exit += ' (killed by ' + h.signal_name + ')';
+  if (h.timed_out) exit += ' (timed out)';
+  row('command', 'Command', cmdline(h.argv));
+  row('exit', 'Exit status', exit);
+  row('duration', 'Duration', dur(h.duration_ms));
+  row('cpu', 'CPU time', dur(h.cpu_ms));
+  row('memory', 'Peak memory', h.peak_memory ? size(h.peak_memory) : '');
+  row('limits', 'Limits', h.limits);
+  row('limits-hit', 'Limits hit', Array.isArray(h.limits_hit) && h.limits_hit.length ? h.limits_hit.join(', ') : 'none');
+  row('workspace', 'Workspace', h.workspace);
+  row('started', 'Started', h.started_at);
+  row('error', 'cordon error', h.error);
+  for (const line of data.policy) $('policy-lines').append(el('li', {}, line));
+
+  // Alerts.
+  const alerts = data.alerts.list;
+  if (alerts.length) {
+    $('alerts').hidden = false;
+    for (const a of alerts) {
+      const li = el('li', { class: 'alert', 'data-category': a.category, 'data-ev': a.ev }, a.text);
+      if (a.count > 1) li.append(el('span', { class: 'count' }, '×' + a.count));
+      li.addEventListener('click', () => select(a.ev, true));
+      $('alert-list').append(li);
+    }
+    if (data.alerts.more) $('alert-list').append(el('li', {}, data.alerts.more + ' more'));
+  }
+  const notes = [];
+  if (data.summarized) notes.push(data.summarized + ' ordinary events are shown by kind and time only (the page stays small)');
+  if (data.omitted) notes.push(data.omitted + ' events are left out of the page');
+  if (data.unparseable) notes.push(data.unparseable + ' lines of events.jsonl could not be read');
+  if (data.truncated) notes.push('events.jsonl was read only in part (it is very large)');
+  if (notes.length) {
+    $('record-note').hidden = false;
+    $('record-note').textContent = notes.join('; ') + '. `cordon log ID --json` has every event.';
+  }
+
+  // Timeline: lanes in tree order, marks placed from the current view [v0, v1] in ms.
+  const svg = $('tl');
+  const NS = svg.namespaceURI;
+  const LANE = 22, TOP = 20, LABEL = 300;
+  function sv(tag, attrs, text) {
+    const e = document.createElementNS(NS, tag);
+    for (const k in attrs || {}) e.setAttribute(k, String(attrs[k]));
+    if (text !== undefined) e.textContent = String(text);
+    return e;
+  }
+  function markClass(ev) {
+    const k = ev.k;
+    let c = 'other';
+    if (k.startsWith('proc.')) c = 'proc';
+    else if (k === 'net.dns') c = 'dns';
+    else if (k === 'net.http') c = 'http';
+    else if (k.startsWith('net.')) c = 'conn';
+    else if (k.startsWith('fs.')) c = 'fs';
+    if (ev.e && ev.e.decision === 'deny') c = 'refused';
+    if (ev.a) c = 'alert';
+    return c;
+  }
+  const tEnd = Math.max(1, data.t_end * 1.02);
+  let v0 = 0, v1 = tEnd;
+  const row_of = new Map();
+  lanes.forEach((l, i) => row_of.set(l.id, i));
+  const height = TOP + lanes.length * LANE + 4;
+  svg.setAttribute('height', height);
+  const gGrid = sv('g'), gLanes = sv('g'), gMarks = sv('g');
+  svg.append(gGrid, gLanes, gMarks);
+  const spans = [];
+  lanes.forEach((l, i) => {
+    const y = TOP + i * LANE;
+    const g = sv('g', { class: 'lane', 'data-lane': l.id, 'data-pid': l.pid, 'data-exe': l.exe });
+    if (i % 2 === 0) g.append(sv('rect', { class: 'lane-bg', x: 0, y: y, width: '100%', height: LANE }));
+    const span = sv('rect', { class: 'span', y: y + 3, height: LANE - 6 });
+    spans.push([span, l]);
+    g.append(span);
+    const name = l.id === 0 ? 'cordon (session)' : String(l.exe).split('/').pop() + ' ' + l.pid + ': ' + cmdline(l.argv);
+    const label = sv('text', { class: 'lane-label', x: 4 + Math.min(l.depth, 12) * 10, y: y + 15 },
+      name.length > 44 - Math.min(l.depth, 12) ? name.slice(0, 43 - Math.min(l.depth, 12)) + '…' : name);
+    label.append(sv('title', {}, name));
+    g.append(label);
+    gLanes.append(g);
+  });
+  const marks = [];
+  events.forEach((ev, i) => {
+    if (!ev) return;
+    const r = row_of.has(ev.l) ? row_of.get(ev.l) : 0;
+    const m = sv('rect', { class: 'mark ' + markClass(ev), 'data-ev': i, 'data-kind': ev.k,
+      'data-lane': ev.l, y: TOP + r * LANE + 4, width: 4, height: LANE - 8 });
+    m.append(sv('title', {}, ev.k + ' @ ' + dur(ev.t)));
+    marks.push([m, ev.t]);
+    gMarks.append(m);
+  });
+  function width() { return Math.max(600, svg.clientWidth || 1200); }
+  function xOf(t, w) { return LABEL + ((t - v0) / (v1 - v0)) * (w - LABEL - 8); }
+  function layout() {
+    const w = width();
+    for (const [m, t] of marks) {
+      const x = xOf(t, w);
+      m.setAttribute('x', x - 2);
+      m.setAttribute('visibility', x < LABEL - 2 || x > w ? 'hidden' : 'visible');
+    }
+    for (const [s, l] of spans) {
+      const a = Math.max(LABEL, xOf(l.t0, w)), b = Math.min(w, xOf(l.t1, w));
+      s.setAttribute('x', a);
+      s.setAttribute('width', Math.max(b > a ? b - a : 0, b >= a ? 2 : 0));
+    }
+    gGrid.replaceChildren();
+    gGrid.append(sv('rect', { x: 0, y: 0, width: LABEL, height: height, fill: 'none' }));
+    for (let k = 0; k <= 6; k++) {
+      const t = v0 + ((v1 - v0) * k) / 6, x = xOf(t, w);
+      gGrid.append(sv('line', { class: 'grid', x1: x, x2: x, y1: TOP - 4, y2: height }),
+        sv('text', { class: 'tick', x: x + 2, y: 12 }, dur(t)));
+    }
+  }
+  let pending = false;
+  function relayout() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; layout(); });
+  }
+  svg.addEventListener('wheel', (e) => {
+    e.preventDefault();
+    const w = width(), px = e.offsetX;
+    const at = px > LABEL ? v0 + ((px - LABEL) / (w - LABEL - 8)) * (v1 - v0) : v0;
+    const f = e.deltaY < 0 ? 0.8 : 1.25;
+    const span = Math.min(tEnd, Math.max(0.05, (v1 - v0) * f));
+    v0 = Math.max(0, at - (at - v0) * (span / (v1 - v0)));
+    v1 = v0 + span;
+    if (v1 > tEnd) { v0 = Math.max(0, tEnd - span); v1 = v0 + span; }
+    relayout();
+  }, { passive: false });
+  let drag = null;
+  svg.addEventListener('mousedown', (e) => { drag = { x: e.clientX, v0: v0, v1: v1 }; });
+  window.addEventListener('mouseup', () => { drag = null; });
+  window.addEventListener('mousemove', (e) => {
+    if (!drag) return;
+    const dt = ((e.clientX - drag.x) / (width() - LABEL - 8)) * (drag.v1 - drag.v0);
+    const span = drag.v1 - drag.v0;
+    v0 = Math.min(Math.max(0, drag.v0 - dt), Math.max(0, tEnd - span));
+    v1 = v0 + span;
+    relayout();
+  });
+  window.addEventListener('resize', relayout);
+  $('zoom-reset').addEventListener('click', () => { v0 = 0; v1 = tEnd; relayout(); });
+  for (const c of ['proc', 'conn', 'http', 'dns', 'fs', 'refused', 'alert']) {
+    const key = sv('svg', { class: 'key', viewBox: '0 0 10 10' });
+    key.append(sv('rect', { class: 'mark ' + c, width: 10, height: 10 }));
+    $('legend').append(key, document.createTextNode(c));
+  }
+  layout();
+
+  let selected = null;
+  function select(i, scroll) {
+    const ev = events[i];
+    if (!ev) return;
+    if (selected) selected.classList.remove('sel');
+    selected = gMarks.querySelector('[data-ev="' + Number(i) + '"]');
+    if (selected) selected.classList.add('sel');
+    $('event-title').textContent = ev.k + ' — ' + laneName(ev.l) + ' — ' + dur(ev.t);
+    $('event-json').textContent = JSON.stringify(ev.e, null, 2);
+    if (scroll) $('event-box').scrollIntoView({ block: 'nearest' });
+  }
+  gMarks.addEventListener('click', (e) => {
+    const i = e.target.getAttribute && e.target.getAttribute('data-ev');
+    if (i !== null && i !== undefined) select(Number(i), false);
+  });
+
+  // Network table, refusals first (the order the data comes in).
+  const net = data.network;
+  $('net-note').textContent = net.rows.length ? (net.more ? net.more + ' more events on further hosts are not listed' : '')
+    : 'No connections or lookups went through cordon\'s proxy.';
+  for (const r of net.rows) {
+    const tr = el('tr', { class: 'net-row ' + r.decision, 'data-host': r.host, 'data-port': r.port,
+      'data-decision': r.decision, 'data-ev': r.ev });
+    tr.append(el('td', { class: 'host' }, r.host), el('td', {}, r.port),
+      el('td', { class: 'decision-' + (r.decision === 'allow' ? 'allow' : 'deny') }, r.decision),
+      el('td', {}, r.rules.join(', ')), el('td', {}, r.connections), el('td', {}, r.requests),
+      el('td', {}, r.refused), el('td', {}, r.dns), el('td', {}, size(r.bytes_out)),
+      el('td', {}, size(r.bytes_in)), el('td', { class: 'process' }, r.lane ? laneName(r.lane) : ''),
+      el('td', {}, r.reason));
+    tr.addEventListener('click', () => select(r.ev, true));
+    $('net-table').tBodies[0].append(tr);
+  }
+
+  // Files.
+  const files = data.files || {};
+  const changes = files.changes || [];
+  const count = (k) => changes.filter((c) => c.kind === k).length;
+  if (!files.available) {
+    $('files-note').textContent = files.note || 'No copy-on-write changes to show.';
+  } else {
+    $('files-note').textContent = changes.length + ' changes against ' + files.workspace + ': ' +
+      count('added') + ' added, ' + count('modified') + ' modified, ' + count('deleted') +
+      ' deleted, ' + count('renamed') + ' renamed' + (files.more ? ' (and ' + files.more + ' more)' : '') +
+      (files.running ? ' (the session still runs: this is its state now)' : '') + (files.note ? '. ' + files.note : '');
+  }
+  const types = { d: '/', l: ' (symlink)', p: ' (fifo)', s: ' (socket)', c: ' (device)', b: ' (device)' };
+  for (const c of changes) {
+    const tr = el('tr', { class: 'file-change' + (c.protected ? ' protected' : ''), 'data-kind': c.kind,
+      'data-path': c.path, 'data-protected': c.protected ? 'yes' : 'no' });
+    const name = (c.from ? c.from + ' → ' : '') + c.path + (types[c.type] || '');
+    const sz = c.type !== 'f' ? '' : c.kind === 'added' || c.kind === 'renamed' ? size(c.size)
+      : c.kind === 'deleted' ? size(c.old_size) : size(c.old_size) + ' → ' + size(c.size);
+    const mode = c.kind === 'deleted' ? '' : (c.mode & 0o7777).toString(8).padStart(4, '0');
+    tr.append(el('td', {}, c.kind), el('td', { class: 'path' }, name), el('td', {}, sz), el('td', {}, mode),
+      el('td', { class: 'flag' }, c.protected ? 'protected: ' + c.rule + ' (commit leaves it out unless named)'
+        : c.binary ? 'binary' : ''));
+    $('file-changes').tBodies[0].append(tr);
+    if (typeof c.diff === 'string') {
+      const td = el('td', { colspan: 5 });
+      const det = el('details', { class: 'diff', 'data-path': c.path });
+      det.append(el('summary', {}, 'diff of ' + c.path));
+      const pre = el('pre', { class: 'diff' });
+      for (const line of c.diff.split('\n')) {
+        const cls = line[0] === '+' ? 'diff-add' : line[0] === '-' ? 'diff-del' : line[0] === '@' ? 'diff-hunk' : '';
+        pre.append(el('span', cls ? { class: cls } : {}, line + '\n'));
+      }
+      det.append(pre);
+      td.append(det);
+      const dr = el('tr', { class: 'diff-row' });
+      dr.append(td);
+      $('file-changes').tBodies[0].append(dr);
+    }
+  }
+  const refusals = data.fs_refusals;
+  $('fs-refusals-note').textContent = refusals.length ? '' : 'None.';
+  for (const r of refusals) {
+    const tr = el('tr', { class: 'fs-refusal', 'data-path': r.path, 'data-ev': r.ev });
+    tr.append(el('td', { class: 'path' }, r.path), el('td', {}, r.op), el('td', {}, r.rule),
+      el('td', {}, laneName(r.lane)), el('td', {}, r.source));
+    tr.addEventListener('click', () => select(r.ev, true));
+    $('fs-refusals').tBodies[0].append(tr);
+  }
+})();
