@@ -58,7 +58,9 @@ std::optional<Alert> alert_of(const nlohmann::json& ev) {
   if (kind != "net.refused" && kind != "net.dns") {
     return std::nullopt;
   }
-  if (has(rule, "metadata") || has(reason, "metadata")) {
+  // "network (metadata address IP ...)" names a metadata address; the rule for the other
+  // special ranges says "private/loopback/metadata" whichever it was.
+  if (has(rule, "(metadata address") || has(reason, "(metadata address")) {
     return Alert{"metadata", with_reason("cloud metadata address refused: " + target(ev), ev)};
   }
   if (has(rule, "private") || has(rule, "special address") || has(reason, "private")) {

@@ -84,6 +84,9 @@ bool notable(const nlohmann::json& ev, bool alert) {
          kind.rfind("session.", 0) == 0 || kind == "fs.refused";
 }
 
+constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+constexpr size_t kWrapperBytes = 32;
+
 double round_us(double ms) { return std::round(ms * 1000) / 1000; }
 
 }  // namespace
@@ -142,7 +145,7 @@ nlohmann::json build_model(const SessionRecord& rec) {
   NetworkTable net;
   nlohmann::json out_events = nlohmann::json::array();
   nlohmann::json refusals = nlohmann::json::array();
-  size_t bytes = 0, summarized = 0, omitted = 0;
+  size_t bytes = 0, ordinary_bytes = 0, summarized = 0, omitted = 0;
   double t_end = 0;
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& ev = events[i];
@@ -163,29 +166,44 @@ nlohmann::json build_model(const SessionRecord& rec) {
     }
     t_end = std::max(t_end, t_ms[i]);
     nlohmann::json e = view_of(ev);
-    size_t size = e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+    unsigned folded = timeline.fold(e, lane);
+    // The wrapper ({"t":…,"l":…,"e":…} and the flags) counts too.
+    size_t size = kWrapperBytes + e.dump(-1, ' ', false, kReplace).size();
     const bool keep = notable(ev, alert.has_value());
-    if (!keep && bytes + size > kEventsBudget) {
+    // Ordinary events are held to their own share, so a flood of them leaves room for the rest.
+    const size_t whole_limit = keep ? kNotableBudget : kWholeBudget;
+    const size_t brief_limit = keep ? kMaxEventBytes : kBriefBudget;
+    const size_t& used = keep ? bytes : ordinary_bytes;
+    bool cut = false;
+    if (used + size > whole_limit) {
       nlohmann::json brief = {{"ts", str(ev, "ts")}, {"kind", kind}, {"source", str(ev, "source")}};
       if (ev.contains("decision")) {
-        brief["decision"] = view_of(ev["decision"]);
+        brief["decision"] = ev["decision"];
       }
-      brief["(cut)"] = "the page's budget: `cordon log ID --json` has the whole event";
-      e = std::move(brief);
-      size = e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
-      ++summarized;
+      e = view_of(brief);
+      size = kWrapperBytes + e.dump(-1, ' ', false, kReplace).size();
+      folded = 0;
+      cut = true;
     }
-    if (bytes + size > kMaxEventsHard) {
+    if (used + size > brief_limit) {
       ++omitted;
       out_events.push_back(nullptr);  // keeps the indexes the alerts and rows point at
       continue;
     }
     bytes += size;
-    out_events.push_back({{"t", t_ms[i]},
-                          {"l", lane},
-                          {"k", text::one_line(kind, 80)},
-                          {"a", alert.has_value()},
-                          {"e", std::move(e)}});
+    ordinary_bytes += keep ? 0 : size;
+    summarized += cut ? 1 : 0;
+    nlohmann::json w = {{"t", t_ms[i]}, {"l", lane}, {"e", std::move(e)}};
+    if (alert) {
+      w["a"] = 1;
+    }
+    if (folded != 0) {
+      w["f"] = folded;
+    }
+    if (cut) {
+      w["c"] = 1;  // the page says the event is cut, and where the whole one is
+    }
+    out_events.push_back(std::move(w));
   }
   return {{"header", header(rec, start, end)}, {"policy", policy_lines(rec.policy_text)},
           {"alerts", alerts.to_json()},        {"lanes", timeline.lanes_json()},

@@ -9,11 +9,14 @@
 
 namespace cordon::launcher::report {
 
-// Budget for the events' JSON in the page: past it, ordinary events keep only their kind, time
-// and decision (alerts, refusals and process records stay whole), and past kMaxEventsHard they
-// are left out and counted. This is what keeps a 10,000-event report well under 2 MiB.
-inline constexpr size_t kEventsBudget = 1200 << 10;
-inline constexpr size_t kMaxEventsHard = 1600 << 10;
+// Budgets for the events' JSON in the page. Ordinary events are whole while they take less than
+// kWholeBudget, then cut to their time, kind and source up to kBriefBudget, then left out (and
+// counted). Notable events (refusals, alerts, processes) are whole while all events take less
+// than kNotableBudget, cut up to kMaxEventBytes. This keeps a 10,000-event report under 2 MiB.
+inline constexpr size_t kWholeBudget = 800 << 10;
+inline constexpr size_t kBriefBudget = 1200 << 10;
+inline constexpr size_t kNotableBudget = 1500 << 10;
+inline constexpr size_t kMaxEventBytes = 1600 << 10;
 // events.jsonl is read up to this size (the rest is named in the page).
 inline constexpr size_t kMaxEventsRead = 64 << 20;
 

@@ -29,6 +29,16 @@
   }
   function quote(a) { return /^[\w@%+=:,./-]+$/.test(a) ? a : "'" + a.replace(/'/g, "'\\''") + "'"; }
   function cmdline(argv) { return Array.isArray(argv) ? argv.map((a) => quote(String(a))).join(' ') : ''; }
+  function kindOf(ev) { return typeof ev.e.kind === 'string' ? ev.e.kind : ''; }
+  // The event as recorded: the fields the page folded into the event's lane (they repeat the
+  // process's proc.start) put back, keys in the record's (sorted) order.
+  const FOLDED = [[1, 'exe'], [2, 'argv'], [4, 'argc'], [8, 'cred'], [16, 'ppid']];
+  function whole(ev) {
+    const entries = Object.entries(ev.e), lane = laneById.get(ev.l);
+    for (const [bit, key] of FOLDED) if ((ev.f & bit) && lane) entries.push([key, lane[key]]);
+    entries.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    return Object.fromEntries(entries);  // defines each key, "__proto__" included, as data
+  }
   function laneName(id) {
     const l = laneById.get(id);
     if (!l || id === 0) return 'cordon';
@@ -91,7 +101,7 @@
     return e;
   }
   function markClass(ev) {
-    const k = ev.k;
+    const k = kindOf(ev);
     let c = 'other';
     if (k.startsWith('proc.')) c = 'proc';
     else if (k === 'net.dns') c = 'dns';
@@ -129,9 +139,9 @@
   events.forEach((ev, i) => {
     if (!ev) return;
     const r = row_of.has(ev.l) ? row_of.get(ev.l) : 0;
-    const m = sv('rect', { class: 'mark ' + markClass(ev), 'data-ev': i, 'data-kind': ev.k,
+    const m = sv('rect', { class: 'mark ' + markClass(ev), 'data-ev': i, 'data-kind': kindOf(ev),
       'data-lane': ev.l, y: TOP + r * LANE + 4, width: 4, height: LANE - 8 });
-    m.append(sv('title', {}, ev.k + ' @ ' + dur(ev.t)));
+    m.append(sv('title', {}, kindOf(ev) + ' @ ' + dur(ev.t)));
     marks.push([m, ev.t]);
     gMarks.append(m);
   });
@@ -201,8 +211,9 @@
     if (selected) selected.classList.remove('sel');
     selected = gMarks.querySelector('[data-ev="' + Number(i) + '"]');
     if (selected) selected.classList.add('sel');
-    $('event-title').textContent = ev.k + ' — ' + laneName(ev.l) + ' — ' + dur(ev.t);
-    $('event-json').textContent = JSON.stringify(ev.e, null, 2);
+    $('event-title').textContent = kindOf(ev) + ' — ' + laneName(ev.l) + ' — ' + dur(ev.t);
+    $('event-json').textContent = JSON.stringify(whole(ev), null, 2) +
+      (ev.c ? '\n(cut to fit the page: `cordon log ' + h.session + ' --json` has the whole event)' : '');
     if (scroll) $('event-box').scrollIntoView({ block: 'nearest' });
   }
   gMarks.addEventListener('click', (e) => {

@@ -40,6 +40,8 @@ Timeline::Timeline(const std::vector<nlohmann::json>& events, const std::vector<
         l.exe = text::one_line(str(ev, "exe"), kMaxString);
         auto a = ev.find("argv");
         l.argv = a != ev.end() && a->is_array() ? view_of(*a) : nlohmann::json::array();
+        l.argc = ev.contains("argc") ? view_of(ev["argc"]) : nlohmann::json();
+        l.cred = ev.contains("cred") ? view_of(ev["cred"]) : nlohmann::json();
         l.t0 = l.t1 = t_ms[i];
         l.parent = find(l.ppid, t_ms[i]);
         by_pid_[pid].push_back(lanes_.size());
@@ -90,11 +92,19 @@ size_t Timeline::assign(const nlohmann::json& ev, double t) const {
       }
     }
     size_t own = find(pid, t);
-    // A forked child reports its exec before its new image's proc.start: the parent's lane.
-    return own != 0 ? own : find(num(ev, "ppid"), t);
+    // A forked child runs its parent's image until it execs (its proc.exec names the parent's
+    // exe): such events belong on the parent's lane, not on the image the pid becomes.
+    const std::string exe = text::one_line(str(ev, "exe"), kMaxString);
+    if (own == 0 || (!exe.empty() && exe != lanes_[own].exe)) {
+      size_t parent = find(num(ev, "ppid"), t);
+      if (parent != 0 || own == 0) {
+        return parent;
+      }
+    }
+    return own;
   }
-  if (source == "fusefs") {
-    auto it = sandbox_pid_.find(num(ev, "pid"));  // cordon-fs sees host pids
+  if (source == "fusefs" || (source == "launcher" && str(ev, "kind") == "proc.refused")) {
+    auto it = sandbox_pid_.find(num(ev, "pid"));  // cordon-fs and the supervisor see host pids
     return it == sandbox_pid_.end() ? 0 : find(it->second, t);
   }
   if (source == "netproxy") {
@@ -123,6 +133,9 @@ nlohmann::json Timeline::lanes_json() const {
                    {"pid", l.pid},
                    {"exe", l.exe},
                    {"argv", l.argv.is_null() ? nlohmann::json::array() : l.argv},
+                   {"argc", l.argc},
+                   {"cred", l.cred},
+                   {"ppid", l.ppid},
                    {"t0", l.t0},
                    {"t1", l.t1}});
     for (auto c = children[i].rbegin(); c != children[i].rend(); ++c) {
@@ -130,6 +143,27 @@ nlohmann::json Timeline::lanes_json() const {
     }
   }
   return out;
+}
+
+unsigned Timeline::fold(nlohmann::json& view, size_t lane) const {
+  if (lane == 0 || !view.is_object() || str(view, "source") != "shim") {
+    return 0;
+  }
+  const Lane& l = lanes_[lane];
+  unsigned mask = 0;
+  auto drop = [&](const char* key, const nlohmann::json& same, unsigned bit) {
+    auto it = view.find(key);
+    if (it != view.end() && !same.is_null() && *it == same) {
+      view.erase(it);
+      mask |= bit;
+    }
+  };
+  drop("exe", l.exe, kFoldExe);
+  drop("argv", l.argv, kFoldArgv);
+  drop("argc", l.argc, kFoldArgc);
+  drop("cred", l.cred, kFoldCred);
+  drop("ppid", l.ppid, kFoldPpid);
+  return mask;
 }
 
 std::string Timeline::label(size_t lane) const {

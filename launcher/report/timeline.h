@@ -22,6 +22,12 @@ class Timeline {
   size_t lane_of(size_t i) const { return lane_[i]; }
   // The lanes in display order: id, parent, depth, pid, exe, argv, t0, t1 (ms).
   nlohmann::json lanes_json() const;
+  // Removes from `view` (view_of an event on lane `lane`) the fields the lane's proc.start holds
+  // with the same value, and returns which as a mask of kFold* bits (0: none). The page puts
+  // them back when it shows the event: the shim repeats them in every record.
+  unsigned fold(nlohmann::json& view, size_t lane) const;
+  static constexpr unsigned kFoldExe = 1, kFoldArgv = 2, kFoldArgc = 4, kFoldCred = 8,
+                            kFoldPpid = 16;
   // The text that names lane `lane` in a table: "curl (pid 4)".
   std::string label(size_t lane) const;
 
@@ -30,7 +36,7 @@ class Timeline {
     int64_t pid = -1, ppid = -1;
     size_t parent = 0;
     std::string exe;
-    nlohmann::json argv;
+    nlohmann::json argv, argc, cred;  // as view_of shows them
     double t0 = 0, t1 = 0;
   };
   size_t find(int64_t pid, double t) const;  // 0 when unknown
