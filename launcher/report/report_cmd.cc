@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <iostream>
 
@@ -40,8 +41,10 @@ Result<report::SessionRecord> read_record(const std::string& root, const std::st
   if (::fstat(events.get(), &st) != 0) {
     return sys_error("fstat(events.jsonl)");
   }
-  rec.truncated = static_cast<uint64_t>(st.st_size) > report::kMaxEventsRead;
-  report::add_events(rec, store::read_head(events.get(), report::kMaxEventsRead));
+  const size_t size = st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+  rec.truncated = size > report::kMaxEventsRead;
+  // Only what is there: read_head allocates (and zeroes) all it is asked for.
+  report::add_events(rec, store::read_head(events.get(), std::min(size, report::kMaxEventsRead)));
   rec.files = report::files_view(id);
   return rec;
 }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# bench/report/run.sh [BUILD_DIR]: the size of `cordon report`'s page and the time to build it for
+# a session of EVENTS (10000) events. The session is a real `cordon run` of `true` whose
+# events.jsonl is then replaced by an agent-like mix (make_session.py). Prints numbers; asserts
+# nothing. Targets: under 2 MiB, under 1 s.
+set -euo pipefail
+BUILD=${1:-${CORDON_BUILD_DIR:-build}}
+CORDON=$(realpath "$BUILD/launcher/cordon")
+[[ -x $CORDON ]] || { echo "missing $CORDON: build target cordon" >&2; exit 1; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=$(mktemp -d /dev/shm/cordon-bench-report.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+chmod 755 "$WORK"  # as root the sandbox runs as the workspace's owner or nobody
+export CORDON_STATE_DIR=$WORK/state
+mkdir -p "$WORK/ws"
+"$CORDON" run -q --mode ro -w "$WORK/ws" -- true
+ID=$("$CORDON" ls --ids | tail -1)
+python3 "$HERE/make_session.py" "$CORDON_STATE_DIR/sessions/$ID" "${EVENTS:-10000}"
+"$CORDON" report "$ID" -o "$WORK/report.html" 2>/dev/null
+echo "page: $(stat -c %s "$WORK/report.html") bytes ($(( $(stat -c %s "$WORK/report.html") / 1024 )) KiB)"
+if command -v hyperfine >/dev/null; then
+  hyperfine -N -w 1 -r "${RUNS:-10}" "$CORDON report $ID -o -" --output=null
+else
+  for _ in 1 2 3 4 5; do /usr/bin/time -f "%e s, %M KiB max RSS" "$CORDON" report "$ID" -o - >/dev/null; done
+fi
