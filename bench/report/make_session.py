@@ -2,9 +2,11 @@
 """make_session.py SESSION_DIR N: replaces SESSION_DIR/events.jsonl with N events of an agent-like
 mix (processes, file opens, DNS, connections, HTTP requests, refusals), as the four writers write
 them, keeping the session's own session.start and session.end."""
+import calendar
 import json
 import random
 import sys
+import time
 
 session_dir, total = sys.argv[1], int(sys.argv[2])
 random.seed(7)
@@ -12,14 +14,13 @@ lines = [json.loads(l) for l in open(session_dir + "/events.jsonl") if l.strip()
 start = next(e for e in lines if e["kind"] == "session.start")
 end = next(e for e in lines if e["kind"] == "session.end")
 sid = start["session"]
-t0 = 1_800_000_000.0
+t0 = calendar.timegm(time.strptime(start["ts"][:19], "%Y-%m-%dT%H:%M:%S")) + 0.01
 hosts = ["api.anthropic.com", "pypi.org", "files.pythonhosted.org", "github.com",
          "registry.npmjs.org", "objects.githubusercontent.com"]
 
 
 def ts(t):
     whole = int(t)
-    import time
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + ".%06dZ" % int((t - whole) * 1e6)
 
 
@@ -28,7 +29,7 @@ def ev(t, source, kind, **f):
     return f
 
 
-out = [dict(start, ts=ts(t0))]
+out = [start]
 procs = [(2, 1, "/usr/bin/python3.11", ["python3", "agent.py", "--task", "fix the failing tests"])]
 pid, port, t = 2, 40000, t0 + 0.05
 cred = lambda p: {"pid": 10000 + p, "uid": 1000, "gid": 1000}

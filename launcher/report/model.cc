@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "launcher/report/alerts.h"
+#include "launcher/report/event_budget.h"
 #include "launcher/report/event_view.h"
 #include "launcher/report/network_table.h"
 #include "launcher/report/timeline.h"
@@ -87,6 +88,25 @@ bool notable(const nlohmann::json& ev, bool alert) {
 constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
 constexpr size_t kWrapperBytes = 32;
 
+// Bytes in the page: each '<', '>' and '&' becomes a six-byte escape there (page.h).
+size_t dumped_size(const nlohmann::json& j) {
+  const std::string s = j.dump(-1, ' ', false, kReplace);
+  size_t n = s.size();
+  for (char c : s) {
+    n += (c == '<' || c == '>' || c == '&') ? 5 : 0;
+  }
+  return n;
+}
+
+// What the page keeps of an event it has no room for: its kind, its writer and its decision.
+nlohmann::json brief_of(const nlohmann::json& ev) {
+  nlohmann::json b = {{"kind", str(ev, "kind")}, {"source", str(ev, "source")}};
+  if (ev.contains("decision")) {
+    b["decision"] = ev["decision"];
+  }
+  return view_of(b);
+}
+
 double round_us(double ms) { return std::round(ms * 1000) / 1000; }
 
 }  // namespace
@@ -143,9 +163,11 @@ nlohmann::json build_model(const SessionRecord& rec) {
   Timeline timeline(events, t_ms);
   AlertBox alerts;
   NetworkTable net;
-  nlohmann::json out_events = nlohmann::json::array();
   nlohmann::json refusals = nlohmann::json::array();
-  size_t bytes = 0, ordinary_bytes = 0, summarized = 0, omitted = 0;
+  std::vector<nlohmann::json> views(events.size());
+  std::vector<EventCost> costs(events.size());
+  std::vector<unsigned> folded(events.size());
+  std::vector<bool> alerted(events.size());
   double t_end = 0;
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& ev = events[i];
@@ -154,9 +176,9 @@ nlohmann::json build_model(const SessionRecord& rec) {
     if (alert) {
       alerts.add(*alert, i);
     }
+    alerted[i] = alert.has_value();
     net.add(ev, i, lane);
-    const std::string kind = str(ev, "kind");
-    if (kind == "fs.refused" && refusals.size() < 1000) {
+    if (str(ev, "kind") == "fs.refused" && refusals.size() < 1000) {
       refusals.push_back({{"path", text::one_line(str(ev, "path"), 1000)},
                           {"op", text::one_line(str(ev, "op"), 40)},
                           {"rule", text::one_line(str(ev, "rule"), 200)},
@@ -165,53 +187,52 @@ nlohmann::json build_model(const SessionRecord& rec) {
                           {"ev", i}});
     }
     t_end = std::max(t_end, t_ms[i]);
-    nlohmann::json e = view_of(ev);
-    unsigned folded = timeline.fold(e, lane);
-    // The wrapper ({"t":…,"l":…,"e":…} and the flags) counts too.
-    size_t size = kWrapperBytes + e.dump(-1, ' ', false, kReplace).size();
-    const bool keep = notable(ev, alert.has_value());
-    // Ordinary events are held to their own share, so a flood of them leaves room for the rest.
-    const size_t whole_limit = keep ? kNotableBudget : kWholeBudget;
-    const size_t brief_limit = keep ? kMaxEventBytes : kBriefBudget;
-    const size_t& used = keep ? bytes : ordinary_bytes;
-    bool cut = false;
-    if (used + size > whole_limit) {
-      nlohmann::json brief = {{"ts", str(ev, "ts")}, {"kind", kind}, {"source", str(ev, "source")}};
-      if (ev.contains("decision")) {
-        brief["decision"] = ev["decision"];
-      }
-      e = view_of(brief);
-      size = kWrapperBytes + e.dump(-1, ' ', false, kReplace).size();
-      folded = 0;
-      cut = true;
-    }
-    if (used + size > brief_limit) {
+    views[i] = view_of(ev);
+    folded[i] = timeline.fold(views[i], lane);
+    costs[i] = {kWrapperBytes + dumped_size(views[i]), kWrapperBytes + dumped_size(brief_of(ev)),
+                notable(ev, alert.has_value())};
+  }
+  nlohmann::json model = {{"header", header(rec, start, end)},
+                          {"policy", policy_lines(rec.policy_text)},
+                          {"alerts", alerts.to_json()},
+                          {"lanes", timeline.lanes_json()},
+                          {"t_end", t_end},
+                          {"unparseable", rec.unparseable},
+                          {"truncated", rec.truncated},
+                          {"network", net.to_json()},
+                          {"files", rec.files},
+                          {"fs_refusals", std::move(refusals)}};
+  // The events get what the rest of the page leaves of kPageBudget.
+  const size_t rest = kPageOverhead + dumped_size(model);
+  const auto fit = fit_events(costs, rest < kPageBudget ? kPageBudget - rest : 0);
+  nlohmann::json out_events = nlohmann::json::array();
+  size_t summarized = 0, omitted = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (fit[i] == Fit::Omitted) {
       ++omitted;
       out_events.push_back(nullptr);  // keeps the indexes the alerts and rows point at
       continue;
     }
-    bytes += size;
-    ordinary_bytes += keep ? 0 : size;
-    summarized += cut ? 1 : 0;
-    nlohmann::json w = {{"t", t_ms[i]}, {"l", lane}, {"e", std::move(e)}};
-    if (alert) {
-      w["a"] = 1;
-    }
-    if (folded != 0) {
-      w["f"] = folded;
-    }
-    if (cut) {
+    nlohmann::json w = {{"t", t_ms[i]}, {"l", timeline.lane_of(i)}};
+    if (fit[i] == Fit::Brief) {
+      w["e"] = brief_of(events[i]);
       w["c"] = 1;  // the page says the event is cut, and where the whole one is
+      ++summarized;
+    } else {
+      w["e"] = std::move(views[i]);
+      if (folded[i] != 0) {
+        w["f"] = folded[i];
+      }
+    }
+    if (alerted[i]) {
+      w["a"] = 1;
     }
     out_events.push_back(std::move(w));
   }
-  return {{"header", header(rec, start, end)}, {"policy", policy_lines(rec.policy_text)},
-          {"alerts", alerts.to_json()},        {"lanes", timeline.lanes_json()},
-          {"events", std::move(out_events)},   {"t_end", t_end},
-          {"summarized", summarized},          {"omitted", omitted},
-          {"unparseable", rec.unparseable},    {"truncated", rec.truncated},
-          {"network", net.to_json()},          {"files", rec.files},
-          {"fs_refusals", std::move(refusals)}};
+  model["events"] = std::move(out_events);
+  model["summarized"] = summarized;
+  model["omitted"] = omitted;
+  return model;
 }
 
 }  // namespace cordon::launcher::report

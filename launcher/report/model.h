@@ -9,14 +9,10 @@
 
 namespace cordon::launcher::report {
 
-// Budgets for the events' JSON in the page. Ordinary events are whole while they take less than
-// kWholeBudget, then cut to their time, kind and source up to kBriefBudget, then left out (and
-// counted). Notable events (refusals, alerts, processes) are whole while all events take less
-// than kNotableBudget, cut up to kMaxEventBytes. This keeps a 10,000-event report under 2 MiB.
-inline constexpr size_t kWholeBudget = 800 << 10;
-inline constexpr size_t kBriefBudget = 1200 << 10;
-inline constexpr size_t kNotableBudget = 1500 << 10;
-inline constexpr size_t kMaxEventBytes = 1600 << 10;
+// The page stays under this size for any session (the events get what the rest leaves, see
+// event_budget.h); kPageOverhead is the template, style and script.
+inline constexpr size_t kPageBudget = (2 << 20) - (64 << 10);
+inline constexpr size_t kPageOverhead = 64 << 10;
 // events.jsonl is read up to this size (the rest is named in the page).
 inline constexpr size_t kMaxEventsRead = 64 << 20;
 

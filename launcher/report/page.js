@@ -2,6 +2,7 @@
 // textContent and setAttribute only, so no byte of the record is ever parsed as markup.
 'use strict';
 (function () {
+  const started = performance.now();
   const data = JSON.parse(document.getElementById('cordon-data').textContent);
   const $ = (id) => document.getElementById(id);
   const events = data.events;
@@ -90,10 +91,12 @@
     $('record-note').textContent = notes.join('; ') + '. `cordon log ID --json` has every event.';
   }
 
-  // Timeline: lanes in tree order, marks placed from the current view [v0, v1] in ms.
+  // Timeline: lanes in tree order. Spans and marks live in a nested SVG whose user units are
+  // milliseconds across and pixels down: zooming and panning change its viewBox alone, and the
+  // marks are vertical lines whose strokes do not scale, so they stay thin at any zoom.
   const svg = $('tl');
   const NS = svg.namespaceURI;
-  const LANE = 22, TOP = 20, LABEL = 300;
+  const LANE = 22, TOP = 20, LABEL = 300, RIGHT = 8;
   function sv(tag, attrs, text) {
     const e = document.createElementNS(NS, tag);
     for (const k in attrs || {}) e.setAttribute(k, String(attrs[k]));
@@ -114,57 +117,45 @@
   }
   const tEnd = Math.max(1, data.t_end * 1.02);
   let v0 = 0, v1 = tEnd;
-  const row_of = new Map();
-  lanes.forEach((l, i) => row_of.set(l.id, i));
+  const rowOf = new Map();
+  lanes.forEach((l, i) => rowOf.set(l.id, i));
   const height = TOP + lanes.length * LANE + 4;
   svg.setAttribute('height', height);
-  const gGrid = sv('g'), gLanes = sv('g'), gMarks = sv('g');
-  svg.append(gGrid, gLanes, gMarks);
-  const spans = [];
+  const gGrid = sv('g'), gLanes = sv('g');
+  const plot = sv('svg', { id: 'tl-plot', x: LABEL, y: 0, height: height, preserveAspectRatio: 'none' });
+  const gSpans = sv('g'), gMarks = sv('g', { id: 'tl-marks' });
+  plot.append(gSpans, gMarks);
+  svg.append(gLanes, gGrid, plot);
   lanes.forEach((l, i) => {
     const y = TOP + i * LANE;
     const g = sv('g', { class: 'lane', 'data-lane': l.id, 'data-pid': l.pid, 'data-exe': l.exe });
     if (i % 2 === 0) g.append(sv('rect', { class: 'lane-bg', x: 0, y: y, width: '100%', height: LANE }));
-    const span = sv('rect', { class: 'span', y: y + 3, height: LANE - 6 });
-    spans.push([span, l]);
-    g.append(span);
     const name = l.id === 0 ? 'cordon (session)' : String(l.exe).split('/').pop() + ' ' + l.pid + ': ' + cmdline(l.argv);
-    const label = sv('text', { class: 'lane-label', x: 4 + Math.min(l.depth, 12) * 10, y: y + 15 },
-      name.length > 44 - Math.min(l.depth, 12) ? name.slice(0, 43 - Math.min(l.depth, 12)) + '…' : name);
+    const indent = Math.min(l.depth, 12);
+    const label = sv('text', { class: 'lane-label', x: 4 + indent * 10, y: y + 15 },
+      name.length > 44 - indent ? name.slice(0, 43 - indent) + '…' : name);
     label.append(sv('title', {}, name));
     g.append(label);
     gLanes.append(g);
+    gSpans.append(sv('rect', { class: 'span', 'data-lane': l.id, x: l.t0, y: y + 3, height: LANE - 6,
+      width: Math.max(l.t1 - l.t0, tEnd / 1000) }));
   });
-  const marks = [];
   events.forEach((ev, i) => {
     if (!ev) return;
-    const r = row_of.has(ev.l) ? row_of.get(ev.l) : 0;
-    const m = sv('rect', { class: 'mark ' + markClass(ev), 'data-ev': i, 'data-kind': kindOf(ev),
-      'data-lane': ev.l, y: TOP + r * LANE + 4, width: 4, height: LANE - 8 });
-    m.append(sv('title', {}, kindOf(ev) + ' @ ' + dur(ev.t)));
-    marks.push([m, ev.t]);
-    gMarks.append(m);
+    const y = TOP + (rowOf.has(ev.l) ? rowOf.get(ev.l) : 0) * LANE;
+    gMarks.append(sv('line', { class: 'mark ' + markClass(ev), 'data-ev': i, 'data-kind': kindOf(ev),
+      'data-lane': ev.l, x1: ev.t, x2: ev.t, y1: y + 4, y2: y + LANE - 4, 'vector-effect': 'non-scaling-stroke' }));
   });
   function width() { return Math.max(600, svg.clientWidth || 1200); }
-  function xOf(t, w) { return LABEL + ((t - v0) / (v1 - v0)) * (w - LABEL - 8); }
   function layout() {
     const w = width();
-    for (const [m, t] of marks) {
-      const x = xOf(t, w);
-      m.setAttribute('x', x - 2);
-      m.setAttribute('visibility', x < LABEL - 2 || x > w ? 'hidden' : 'visible');
-    }
-    for (const [s, l] of spans) {
-      const a = Math.max(LABEL, xOf(l.t0, w)), b = Math.min(w, xOf(l.t1, w));
-      s.setAttribute('x', a);
-      s.setAttribute('width', Math.max(b > a ? b - a : 0, b >= a ? 2 : 0));
-    }
+    plot.setAttribute('width', w - LABEL - RIGHT);
+    plot.setAttribute('viewBox', v0 + ' 0 ' + (v1 - v0) + ' ' + height);
     gGrid.replaceChildren();
-    gGrid.append(sv('rect', { x: 0, y: 0, width: LABEL, height: height, fill: 'none' }));
     for (let k = 0; k <= 6; k++) {
-      const t = v0 + ((v1 - v0) * k) / 6, x = xOf(t, w);
+      const t = v0 + ((v1 - v0) * k) / 6, x = LABEL + ((w - LABEL - RIGHT) * k) / 6;
       gGrid.append(sv('line', { class: 'grid', x1: x, x2: x, y1: TOP - 4, y2: height }),
-        sv('text', { class: 'tick', x: x + 2, y: 12 }, dur(t)));
+        sv('text', { class: 'tick', x: k === 6 ? x - 40 : x + 2, y: 12 }, dur(t)));
     }
   }
   let pending = false;
@@ -176,7 +167,7 @@
   svg.addEventListener('wheel', (e) => {
     e.preventDefault();
     const w = width(), px = e.offsetX;
-    const at = px > LABEL ? v0 + ((px - LABEL) / (w - LABEL - 8)) * (v1 - v0) : v0;
+    const at = px > LABEL ? v0 + ((px - LABEL) / (w - LABEL - RIGHT)) * (v1 - v0) : v0;
     const f = e.deltaY < 0 ? 0.8 : 1.25;
     const span = Math.min(tEnd, Math.max(0.05, (v1 - v0) * f));
     v0 = Math.max(0, at - (at - v0) * (span / (v1 - v0)));
@@ -189,7 +180,7 @@
   window.addEventListener('mouseup', () => { drag = null; });
   window.addEventListener('mousemove', (e) => {
     if (!drag) return;
-    const dt = ((e.clientX - drag.x) / (width() - LABEL - 8)) * (drag.v1 - drag.v0);
+    const dt = ((e.clientX - drag.x) / (width() - LABEL - RIGHT)) * (drag.v1 - drag.v0);
     const span = drag.v1 - drag.v0;
     v0 = Math.min(Math.max(0, drag.v0 - dt), Math.max(0, tEnd - span));
     v1 = v0 + span;
@@ -198,10 +189,13 @@
   window.addEventListener('resize', relayout);
   $('zoom-reset').addEventListener('click', () => { v0 = 0; v1 = tEnd; relayout(); });
   for (const c of ['proc', 'conn', 'http', 'dns', 'fs', 'refused', 'alert']) {
-    const key = sv('svg', { class: 'key', viewBox: '0 0 10 10' });
-    key.append(sv('rect', { class: 'mark ' + c, width: 10, height: 10 }));
-    $('legend').append(key, document.createTextNode(c));
+    $('legend').append(el('span', { class: 'key ' + c }), document.createTextNode(c));
   }
+  gMarks.addEventListener('mouseover', (e) => {
+    const i = e.target.getAttribute && e.target.getAttribute('data-ev');
+    const ev = i === null || i === undefined ? null : events[Number(i)];
+    if (ev) $('hover').textContent = kindOf(ev) + ' — ' + laneName(ev.l) + ' — ' + dur(ev.t);
+  });
   layout();
 
   let selected = null;
@@ -287,4 +281,6 @@
     tr.addEventListener('click', () => select(r.ev, true));
     $('fs-refusals').tBodies[0].append(tr);
   }
+  // How long the page took to build itself (bench/report reads it from Chromium's DOM).
+  document.body.setAttribute('data-render-ms', Math.round(performance.now() - started));
 })();

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "launcher/report/event_budget.h"
 #include "launcher/report/event_view.h"
 #include "launcher/report/model.h"
 #include "launcher/report/page.h"
@@ -256,18 +257,18 @@ TEST(ReportPage, PageLoadsNothingAndRunsOnlyItsOwnScript) {
   expect_self_contained(render_page(model_of(events)));
 }
 
-// 10,000 events of an agent-like mix (the shape bench/report makes, smaller here): the page
-// stays under 2 MiB, and refusals and process records keep all their fields.
-TEST(ReportPage, TenThousandEventsFitInTwoMebibytes) {
+// `n` events of an agent-like mix (a refusal in ten, the rest file opens with the shim's
+// process fields).
+std::vector<json> many_events(int n) {
   std::vector<json> events = {ev("000000", "launcher", "session.start")};
   json cred = {{"pid", 7000}, {"uid", 1000}, {"gid", 1000}};
   json argv = {"python3", "agent.py", "--model", "m", "--task", std::string(80, 't')};
   events.push_back(
       ev("000100", "shim", "proc.start",
          {{"pid", 2}, {"ppid", 1}, {"exe", "/usr/bin/python3"}, {"argv", argv}, {"cred", cred}}));
-  for (int i = 0; i < 9990; ++i) {
+  for (int i = 0; i < n - 3; ++i) {
     char us[8];
-    std::snprintf(us, sizeof us, "%06d", 200 + i * 90);
+    std::snprintf(us, sizeof us, "%06d", 200 + (i * 90) % 999000);
     if (i % 10 == 0) {
       events.push_back(ev(us, "netproxy", "net.refused",
                           {{"name", "blocked" + std::to_string(i) + ".test"},
@@ -283,22 +284,51 @@ TEST(ReportPage, TenThousandEventsFitInTwoMebibytes) {
                            {"argv", argv},
                            {"cred", cred},
                            {"flags", 0},
-                           {"path", "/workspace/src/module_" + std::to_string(i) + ".py"}}));
+                           {"path", "/workspace/src/module_" + std::to_string(i) + ".py&<>"}}));
     }
   }
   events.push_back(ev("999999", "launcher", "session.end", {{"exit_code", 0}}));
-  json m = model_of(events);
-  std::string page = render_page(m);
-  EXPECT_LT(page.size(), 2u << 20) << "the report of 10,000 events stays under 2 MiB";
-  size_t whole_refusals = 0;
+  return events;
+}
+
+size_t whole_refusals(const json& m) {
+  size_t n = 0;
   for (const auto& e : m["events"]) {
-    if (e.is_object() && e["e"]["kind"] == "net.refused" && e["e"].contains("reason")) {
-      ++whole_refusals;
-    }
+    n += e.is_object() && e["e"]["kind"] == "net.refused" && e["e"].contains("reason") ? 1 : 0;
   }
-  EXPECT_EQ(whole_refusals, 999u);
-  EXPECT_GT(m["summarized"].get<size_t>(), 0u) << "this many fs.open do not fit whole";
+  return n;
+}
+
+// The report of 10,000 events holds every one and stays under 2 MiB; at 40,000 it still does,
+// with every refusal whole and the file opens cut short.
+TEST(ReportPage, TenThousandEventsFitInTwoMebibytes) {
+  json m = model_of(many_events(10000));
+  std::string page = render_page(m);
+  EXPECT_LT(page.size(), 2u << 20);
+  EXPECT_EQ(whole_refusals(m), 1000u);
   EXPECT_EQ(m["omitted"], 0u);
+
+  m = model_of(many_events(40000));
+  page = render_page(m);
+  EXPECT_LT(page.size(), 2u << 20);
+  EXPECT_EQ(whole_refusals(m), 4000u);
+  EXPECT_GT(m["summarized"].get<size_t>(), 0u);
+}
+
+TEST(ReportPage, BudgetKeepsNotableEventsFirstWhenEvenBriefsDoNotFit) {
+  std::vector<EventCost> costs(5, EventCost{100, 10, false});
+  costs.push_back({100, 10, true});
+  auto fit = fit_events(costs, 115);
+  EXPECT_EQ(fit[5], Fit::Whole) << "the refusal at the end keeps its room";
+  EXPECT_EQ(fit[0], Fit::Brief);
+  for (size_t i = 1; i < 5; ++i) {
+    EXPECT_EQ(fit[i], Fit::Omitted) << i;
+  }
+  fit = fit_events(costs, 600);
+  EXPECT_EQ(fit, std::vector<Fit>(6, Fit::Whole));
+  fit = fit_events(costs, 250);  // the briefs (150) fit, one ordinary event can be whole again
+  EXPECT_EQ(fit, std::vector<Fit>(
+                     {Fit::Whole, Fit::Brief, Fit::Brief, Fit::Brief, Fit::Brief, Fit::Whole}));
 }
 
 class ReportCommandTest : public ::testing::Test {
