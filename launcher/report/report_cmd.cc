@@ -31,7 +31,7 @@ Result<report::SessionRecord> read_record(const std::string& root, const std::st
   rec.id = id;
   // A session still running, or whose cordon was killed, has no summary: the events tell.
   if (auto s = store::read_file(dir.get(), "summary.json", kMaxSmallFile); s.ok()) {
-    rec.summary = nlohmann::json::parse(*s, nullptr, false);
+    rec.summary = store::parse_event(*s);  // depth-checked like every line of the record
   }
   if (auto p = store::read_file(dir.get(), "policy.json", kMaxSmallFile); p.ok()) {
     rec.policy_text = std::move(*p);
