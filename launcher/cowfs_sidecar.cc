@@ -428,7 +428,7 @@ Result<CowFsProcess> start_cow_backend(const Session& session, LaunchPlan& plan)
     return CowFsProcess();
   }
   detach_stale_cow_mounts(sessions_root());
-  UniqueFd events(::open(p.events.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd events(::open(p.events.c_str(), O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC));
   if (!events) {
     return sys_error("open(\"" + p.events + "\", O_APPEND) for cordon-fs");
   }

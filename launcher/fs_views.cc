@@ -15,12 +15,14 @@ Result<std::vector<CowFsProcess>> start_fs_views(const Session& session, LaunchP
   }
   detach_stale_cow_mounts(sessions_root());  // views a SIGKILLed cordon left behind
   const SessionPaths& p = session.paths();
-  UniqueFd events(::open(p.events.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC));
-  if (!events) {
-    return sys_error("open(\"" + p.events + "\", O_APPEND) for cordon-fs views");
-  }
   for (size_t i = 0; i < plan.views.size(); ++i) {
     FsView& v = plan.views[i];
+    // An open of its own per daemon: writers of the record exclude each other with flock(2),
+    // which only tells distinct open file descriptions apart.
+    UniqueFd events(::open(p.events.c_str(), O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC));
+    if (!events) {
+      return sys_error("open(\"" + p.events + "\", O_APPEND) for cordon-fs views");
+    }
     CowFsSpawn s;
     s.binary = find_cowfs_binary();
     s.session_dir = p.dir;

@@ -162,7 +162,7 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   UniqueFd events;
   if (!spec.events_path.empty()) {
     events.reset(::open(spec.events_path.c_str(),
-                        O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+                        O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!events) {
       return sys_error("open(\"" + spec.events_path + "\", O_APPEND) for cordon-netproxy");
     }

@@ -2,8 +2,10 @@
 // load: every event is written, so only the checks themselves are measured) and off. Two paths:
 // emit() (a JSON object built and dumped: launcher, cordon-fs, the shim's collector) and append()
 // of a line built beforehand (netproxy's hand-built hot events), where the checks weigh most.
+// Then the hash chain's own cost (chain_round_ns).
 //   cordon-bench-record DIR [EVENTS] [ROUNDS]: DIR on a tmpfs; prints one line per configuration
 //   with the median over ROUNDS interleaved rounds.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,9 +13,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "policy/record/chain.h"
+#include "policy/record/chain_writer.h"
 #include "policy/record/events.h"
 
 namespace {
@@ -61,6 +66,37 @@ double round_ns(const std::string& path, const RecordLimits& limits, long n, boo
   return t / n * 1e9;
 }
 
+// The hash chain alone, in ns per event: one line appended with a plain write(2) (as before the
+// chain) against the same object sealed and appended by a ChainWriter (flock, fstat, SHA-256,
+// write). `writers` ChainWriters on their own opens take turns, so with 2 every line follows
+// another writer's and the previous chain value is read back from the file.
+double chain_round_ns(const std::string& path, long n, int writers) {
+  ::unlink(path.c_str());
+  const std::string object =
+      R"({"client":"10.0.2.1:40000","kind":"net.http","method":"GET","name":"api.test",)"
+      R"("port":80,"session":"20261126-120000-abcdef","source":"netproxy","status":200,)"
+      R"("ts":"2026-11-26T12:00:00.000000Z","url":"http://api.test/x"})";
+  std::vector<cordon::UniqueFd> fds;
+  std::vector<std::unique_ptr<cordon::record::ChainWriter>> ws;
+  for (int w = 0; w < std::max(writers, 1); ++w) {
+    fds.emplace_back(::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+    ws.push_back(std::make_unique<cordon::record::ChainWriter>());
+  }
+  const std::string plain =
+      object + std::string(cordon::record::kSealOverhead - 1, ' ') + "\n";  // same size
+  double t0 = now_s();
+  for (long i = 0; i < n; ++i) {
+    if (writers == 0) {
+      if (::write(fds[0].get(), plain.data(), plain.size()) != static_cast<ssize_t>(plain.size())) {
+        std::exit(1);
+      }
+    } else if (!ws[i % writers]->append(fds[i % writers].get(), object).ok()) {
+      std::exit(1);
+    }
+  }
+  return (now_s() - t0) / n * 1e9;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -90,5 +126,16 @@ int main(int argc, char** argv) {
     std::printf("%-7s %8.0f ns/event without limits, %8.0f with: %+5.0f ns (%+.1f%%)\n",
                 prebuilt ? "append" : "emit", a, b, b - a, (b - a) / a * 100);
   }
+  std::vector<double> plain, one, two;
+  for (int r = 0; r < rounds; ++r) {
+    plain.push_back(chain_round_ns(path, n, 0));
+    one.push_back(chain_round_ns(path, n, 1));
+    two.push_back(chain_round_ns(path, n / 4, 2));
+  }
+  double a = median(plain), b = median(one), c = median(two);
+  std::printf(
+      "chain   %8.0f ns/event plain write(2), %8.0f chained: %+5.0f ns; two writers "
+      "taking turns: %8.0f (%+5.0f ns)\n",
+      a, b, b - a, c, c - a);
   return 0;
 }

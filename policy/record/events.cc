@@ -1,4 +1,4 @@
-// events.jsonl writer: single write(2) per line on an O_APPEND fd.
+// events.jsonl writer: one sealed line per event, one write(2) each, on an O_APPEND fd.
 #include "policy/record/events.h"
 
 #include <fcntl.h>
@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+
+#include "policy/record/chain.h"
 
 namespace cordon::record {
 
@@ -87,7 +89,7 @@ std::string now_rfc3339() {
 
 Result<EventLog> EventLog::open(const std::string& path, std::string session, std::string source,
                                 RecordLimits limits) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     return sys_error("open(\"" + path + "\", O_APPEND|O_CREAT)");
   }
@@ -98,6 +100,7 @@ EventLog EventLog::adopt(UniqueFd fd, std::string session, std::string source,
                          RecordLimits limits) {
   EventLog log;
   log.fd_ = std::move(fd);
+  log.chain_ = std::make_unique<ChainWriter>();
   log.session_ = std::move(session);
   log.source_ = std::move(source);
   if (limits.max_bytes > 0 || limits.events_per_second > 0) {
@@ -119,17 +122,13 @@ std::string EventLog::render(nlohmann::json event) const {
     clamp_strings(line);
     text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  text.push_back('\n');
   return text;
 }
 
 Status EventLog::raw_write(std::string_view line) const {
-  ssize_t n = ::write(fd_.get(), line.data(), line.size());
-  if (n < 0) {
-    return sys_error("write(events.jsonl)");
-  }
-  if (static_cast<size_t>(n) != line.size()) {
-    return make_error("short write to events.jsonl (disk full?)");
+  auto wrote = chain_->append(fd_.get(), line);
+  if (!wrote.ok()) {
+    return std::move(wrote).error();
   }
   return {};
 }
@@ -150,7 +149,7 @@ Status EventLog::put(std::string_view kind, std::string line, Tier tier) const {
   if (!limiter_) {
     return raw_write(line);
   }
-  switch (limiter_->admit(kind, line.size(), tier, fd_.get())) {
+  switch (limiter_->admit(kind, line.size() + kSealOverhead, tier, fd_.get())) {
     case RecordLimiter::Verdict::kDropped:
       return {};
     case RecordLimiter::Verdict::kCapReached: {
@@ -165,7 +164,7 @@ Status EventLog::put(std::string_view kind, std::string line, Tier tier) const {
                    "events.jsonl reached record.max_bytes less the reserve kept for the end of "
                    "the session: events are counted, not written, from here on; the session "
                    "keeps running"}});
-      limiter_->close_normal_part(fd_.get(), std::move(hit));
+      limiter_->close_normal_part(*chain_, fd_.get(), hit);
       return {};
     }
     case RecordLimiter::Verdict::kWrite:
@@ -201,6 +200,9 @@ Status EventLog::emit(std::string_view kind, nlohmann::json fields, Tier tier) c
 Status EventLog::append(std::string_view kind, std::string_view line) const {
   if (!fd_.valid()) {
     return {};
+  }
+  if (!line.empty() && line.back() == '\n') {
+    line.remove_suffix(1);
   }
   return put(kind, std::string(line), Tier::kNormal);
 }

@@ -13,6 +13,7 @@
 
 #include "policy/base/result.h"
 #include "policy/base/unique_fd.h"
+#include "policy/record/chain_writer.h"
 #include "policy/record/limiter.h"
 
 namespace cordon::record {
@@ -60,7 +61,7 @@ class EventLog {
   const std::string& source() const { return source_; }
 
  private:
-  // `line` is the JSON object without its newline; adds it.
+  // `line` is the JSON object without its newline; seals it and adds it.
   Status put(std::string_view kind, std::string line, Tier tier) const;
   Status raw_write(std::string_view line) const;
   std::string render(nlohmann::json event) const;
@@ -70,6 +71,7 @@ class EventLog {
   std::string session_;
   std::string source_;
   std::unique_ptr<RecordLimiter> limiter_;  // null: no limits
+  std::unique_ptr<ChainWriter> chain_;      // set with fd_
 };
 
 }  // namespace cordon::record

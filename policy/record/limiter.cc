@@ -1,7 +1,6 @@
 // RecordLimiter: token buckets per kind family, and the size cap checked against the file itself.
 #include "policy/record/limiter.h"
 
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,10 +27,6 @@ int64_t now_ns() {
 uint64_t file_size(int fd) {
   struct stat st;
   return ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-}
-
-bool write_all(int fd, const std::string& s) {
-  return ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size());
 }
 
 }  // namespace
@@ -133,28 +128,22 @@ bool RecordLimiter::normal_fits(size_t len, int fd) {
   return true;
 }
 
-bool RecordLimiter::close_normal_part(int fd, std::string hit_line) {
+bool RecordLimiter::close_normal_part(ChainWriter& writer, int fd, std::string_view hit) {
   std::lock_guard lock(cap_mu_);
-  if (::flock(fd, LOCK_EX) != 0) {
-    return false;  // EINTR/ENOLCK: no limit.hit rather than two
-  }
-  bool wrote = false;
-  uint64_t size = file_size(fd);
   // Writers that checked the size at the same time may all have written past the normal part's
   // end before any of them found it full; only a file ending kClosedMargin past it has its
   // limit.hit already.
   const uint64_t closed_at = normal_end_ + kClosedMargin;
-  if (size < closed_at) {
+  auto pad = [&](uint64_t size, size_t len) -> std::optional<size_t> {
+    if (size >= closed_at) {
+      return std::nullopt;
+    }
     // Pad so that the file ends at the closed mark: from then on no writer's check passes, and
     // a writer that takes the lock after us sees it closed. The padding is JSON whitespace.
-    uint64_t end = size + hit_line.size();
-    if (end < closed_at && !hit_line.empty()) {
-      hit_line.insert(hit_line.size() - 1, closed_at - end, ' ');
-    }
-    wrote = write_all(fd, hit_line);
-  }
-  ::flock(fd, LOCK_UN);
-  return wrote;
+    return size + len < closed_at ? closed_at - size - len : 0;
+  };
+  auto wrote = writer.append(fd, hit, pad);
+  return wrote.ok() && *wrote;  // EINTR/ENOLCK: no limit.hit rather than two
 }
 
 std::optional<RecordLimiter::Drops> RecordLimiter::report(size_t i, bool now_or_never) {

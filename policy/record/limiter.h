@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "policy/policy.h"
+#include "policy/record/chain_writer.h"
 
 namespace cordon::record {
 
@@ -58,12 +59,12 @@ class RecordLimiter {
   // Thread-safe. For an event of `len` bytes about to be appended to `fd` (O_APPEND).
   Verdict admit(std::string_view kind, size_t len, Tier tier, int fd);
 
-  // Appends `hit_line` (the cap's limit.hit, newline included) unless another writer already
-  // did: under an exclusive flock of the file (each writer has its own open file description, so
-  // writers exclude each other), and padded with spaces before its newline so that the file then
+  // Appends `hit` (the cap's limit.hit, one JSON object) through `writer` unless another writer
+  // already did: under the writer's exclusive flock of the file (each writer has its own open
+  // file description, so writers exclude each other), and padded with spaces so that the file then
   // ends kClosedMargin past the normal part, which every writer's next admit() sees. Returns true
   // if written.
-  bool close_normal_part(int fd, std::string hit_line);
+  bool close_normal_part(ChainWriter& writer, int fd, std::string_view hit);
   // How far past the normal part the closing limit.hit makes the file end: more than the lines
   // other writers can have in flight when they all pass the check at once, plus what each of
   // them writes before its next look at the file (kLookEvery), within the reserve.
