@@ -118,7 +118,7 @@ std::string EventLog::render(nlohmann::json event) const {
     line[k] = std::move(v);
   }
   std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (text.size() + 1 > kMaxLine) {
+  if (text.size() + kSealOverhead > kMaxLine) {
     clamp_strings(line);
     text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
@@ -203,6 +203,13 @@ Status EventLog::append(std::string_view kind, std::string_view line) const {
   }
   if (!line.empty() && line.back() == '\n') {
     line.remove_suffix(1);
+  }
+  if (line.size() + kSealOverhead > kMaxLine) {
+    // Within kMaxLine before sealing, not after: rendered again, its long strings cut.
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object()) {
+      return write(std::move(j));
+    }
   }
   return put(kind, std::string(line), Tier::kNormal);
 }
