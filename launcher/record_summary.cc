@@ -7,6 +7,7 @@
 
 #include "launcher/session_store.h"
 #include "launcher/session_text.h"
+#include "policy/record/chain.h"
 
 namespace cordon::launcher {
 
@@ -41,11 +42,9 @@ nlohmann::json RecordStats::to_json(uint64_t max_bytes) const {
       by[source][family] = {{"rate_limited", c.rate_limited}, {"over_cap", c.over_cap}};
     }
   }
-  return {{"bytes", bytes},
-          {"max_bytes", max_bytes},
-          {"limit_hit", cap_hit},
-          {"dropped", dropped_total()},
-          {"dropped_by", by}};
+  return {{"bytes", bytes},       {"max_bytes", max_bytes},
+          {"limit_hit", cap_hit}, {"dropped", dropped_total()},
+          {"dropped_by", by},     {"chain", {{"head", chain_head}, {"lines", chained_lines}}}};
 }
 
 std::string RecordStats::exit_line(uint64_t max_bytes) const {
@@ -65,14 +64,22 @@ std::string RecordStats::exit_line(uint64_t max_bytes) const {
 
 RecordStats collect_record_stats(int events_fd) {
   RecordStats s;
+  s.chain_head = record::kChainStart;
   struct stat st;
   if (::fstat(events_fd, &st) == 0) {
     s.bytes = static_cast<uint64_t>(st.st_size);
   }
   (void)store::for_each_line(events_fd, 0, [&](size_t, std::string_view line, bool complete) {
+    if (!complete) {
+      return;
+    }
+    if (auto hex = record::chain_field(line)) {
+      ++s.chained_lines;
+      s.chain_head = *hex;
+    }
     // Nearly every line is something else: only these two kinds are parsed.
-    if (!complete || (line.find("\"record.dropped\"") == std::string_view::npos &&
-                      line.find("\"limit\":\"record\"") == std::string_view::npos)) {
+    if ((line.find("\"record.dropped\"") == std::string_view::npos &&
+         line.find("\"limit\":\"record\"") == std::string_view::npos)) {
       return;
     }
     nlohmann::json ev = store::parse_event(line);

@@ -17,6 +17,9 @@ struct RecordStats {
   };
   // source -> kind family -> the latest (largest) counts that writer reported.
   std::map<std::string, std::map<std::string, Counts>> dropped;
+  // The hash chain: how many lines carry a chain value, and the last one (the head).
+  uint64_t chained_lines = 0;
+  std::string chain_head;
 
   uint64_t dropped_total() const;
   // summary.json's "record".
