@@ -21,6 +21,7 @@ struct RunOptions {
   std::vector<std::string> allow_host;
   std::vector<std::string> inspect;      // --inspect: network.inspect entries
   std::vector<std::string> read, write;  // extra host paths (filesystem.read / .write)
+  std::optional<std::string> events_to;  // --events-to: record.events_to
   bool quiet = false;
   // --no-namespaces: advisory mode on the host (launcher/no_namespaces.h).
   bool no_namespaces = false;

@@ -407,6 +407,7 @@ class Loader {
         {"set", "process.env"},
         {"max_bytes", "record"},
         {"events_per_second", "record"},
+        {"events_to", "record"},
         {"pass", "process.env"},
         {"nested_sandbox", "process"},
         {"version", ""},
@@ -911,7 +912,7 @@ class Loader {
 
   void load_record(const json& v, const std::string& path, RecordPolicy& r) const {
     expect_object(v, path);
-    check_keys(v, path, {"max_bytes", "events_per_second"});
+    check_keys(v, path, {"max_bytes", "events_per_second", "events_to"});
     if (const json* f = field(v, "max_bytes")) {
       // No "unlimited": an unbounded record is the disk-filling attack this field exists for.
       r.max_bytes = get_size(*f, join_path(path, "max_bytes"), false, kMinRecordBytes);
@@ -919,6 +920,15 @@ class Loader {
     if (const json* f = field(v, "events_per_second")) {
       r.events_per_second = static_cast<uint32_t>(
           get_uint(*f, join_path(path, "events_per_second"), 1, 1000000, true));
+    }
+    if (const json* f = field(v, "events_to")) {
+      std::string p = join_path(path, "events_to");
+      r.events_to = get_string(*f, p, "\"stderr\", a file descriptor number or a path");
+      if (r.events_to.empty() || r.events_to.find('\0') != std::string::npos) {
+        fail(p, show(*f) +
+                    " is not a sink; use \"stderr\", a file descriptor number (\"3\") or "
+                    "a path");
+      }
     }
   }
 

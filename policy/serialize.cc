@@ -197,6 +197,9 @@ json to_json(const Policy& p) {
       {"max_bytes", size_json(p.record.max_bytes)},
       {"events_per_second", p.record.events_per_second},
   };
+  if (!p.record.events_to.empty()) {
+    record["events_to"] = p.record.events_to;
+  }
   json out{{"version", p.version},
            {"network", network},
            {"filesystem", filesystem},
