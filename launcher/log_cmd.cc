@@ -1,18 +1,23 @@
-// `cordon log ID [--json]`: the session's events.jsonl, pretty-printed one line per event, or raw.
+// `cordon log ID [--json] [--follow]`: the session's events.jsonl, pretty-printed one line per
+// event, or raw; with --follow, live until the session ends.
+#include <poll.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
 #include "launcher/diagnostics.h"
+#include "launcher/line_splitter.h"
 #include "launcher/net_summary.h"
 #include "launcher/session.h"
+#include "launcher/session_state.h"
 #include "launcher/session_store.h"
 #include "launcher/session_text.h"
 
@@ -29,8 +34,8 @@ constexpr std::array<std::string_view, 22> kPreferred = {
     "path",   "op",        "pid",         "exe",         "argv",  "limit",  "value", "unit",
     "reason", "exit_code", "signal_name", "duration_ms", "error", "bytes"};
 // Already in the fixed columns (or redundant with a shown field).
-constexpr std::array<std::string_view, 6> kHidden = {"ts",   "session",  "source",
-                                                     "kind", "decision", "signal"};
+constexpr std::array<std::string_view, 8> kHidden = {"ts",       "session", "source", "kind",
+                                                     "decision", "signal",  "v",      "chain"};
 
 template <size_t N>
 bool in(const std::array<std::string_view, N>& set, std::string_view key) {
@@ -220,6 +225,47 @@ class ProbeGroups {
   std::vector<Group> groups_;
 };
 
+// One events.jsonl line as `cordon log` shows it: filtered, benign probes grouped, pretty or raw.
+class LinePrinter {
+ public:
+  LinePrinter(const LogOptions& opts, std::ostream& out) : opts_(opts), out_(out) {}
+  // Returns the event's kind ("" for a line that is not an event).
+  std::string line(size_t number, std::string_view line, bool complete) {
+    if (line.empty() && complete) {
+      return {};  // an empty line is not an event
+    }
+    nlohmann::json ev;
+    if (complete) {
+      ev = store::parse_event(line);
+    }
+    if (!complete || ev.is_discarded() || !ev.is_object()) {
+      if (opts_.filter.empty()) {
+        probes_.flush(out_, opts_.color);
+        out_ << "(unparseable line " << number << ")\n";
+      }
+      return {};
+    }
+    if (matches(opts_.filter, ev)) {
+      if (opts_.json) {
+        out_ << line << "\n";
+      } else if (!probes_.add(ev)) {
+        probes_.flush(out_, opts_.color);
+        out_ << pretty(ev, opts_.color) << "\n";
+      }
+    }
+    return str_field(ev, "kind");
+  }
+  void flush() {
+    probes_.flush(out_, opts_.color);
+    out_.flush();
+  }
+
+ private:
+  const LogOptions& opts_;
+  std::ostream& out_;
+  ProbeGroups probes_;
+};
+
 Status copy_raw(int fd, std::ostream& out) {
   char chunk[65536];
   char last = '\n';
@@ -242,6 +288,61 @@ Status copy_raw(int fd, std::ostream& out) {
   }
   out.flush();
   return {};
+}
+
+// --follow: the record as it grows, until session.end, or until nobody runs the session any more
+// (cordon was killed: its record stops without an end).
+bool still_running(const std::string& root, const std::string& id) {
+  // A fresh open each time: read_session_state locks a directory nobody holds until it is closed.
+  auto r = store::open_root(root);
+  if (!r.ok()) {
+    return false;
+  }
+  auto d = store::open_session_dir(r->get(), id);
+  return d.ok() && read_session_state(d->get(), root + "/" + id, false).running;
+}
+
+int follow(const std::string& root, const std::string& id, int fd, const LogOptions& opts,
+           std::ostream& out, std::ostream& err) {
+  constexpr int kPollMs = 100;
+  constexpr int kLivenessEvery = 5;  // polls between looks at whether the session still runs
+  LinePrinter printer(opts, out);
+  LineSplitter lines(store::kMaxLine);  // a line longer than any writer writes is cut
+  size_t number = 0;
+  char buf[64 << 10];
+  bool stopped = false;  // the session no longer runs: read what is left, then end
+  for (int quiet_polls = 0;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      say(err, "session " + id + ": read(events.jsonl): " + std::strerror(errno));
+      return 1;
+    }
+    if (n > 0) {
+      quiet_polls = 0;
+      bool ended = false;
+      lines.feed({buf, static_cast<size_t>(n)}, [&](std::string_view line, bool complete) {
+        ended = printer.line(++number, line, complete) == "session.end" || ended;
+      });
+      if (ended) {
+        printer.flush();
+        return 0;
+      }
+      continue;
+    }
+    printer.flush();
+    if (stopped) {
+      say(err, "session " + id + " stopped without recording its end (cordon was killed?)");
+      return 0;
+    }
+    if (++quiet_polls % kLivenessEvery == 0 && !still_running(root, id)) {
+      stopped = true;  // one more read for what it wrote last
+      continue;
+    }
+    ::poll(nullptr, 0, kPollMs);
+  }
 }
 
 }  // namespace
@@ -282,35 +383,15 @@ int log_command(const std::string& root, const std::string& id, const LogOptions
     }
     return 0;
   }
-  ProbeGroups probes;
+  if (opts.follow) {
+    return follow(root, *resolved, fd->get(), opts, out, err);
+  }
+  LinePrinter printer(opts, out);
   auto st =
       store::for_each_line(fd->get(), 0, [&](size_t number, std::string_view line, bool complete) {
-        if (line.empty() && complete) {
-          return;  // an empty line is not an event (finish() may end a torn line with one)
-        }
-        nlohmann::json ev;
-        if (complete) {
-          ev = store::parse_event(line);
-        }
-        if (!complete || ev.is_discarded() || !ev.is_object()) {
-          if (opts.filter.empty()) {
-            probes.flush(out, opts.color);
-            out << "(unparseable line " << number << ")\n";
-          }
-          return;
-        }
-        if (!matches(opts.filter, ev)) {
-          return;
-        }
-        if (opts.json) {
-          out << line << "\n";
-        } else if (!probes.add(ev)) {
-          probes.flush(out, opts.color);
-          out << pretty(ev, opts.color) << "\n";
-        }
+        printer.line(number, line, complete);
       });
-  probes.flush(out, opts.color);
-  out.flush();
+  printer.flush();
   if (!st.ok()) {
     say(err, "session " + *resolved + ": " + st.error().to_string());
     return 1;
@@ -326,9 +407,10 @@ int log_net_command(const std::string& id, bool json) {
   return log_command(sessions_root(), id, opts, std::cout, std::cerr);
 }
 
-int log_command(const std::string& id, bool json) {
+int log_command(const std::string& id, bool json, bool follow) {
   LogOptions opts;
   opts.json = json;
+  opts.follow = follow;
   // https://no-color.org: any non-empty NO_COLOR disables colour.
   const char* no_color = std::getenv("NO_COLOR");
   opts.color = !json && ::isatty(STDOUT_FILENO) == 1 && (no_color == nullptr || *no_color == '\0');

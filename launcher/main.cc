@@ -154,6 +154,12 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false)
       ->type_name("PATTERN");
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");
+  run_cmd
+      ->add_option("--events-to", run.events_to,
+                   "Also write the event record, line for line, to stderr, an open file "
+                   "descriptor (e.g. 3) or a file (record.events_to); a slow sink never holds "
+                   "up the program: lines it cannot take are counted in summary.json")
+      ->type_name("FD|PATH|stderr");
   run_cmd->add_flag("--no-namespaces", run.no_namespaces,
                     "ADVISORY mode, not a sandbox: for hosts without user namespaces. The program "
                     "runs on the host with the preload shim (LD_PRELOAD), its connections go "
@@ -225,6 +231,21 @@ int main(int argc, char** argv) {
   log_cmd->add_flag("--net", log_net,
                     "The network: connections by host, HTTP requests by method and status, "
                     "and every refusal (with --json: the network events)");
+  bool log_follow = false;
+  log_cmd->add_flag("--follow,-f", log_follow,
+                    "Keep printing events as the session writes them, until it ends");
+  bool log_verify = false;
+  log_cmd->add_flag("--verify", log_verify,
+                    "Check the record's hash chain and name the first line that breaks it");
+  log_cmd->footer(
+      "--verify exit status: 0 the chain verifies; 1 a line was edited, removed, added or moved "
+      "(named); 2 the record could not be read.");
+
+  std::string watch_id;
+  auto* watch_cmd = app.add_subcommand(
+      "watch", "Follow a running session's events live (cordon log ID --follow)");
+  watch_cmd->add_option("ID", watch_id, "Session id, a unique prefix of one, or `last`")
+      ->required();
 
   ReportOptions report;
   auto* report_cmd = app.add_subcommand(
@@ -332,7 +353,14 @@ int main(int argc, char** argv) {
     return ls_ids ? ls_ids_command() : ls_command();
   }
   if (*log_cmd) {
-    return log_net ? log_net_command(session_id, log_json) : log_command(session_id, log_json);
+    if (log_verify) {
+      return log_verify_command(session_id);
+    }
+    return log_net ? log_net_command(session_id, log_json)
+                   : log_command(session_id, log_json, log_follow);
+  }
+  if (*watch_cmd) {
+    return log_command(watch_id, false, true);
   }
   if (*report_cmd) {
     return report_command(report);

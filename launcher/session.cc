@@ -402,7 +402,7 @@ Result<Session> Session::create(const policy::Policy& effective,
     }
   }
   int efd = ::openat(dfd, "events.jsonl",
-                     O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                     O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (efd < 0) {
     return fail(sys_error("openat(\"events.jsonl\", O_APPEND|O_CREAT|O_EXCL)"));
   }
@@ -468,19 +468,6 @@ Status Session::finish(const SessionEnd& given) {
       first_error = std::move(st);
     }
   };
-
-  // A writer that died mid-line (or hit a full disk) left a line without its newline: end it, so
-  // the torn fragment does not swallow the session.end appended after it. Racing appenders can
-  // only turn this into an empty line, which readers skip.
-  // (A separate read fd: the log's own fd stays write-only, it may be handed to other pieces.)
-  if (auto rfd = store::open_file(dir_.get(), "events.jsonl"); rfd.ok() && events_.enabled()) {
-    struct stat st;
-    char last = '\n';
-    if (::fstat(rfd->get(), &st) == 0 && st.st_size > 0 &&
-        ::pread(rfd->get(), &last, 1, st.st_size - 1) == 1 && last != '\n') {
-      keep(write_all(events_.fd(), "\n", "events.jsonl"));
-    }
-  }
 
   // The launcher's own drops; every other writer has stopped and said its own by now.
   keep(events_.report_drops());
@@ -562,6 +549,22 @@ Status Session::finish(const SessionEnd& given) {
     RecordStats rec = collect_record_stats(fd->get());
     summary["record"] = rec.to_json(record_max_bytes_);
     record_line_ = rec.exit_line(record_max_bytes_);
+  }
+  if (sink_) {
+    // session.end is written: the sink has all there will be. A sink that cannot keep up costs
+    // the session's end at most this long, never the program anything.
+    EventSink::Stats st = sink_->stop(std::chrono::seconds(2));
+    summary["record"]["events_to"] = {
+        {"target", sink_->name()}, {"sent", st.sent}, {"dropped", st.dropped}};
+    if (!st.error.empty()) {
+      summary["record"]["events_to"]["error"] = st.error;
+    }
+    if (st.dropped > 0 || !st.error.empty()) {
+      record_line_ += "cordon: events-to " + sink_->name() + ": " + std::to_string(st.dropped) +
+                      " of " + std::to_string(st.sent + st.dropped) + " events not delivered" +
+                      (st.error.empty() ? "" : " (" + st.error + ")") +
+                      "; events.jsonl has them all\n";
+    }
   }
 
   // tmp + fsync + rename + fsync(dir): readers see no summary or the whole of it, never a part.

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/event_sink.h"
 #include "launcher/limits.h"
 #include "policy/base/result.h"
 #include "policy/policy.h"
@@ -83,6 +84,9 @@ class Session {
   const SessionPaths& paths() const { return paths_; }
   const record::EventLog& events() const { return events_; }
 
+  // Copies every line of the record to `sink` as it is written (--events-to); finish() gives the
+  // sink a moment for the last lines, then counts what it did not take in summary.json.
+  void ship_events(std::unique_ptr<EventSink> sink) { sink_ = std::move(sink); }
   // Writes session.start (argv, workspace, limits line, pid of init).
   Status started(pid_t init_pid, const std::string& limits_line);
   // Writes limit.hit for each limit reached, session.end and summary.json (atomically: tmp+rename).
@@ -109,9 +113,10 @@ class Session {
   uint64_t memory_limit_ = 0;  // the effective policy's limits, for limit.hit and the summary
   uint32_t pids_limit_ = 0;
   std::chrono::milliseconds timeout_{0};
-  bool finished_ = false;          // finish() writes session.end once
-  uint64_t record_max_bytes_ = 0;  // record.max_bytes, for summary.json
-  std::string record_line_;        // the exit summary's record line, from finish()
+  bool finished_ = false;            // finish() writes session.end once
+  uint64_t record_max_bytes_ = 0;    // record.max_bytes, for summary.json
+  std::string record_line_;          // the exit summary's record line, from finish()
+  std::unique_ptr<EventSink> sink_;  // --events-to
 };
 
 // The short summary printed on stderr at exit (unless --quiet), a few lines, each starting "cordon:
@@ -133,16 +138,24 @@ struct LogOptions {
   bool json = false;   // the raw lines, unchanged
   bool color = false;  // red/green decisions (log_command(id, json): on a tty, unless NO_COLOR)
   LogFilter filter;
-  bool net = false;  // --net: the network summary (net_summary.h) instead of the events
+  bool net = false;     // --net: the network summary (net_summary.h) instead of the events
+  bool follow = false;  // --follow: keep printing new events until the session ends
 };
 
 // `cordon ls` and `cordon log ID [--json]`. Return the process exit code.
 int ls_command();
 // `cordon ls --ids` (hidden, for shell completion): the ids alone, one a line, newest last.
 int ls_ids_command();
-int log_command(const std::string& id, bool json);
+int log_command(const std::string& id, bool json, bool follow = false);
 // `cordon log ID --net`: by host, by method, by status, and the refusals (--json: the net.* lines).
 int log_net_command(const std::string& id, bool json);
+// `cordon log ID --verify`: checks the record's hash chain and names the first bad line.
+inline constexpr int kVerifyOk = 0;           // every line verifies (a torn last line is said)
+inline constexpr int kVerifyBroken = 1;       // a line edited, removed, added or moved
+inline constexpr int kVerifyCannotCheck = 2;  // no such session, events.jsonl unreadable
+int log_verify_command(const std::string& id);
+int log_verify_command(const std::string& root, const std::string& id, std::ostream& out,
+                       std::ostream& err);
 // The same over an explicit root and streams (tests, and later filters from main.cc).
 int ls_command(const std::string& root, std::ostream& out, std::ostream& err);
 int ls_ids_command(const std::string& root, std::ostream& out, std::ostream& err);

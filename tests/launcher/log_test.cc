@@ -546,5 +546,235 @@ TEST_F(LogTest, EndToEndRunThenLsAndLog) {
   EXPECT_EQ(sum["events"]["by_kind"]["session.start"], 1);
 }
 
+// --verify over a real session record (launcher, netproxy and fusefs writers, summary.json), after
+// the ways an editor of the file could hide something.
+class VerifyTest : public LogTest {
+ protected:
+  void SetUp() override {
+    LogTest::SetUp();
+    session_ = std::make_unique<Session>(make_session());
+    path_ = session_->paths().events;
+    lines_ = lines_of(slurp(path_));
+    ASSERT_EQ(lines_.size(), 5u);
+  }
+  void rewrite(const std::vector<std::string>& lines) {
+    std::ofstream o(path_, std::ios::binary | std::ios::trunc);
+    for (const auto& l : lines) {
+      o << l << "\n";
+    }
+  }
+  int verify(std::string* out) {
+    std::ostringstream o, e;
+    int rc = log_verify_command(root_, "last", o, e);
+    *out = o.str() + e.str();
+    return rc;
+  }
+  std::unique_ptr<Session> session_;
+  std::string path_;
+  std::vector<std::string> lines_;
+};
+
+TEST_F(VerifyTest, AnUntouchedSessionVerifiesAgainstItsSummary) {
+  for (const auto& l : lines_) {
+    json j = json::parse(l);
+    EXPECT_EQ(j["v"], 1) << l;
+    ASSERT_TRUE(j["chain"].is_string()) << l;
+    EXPECT_EQ(j["chain"].get<std::string>().size(), 64u) << l;
+  }
+  json sum = json::parse(slurp(session_->paths().dir + "/summary.json"));
+  EXPECT_EQ(sum["record"]["chain"]["lines"], 5);
+  EXPECT_EQ(sum["record"]["chain"]["head"], json::parse(lines_[4])["chain"]);
+  std::string out;
+  EXPECT_EQ(verify(&out), kVerifyOk) << out;
+  EXPECT_NE(out.find("verifies: 5 lines"), std::string::npos) << out;
+  EXPECT_NE(out.find("as summary.json records"), std::string::npos) << out;
+}
+
+TEST_F(VerifyTest, AnEditedLineIsNamed) {
+  auto at = lines_[2].find("evil.test");
+  ASSERT_NE(at, std::string::npos) << lines_[2];
+  lines_[2].replace(at, 9, "good.test");
+  rewrite(lines_);
+  std::string out;
+  EXPECT_EQ(verify(&out), kVerifyBroken) << out;
+  EXPECT_NE(out.find("line 3 does not match its chain value: it was edited"), std::string::npos)
+      << out;
+}
+
+TEST_F(VerifyTest, ADeletedLineIsNamed) {
+  lines_.erase(lines_.begin() + 1);
+  rewrite(lines_);
+  std::string out;
+  EXPECT_EQ(verify(&out), kVerifyBroken) << out;
+  EXPECT_NE(out.find("line 2 does not match its chain value: it was edited, or a line "
+                     "before it was removed"),
+            std::string::npos)
+      << out;
+}
+
+TEST_F(VerifyTest, AReorderedPairIsNamed) {
+  std::swap(lines_[2], lines_[3]);
+  rewrite(lines_);
+  std::string out;
+  EXPECT_EQ(verify(&out), kVerifyBroken) << out;
+  EXPECT_NE(out.find("line 3 is out of place: line 4 follows line 2"), std::string::npos) << out;
+}
+
+TEST_F(VerifyTest, ATruncatedTailIsCaughtBySummarysHead) {
+  lines_.pop_back();
+  rewrite(lines_);
+  std::string out;
+  EXPECT_EQ(verify(&out), kVerifyBroken) << out;
+  EXPECT_NE(out.find("ends at line 4 with 4 chained lines"), std::string::npos) << out;
+  EXPECT_NE(out.find("summary.json records 5"), std::string::npos) << out;
+  EXPECT_NE(out.find("lines were removed from the end"), std::string::npos) << out;
+}
+
+TEST_F(VerifyTest, ALineWithoutAChainIsNamed) {
+  lines_.insert(lines_.begin() + 2, R"({"kind":"net.connect","host":"x.test"})");
+  rewrite(lines_);
+  std::string out;
+  EXPECT_EQ(verify(&out), kVerifyBroken) << out;
+  EXPECT_NE(out.find("line 3 has no chain field"), std::string::npos) << out;
+}
+
+TEST_F(LogTest, VerifyReportsATornLastLineAsTornNotAsTampering) {
+  Session s = make_session(false);  // running, or cordon killed: no summary.json
+  {
+    std::ofstream o(s.paths().events, std::ios::binary | std::ios::app);
+    o << R"({"v":1,"kind":"fs.open","path":"/work)";
+  }
+  std::string out;
+  std::ostringstream o, e;
+  EXPECT_EQ(log_verify_command(root_, "last", o, e), kVerifyOk) << o.str() << e.str();
+  out = o.str();
+  EXPECT_NE(out.find("verifies: 4 lines"), std::string::npos) << out;
+  EXPECT_NE(out.find("no summary.json"), std::string::npos) << out;
+  EXPECT_NE(out.find("line 5 is torn"), std::string::npos) << out;
+
+  // The next writer ends the fragment and chains to the last whole line: still no tampering.
+  auto proxy = record::EventLog::open(s.paths().events, s.id(), "netproxy", {});
+  ASSERT_TRUE(proxy.ok());
+  ASSERT_TRUE(proxy->emit("net.dns", {{"name", "example.test"}}).ok());
+  std::ostringstream o2, e2;
+  EXPECT_EQ(log_verify_command(root_, "last", o2, e2), kVerifyOk) << o2.str() << e2.str();
+  EXPECT_NE(o2.str().find("verifies: 5 lines"), std::string::npos) << o2.str();
+  EXPECT_NE(o2.str().find("line 5 is torn"), std::string::npos) << o2.str();
+  EXPECT_EQ(lines_of(slurp(s.paths().events)).size(), 6u);
+}
+
+TEST_F(LogTest, VerifyOfNoSuchSessionCannotCheck) {
+  std::ostringstream o, e;
+  EXPECT_EQ(log_verify_command(root_, "no-such-session", o, e), kVerifyCannotCheck);
+  EXPECT_FALSE(e.str().empty());
+}
+
+TEST_F(LogTest, EndToEndEventsToAPipeSeesEachLineOnceInOrder) {
+  std::string cordon = cordon::testing::build_path("launcher/cordon");
+  CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
+  TempDir ws;
+  const std::string copy = tmp_ / "copy.jsonl";
+  // fd 3 is a real pipe to a reader (cat); the program's own stdout stays apart on fd 4.
+  std::string script = "{ '" + cordon + "' run --events-to 3 --mode rw -w '" + ws.path() +
+                       "' --env-pass CORDON_TEST_PASSED -- sh -c 'for i in 1 2 3; do true; "
+                       "done; exit 5' 3>&1 1>&4; } 4>&1 | cat > '" +
+                       copy + "'; exit ${PIPESTATUS[0]}";
+  cordon::testing::RunSpec spec;
+  spec.deadline = std::chrono::seconds(60);
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    env.emplace_back(*e);
+  }
+  env.emplace_back("CORDON_TEST_PASSED=1");
+  spec.env = env;
+  auto run = cordon::testing::run_program({"bash", "-c", script}, spec);
+  ASSERT_FALSE(run.timed_out);
+  ASSERT_EQ(run.exit_code(), 5) << run.err;
+  auto last = resolve_session(root_, "last");
+  ASSERT_TRUE(last.ok());
+  const std::string record = slurp(root_ + "/" + *last + "/events.jsonl");
+  const std::string shipped = slurp(copy);
+  auto lines = lines_of(record);
+  ASSERT_GE(lines.size(), 3u) << record;
+  EXPECT_EQ(shipped, record) << "the pipe's reader saw each line once, in order, byte for byte";
+  json sum = json::parse(slurp(root_ + "/" + *last + "/summary.json"));
+  EXPECT_EQ(sum["record"]["events_to"]["target"], "3");
+  EXPECT_EQ(sum["record"]["events_to"]["sent"], lines.size());
+  EXPECT_EQ(sum["record"]["events_to"]["dropped"], 0);
+  EXPECT_EQ(run.err.find("not delivered"), std::string::npos) << run.err;
+}
+
+TEST_F(LogTest, EndToEndASinkThatNeverReadsNeverHoldsUpTheSandbox) {
+  std::string cordon = cordon::testing::build_path("launcher/cordon");
+  CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
+  TempDir ws;
+  // The reader holds the pipe and never reads: the pipe fills at 64 KiB. Each refused variable
+  // is an event of its own, so the record outgrows the pipe before the program starts.
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    env.emplace_back(*e);
+  }
+  std::string keep;
+  for (int i = 0; i < 400; ++i) {
+    std::string name = "CORDON_TEST_" + std::to_string(i) + "_TOKEN";
+    env.push_back(name + "=" + std::string(100, 'v'));
+    keep += " --env-keep " + name;
+  }
+  std::string script = "'" + cordon + "' run --events-to 3 --mode rw -w '" + ws.path() + "'" +
+                       keep + " -- sh -c 'exit 6' 3> >(sleep 30 >/dev/null 2>&1)";
+  cordon::testing::RunSpec spec;
+  spec.env = env;
+  spec.deadline = std::chrono::seconds(25);  // less than the reader lives
+  auto run = cordon::testing::run_program({"bash", "-c", script}, spec);
+  ASSERT_FALSE(run.timed_out) << "cordon waited for a sink that never reads";
+  ASSERT_EQ(run.exit_code(), 6) << run.err;
+  auto last = resolve_session(root_, "last");
+  ASSERT_TRUE(last.ok());
+  auto lines = lines_of(slurp(root_ + "/" + *last + "/events.jsonl"));
+  ASSERT_GT(lines.size(), 400u);
+  json sum = json::parse(slurp(root_ + "/" + *last + "/summary.json"));
+  const json& et = sum["record"]["events_to"];
+  EXPECT_GT(et["dropped"].get<uint64_t>(), 0u) << sum.dump();
+  EXPECT_EQ(et["sent"].get<uint64_t>() + et["dropped"].get<uint64_t>(), lines.size()) << sum.dump();
+  EXPECT_NE(run.err.find("events not delivered; events.jsonl has them all"), std::string::npos)
+      << run.err;
+}
+
+TEST_F(LogTest, EventsToABadTargetIsRefusedBeforeAnythingRuns) {
+  std::string cordon = cordon::testing::build_path("launcher/cordon");
+  CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
+  auto run = cordon::testing::run_program({cordon, "run", "--events-to", "57", "--", "true"});
+  EXPECT_EQ(run.exit_code(), 125) << run.err;
+  EXPECT_NE(run.err.find("--events-to 57: file descriptor 57"), std::string::npos) << run.err;
+  EXPECT_FALSE(resolve_session(root_, "last").ok()) << "no session was started";
+}
+
+TEST_F(LogTest, EndToEndWatchFollowsARunningSessionOnATerminal) {
+  std::string cordon = cordon::testing::build_path("launcher/cordon");
+  CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
+  for (bool no_color : {false, true}) {
+    TempDir ws;
+    std::vector<std::string> argv = {
+        "python3", cordon::testing::source_path("tests/launcher/follow_pty.py"), cordon, ws.path()};
+    if (no_color) {
+      argv.push_back("no-color");
+    }
+    cordon::testing::RunSpec spec;
+    spec.deadline = std::chrono::seconds(90);
+    auto r = cordon::testing::run_program(argv, spec);
+    ASSERT_FALSE(r.timed_out);
+    ASSERT_EQ(r.exit_code(), 0) << r.err;
+    EXPECT_NE(r.out.find("started-live 1"), std::string::npos) << "followed while running";
+    EXPECT_NE(r.out.find("watch-exit 0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("run-exit 3"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("session.start"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("env.passed"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("exit_code=3"), std::string::npos) << "ended with the session: " << r.out;
+    EXPECT_EQ(r.out.find("chain="), std::string::npos) << "the chain is not for reading";
+    EXPECT_EQ(r.out.find("\x1b[32m") != std::string::npos, !no_color)
+        << (no_color ? "NO_COLOR" : "colour on a terminal") << ": " << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace cordon::launcher
