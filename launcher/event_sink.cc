@@ -40,25 +40,33 @@ Result<EventSinkTarget> open_event_sink(const std::string& spec) {
   EventSinkTarget t;
   t.name = spec;
   if (spec.empty()) {
-    return make_error("--events-to: empty", "give stderr, a file descriptor number or a path");
+    return make_error("empty", "give stderr, a file descriptor number or a path");
   }
   if (spec == "stderr" || all_digits(spec)) {
     int n = spec == "stderr" ? STDERR_FILENO : -1;
     if (n < 0) {
       if (spec.size() > 6) {
-        return make_error("--events-to " + spec + ": not a file descriptor number");
+        return make_error("\"" + spec + "\": not a file descriptor number");
       }
       n = std::stoi(spec);
     }
     int flags = ::fcntl(n, F_GETFL);
-    if (flags < 0) {
-      return sys_error("--events-to " + spec + ": file descriptor " + std::to_string(n),
+    int fd_flags = ::fcntl(n, F_GETFD);
+    if (flags < 0 || fd_flags < 0) {
+      return sys_error("\"" + spec + "\": file descriptor " + std::to_string(n),
                        "open it for the command, e.g. `3>file` or `3> >(reader)`");
     }
     if ((flags & O_ACCMODE) == O_RDONLY) {
-      return make_error("--events-to " + spec + ": file descriptor " + std::to_string(n) +
-                            " is open for reading only",
-                        "open it for writing, e.g. `3>file`");
+      return make_error(
+          "\"" + spec + "\": file descriptor " + std::to_string(n) + " is open for reading only",
+          "open it for writing, e.g. `3>file`");
+    }
+    if (n > STDERR_FILENO && (fd_flags & FD_CLOEXEC) != 0) {
+      // Every descriptor cordon opens is close-on-exec; one given by the shell is not. Taking
+      // one of cordon's own would steal, say, its session lock.
+      return make_error("\"" + spec + "\": file descriptor " + std::to_string(n) +
+                            " was not given to cordon (it is one of cordon's own)",
+                        "open it for the command, e.g. `3>file`");
     }
     t.fd.reset(::fcntl(n, F_DUPFD_CLOEXEC, 3));
     if (!t.fd) {
@@ -72,7 +80,7 @@ Result<EventSinkTarget> open_event_sink(const std::string& spec) {
   // O_NONBLOCK: a FIFO without a reader is refused now rather than blocking cordon's start.
   t.fd.reset(::open(spec.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600));
   if (!t.fd) {
-    return sys_error("--events-to " + spec + ": open(O_WRONLY|O_APPEND|O_CREAT)",
+    return sys_error("\"" + spec + "\": open(O_WRONLY|O_APPEND|O_CREAT)",
                      errno == ENXIO ? "a FIFO needs its reader started first"
                                     : "give a writable path, stderr or a file descriptor number");
   }

@@ -479,27 +479,12 @@ int run_command(const RunOptions& opts) {
   if (!planned.ok()) {
     return fail(planned.error().to_string());
   }
-  std::optional<EventSinkTarget> sink_target;
-  if (!pol->record.events_to.empty()) {
-    auto t = open_event_sink(pol->record.events_to);
-    if (!t.ok()) {
-      return fail("record.events_to: " + t.error().to_string());
-    }
-    sink_target = std::move(t).value();
-  }
   auto wiring = open_session(*pol, opts, *planned, t0);
   if (!wiring.ok()) {
     return fail(wiring.error().to_string());
   }
   Planned& p = *planned;
   Wiring& w = **wiring;
-  if (sink_target) {
-    auto sink = EventSink::start(w.session.paths().events, std::move(*sink_target));
-    if (!sink.ok()) {
-      return w.setup_failed(p, sink.error().to_string());
-    }
-    w.session.ship_events(std::move(sink).value());
-  }
   if (auto s = start_sidecars(*pol, p, w); !s.ok()) {
     return w.setup_failed(p, s.error().to_string());
   }

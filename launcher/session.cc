@@ -317,6 +317,15 @@ Result<std::string> draw_session_id(int64_t secs) {
 Result<Session> Session::create(const policy::Policy& effective,
                                 const std::vector<std::string>& argv,
                                 const std::string& workspace) {
+  // record.events_to first: a sink that cannot be opened stops the run before a session exists.
+  std::optional<EventSinkTarget> sink;
+  if (!effective.record.events_to.empty()) {
+    auto t = open_event_sink(effective.record.events_to);
+    if (!t.ok()) {
+      return std::move(t).error().with_context("record.events_to (--events-to)");
+    }
+    sink = std::move(t).value();
+  }
   const std::string root = sessions_root();
   TRY(make_dirs(root));
   ASSIGN_OR_RETURN(UniqueFd root_fd, store::open_root(root));
@@ -408,6 +417,13 @@ Result<Session> Session::create(const policy::Policy& effective,
   }
   s.events_ = record::EventLog::adopt(UniqueFd(efd), id, "launcher",
                                       record::RecordLimits::from(effective.record));
+  if (sink) {
+    auto shipping = EventSink::start(s.paths_.events, std::move(*sink));
+    if (!shipping.ok()) {
+      return fail(std::move(shipping).error());
+    }
+    s.sink_ = std::move(shipping).value();
+  }
   return s;
 }
 

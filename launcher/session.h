@@ -84,9 +84,6 @@ class Session {
   const SessionPaths& paths() const { return paths_; }
   const record::EventLog& events() const { return events_; }
 
-  // Copies every line of the record to `sink` as it is written (--events-to); finish() gives the
-  // sink a moment for the last lines, then counts what it did not take in summary.json.
-  void ship_events(std::unique_ptr<EventSink> sink) { sink_ = std::move(sink); }
   // Writes session.start (argv, workspace, limits line, pid of init).
   Status started(pid_t init_pid, const std::string& limits_line);
   // Writes limit.hit for each limit reached, session.end and summary.json (atomically: tmp+rename).
@@ -113,10 +110,12 @@ class Session {
   uint64_t memory_limit_ = 0;  // the effective policy's limits, for limit.hit and the summary
   uint32_t pids_limit_ = 0;
   std::chrono::milliseconds timeout_{0};
-  bool finished_ = false;            // finish() writes session.end once
-  uint64_t record_max_bytes_ = 0;    // record.max_bytes, for summary.json
-  std::string record_line_;          // the exit summary's record line, from finish()
-  std::unique_ptr<EventSink> sink_;  // --events-to
+  bool finished_ = false;          // finish() writes session.end once
+  uint64_t record_max_bytes_ = 0;  // record.max_bytes, for summary.json
+  std::string record_line_;        // the exit summary's record line, from finish()
+  // record.events_to (--events-to): every line of the record copied as it is written; finish()
+  // gives the sink a moment for the last lines, then counts what it did not take.
+  std::unique_ptr<EventSink> sink_;
 };
 
 // The short summary printed on stderr at exit (unless --quiet), a few lines, each starting "cordon:

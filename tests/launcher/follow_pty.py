@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-# follow_pty.py CORDON WORKSPACE [NO_COLOR]: starts a session in the background, follows it with
+# follow_pty.py CORDON WORKSPACE MODE [no-color]: starts a session in the background, follows it with
 # `cordon watch last` on a pseudo-terminal while it runs, and prints what the terminal showed
 # after a line "---", then "watch-exit N" and "started-live 0|1". Bounded: 60 s in all.
 import os, pty, select, subprocess, sys, time
 
-cordon, ws = sys.argv[1], sys.argv[2]
-no_color = len(sys.argv) > 3
+cordon, ws, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+no_color = len(sys.argv) > 4
 env = dict(os.environ, CORDON_TEST_PASSED="x")
 state = os.environ["CORDON_STATE_DIR"] + "/sessions"
 def sessions():
     return len(os.listdir(state)) if os.path.isdir(state) else 0
 before = sessions()
 # A decision worth colouring early (env.passed, allow), then time to be followed, then the end.
-run = subprocess.Popen([cordon, "run", "--mode", "rw", "-w", ws, "--env-pass", "CORDON_TEST_PASSED",
+run = subprocess.Popen([cordon, "run", "--mode", mode, "-w", ws, "--env-pass", "CORDON_TEST_PASSED",
                         "--", "sh", "-c", "sleep 3; exit 3"],
                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 deadline = time.time() + 60

@@ -675,7 +675,8 @@ TEST_F(LogTest, EndToEndEventsToAPipeSeesEachLineOnceInOrder) {
   TempDir ws;
   const std::string copy = tmp_ / "copy.jsonl";
   // fd 3 is a real pipe to a reader (cat); the program's own stdout stays apart on fd 4.
-  std::string script = "{ '" + cordon + "' run --events-to 3 --mode rw -w '" + ws.path() +
+  std::string script = "{ '" + cordon + "' run --events-to 3 --mode " +
+                       cordon::testing::writable_mode() + " -w '" + ws.path() +
                        "' --env-pass CORDON_TEST_PASSED -- sh -c 'for i in 1 2 3; do true; "
                        "done; exit 5' 3>&1 1>&4; } 4>&1 | cat > '" +
                        copy + "'; exit ${PIPESTATUS[0]}";
@@ -720,8 +721,9 @@ TEST_F(LogTest, EndToEndASinkThatNeverReadsNeverHoldsUpTheSandbox) {
     env.push_back(name + "=" + std::string(100, 'v'));
     keep += " --env-keep " + name;
   }
-  std::string script = "'" + cordon + "' run --events-to 3 --mode rw -w '" + ws.path() + "'" +
-                       keep + " -- sh -c 'exit 6' 3> >(sleep 30 >/dev/null 2>&1)";
+  std::string script = "'" + cordon + "' run --events-to 3 --mode " +
+                       cordon::testing::writable_mode() + " -w '" + ws.path() + "'" + keep +
+                       " -- sh -c 'exit 6' 3> >(sleep 30 >/dev/null 2>&1)";
   cordon::testing::RunSpec spec;
   spec.env = env;
   spec.deadline = std::chrono::seconds(25);  // less than the reader lives
@@ -745,7 +747,9 @@ TEST_F(LogTest, EventsToABadTargetIsRefusedBeforeAnythingRuns) {
   CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
   auto run = cordon::testing::run_program({cordon, "run", "--events-to", "57", "--", "true"});
   EXPECT_EQ(run.exit_code(), 125) << run.err;
-  EXPECT_NE(run.err.find("--events-to 57: file descriptor 57"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("record.events_to (--events-to): \"57\": file descriptor 57"),
+            std::string::npos)
+      << run.err;
   EXPECT_FALSE(resolve_session(root_, "last").ok()) << "no session was started";
 }
 
@@ -754,8 +758,9 @@ TEST_F(LogTest, EndToEndWatchFollowsARunningSessionOnATerminal) {
   CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
   for (bool no_color : {false, true}) {
     TempDir ws;
-    std::vector<std::string> argv = {
-        "python3", cordon::testing::source_path("tests/launcher/follow_pty.py"), cordon, ws.path()};
+    std::vector<std::string> argv = {"python3",
+                                     cordon::testing::source_path("tests/launcher/follow_pty.py"),
+                                     cordon, ws.path(), cordon::testing::writable_mode()};
     if (no_color) {
       argv.push_back("no-color");
     }
