@@ -67,7 +67,8 @@ Result<std::string> ChainWriter::last_chain(int fd, uint64_t size, bool* torn) {
     return sys_error("open(/proc/self/fd/" + std::to_string(fd) + ", O_RDONLY) for events.jsonl");
   }
   std::string buf;
-  for (uint64_t window = 256 << 10;; window *= 4) {
+  // Small first: the last line is nearly always whole within the last few KiB.
+  for (uint64_t window = 8 << 10;; window *= 4) {
     uint64_t from = size > window ? size - window : 0;
     buf.resize(size - from);
     ssize_t n = ::pread(rfd, buf.data(), buf.size(), static_cast<off_t>(from));

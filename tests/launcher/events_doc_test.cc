@@ -52,15 +52,14 @@ void sources_under(const std::string& dir, std::vector<std::string>& out) {
 // The kinds the code writes, by the forms writers use.
 std::set<std::string> emitted_kinds() {
   static const std::regex kForms[] = {
-      std::regex(R"(emit\(\s*"([a-z]+\.[a-z_]+)\")"),
-      std::regex(R"(EventLine\s+\w+\(\s*"([a-z]+\.[a-z_]+)\")"),
-      std::regex(R"(\{"kind",\s*"([a-z]+\.[a-z_]+)\"\})"),
-      std::regex(R"(put\(\s*"([a-z]+\.[a-z_]+)\")"),
+      std::regex(R"re(emit\(\s*"([a-z]+\.[a-z_]+)")re"),
+      std::regex(R"re(EventLine\s+\w+\(\s*"([a-z]+\.[a-z_]+)")re"),
+      std::regex(R"re(\{"kind",\s*"([a-z]+\.[a-z_]+)"\})re"),
+      std::regex(R"re(put\(\s*"([a-z]+\.[a-z_]+)")re"),
   };
   // The shim's wire kinds become names in one switch.
-  static const std::regex kShimName(R"(return "([a-z]+\.[a-z_]+)";) ");
-      std::set<std::string>
-          kinds;
+  static const std::regex kShimName(R"re(return "([a-z]+\.[a-z_]+)";)re");
+  std::set<std::string> kinds;
   for (const char* component : {"launcher", "netproxy", "fusefs", "preload_shim", "policy"}) {
     std::vector<std::string> files;
     sources_under(source_path(component), files);
