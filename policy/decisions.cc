@@ -184,9 +184,16 @@ bool NetworkPolicy::inspects(std::string_view host, uint16_t port) const {
   if (named(inspect_exclude)) {
     return false;
   }
-  return named(inspect) || std::any_of(rules.begin(), rules.end(), [&](const HttpRule& r) {
-           return r.host.matches_name(host, port);
-         });
+  return named(inspect) ||
+         std::any_of(rules.begin(), rules.end(),
+                     [&](const HttpRule& r) { return r.host.matches_name(host, port); }) ||
+         std::any_of(credentials.begin(), credentials.end(),
+                     [&](const Credential& c) { return c.bound_to(host, port); });
+}
+
+bool Credential::bound_to(std::string_view host, uint16_t port) const {
+  return std::any_of(hosts.begin(), hosts.end(),
+                     [&](const HostPattern& h) { return h.matches_name(host, port); });
 }
 
 Decision NetworkPolicy::decide_name(std::string_view host, uint16_t port) const {

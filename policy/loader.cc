@@ -586,7 +586,7 @@ class Loader {
         v, path,
         {"allow", "deny", "max_connections", "max_connections_per_host", "connections_per_minute",
          "max_bytes_out", "max_bytes_in", "idle_timeout", "connect_timeout", "resolve", "dns",
-         "proxy_env", "rules", "inspect", "inspect_exclude", "ca"});
+         "proxy_env", "rules", "inspect", "inspect_exclude", "ca", "credentials"});
     if (const json* f = field(v, "allow")) {
       n.allow = get_hosts(*f, join_path(path, "allow"));
       for (size_t i = 0; i < n.allow.size(); ++i) {
@@ -671,6 +671,99 @@ class Loader {
         }
       }
     }
+    if (const json* f = field(v, "credentials")) {
+      n.credentials = get_credentials(*f, join_path(path, "credentials"), n);
+    }
+  }
+
+  // After allow and inspect_exclude: each credential host has to be reachable and inspected.
+  std::vector<Credential> get_credentials(const json& v, const std::string& path,
+                                          const NetworkPolicy& n) const {
+    expect_array(v, path, "credentials {\"env\": \"NAME\", \"hosts\": [...]}");
+    std::vector<Credential> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::string p = index_path(path, i);
+      expect_object(v[i], p);
+      check_keys(v[i], p, {"env", "hosts", "header", "file", "extract"});
+      for (const char* later : {"file", "extract"}) {
+        if (field(v[i], later)) {
+          fail(join_path(p, later), std::string("\"") + later +
+                                        "\" is not supported yet (use \"env\": the name of a "
+                                        "variable in cordon's environment)");
+        }
+      }
+      Credential c;
+      const json* env = field(v[i], "env");
+      if (!env) {
+        fail(p, "missing \"env\" (the variable holding the secret, e.g. \"GITHUB_TOKEN\")");
+      }
+      c.env = get_string(*env, join_path(p, "env"), "a variable name");
+      const bool name_ok = !c.env.empty() && c.env.size() <= 256 &&
+                           !std::isdigit(static_cast<unsigned char>(c.env[0])) &&
+                           std::all_of(c.env.begin(), c.env.end(), [](char ch) {
+                             return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                           });
+      if (!name_ok) {
+        fail(join_path(p, "env"), show(*env) + " is not a variable name (letters, digits, _)");
+      }
+      for (const auto& other : out) {
+        if (other.env == c.env) {
+          fail(join_path(p, "env"), show(*env) + " is named by an earlier credential already");
+        }
+      }
+      const json* hosts = field(v[i], "hosts");
+      std::string hp = join_path(p, "hosts");
+      if (!hosts) {
+        fail(p,
+             "missing \"hosts\" (the hosts the secret may be sent to, e.g. [\"api.github.com\"])");
+      }
+      c.hosts = get_hosts(*hosts, hp);
+      if (c.hosts.empty()) {
+        fail(hp, "is empty: name the hosts the secret may be sent to");
+      }
+      for (size_t h = 0; h < c.hosts.size(); ++h) {
+        const HostPattern& host = c.hosts[h];
+        std::string at = index_path(hp, h);
+        if (host.kind != HostPattern::Kind::Exact) {
+          fail(at,
+               "\"" + host.text + "\" is not an exact host name (a credential names each host)");
+        }
+        const bool allowed = std::any_of(n.allow.begin(), n.allow.end(), [&](const HostPattern& a) {
+          const uint16_t lo = std::max(a.port_lo, host.port_lo);
+          return lo <= std::min(a.port_hi, host.port_hi) && a.matches_name(host.name, lo);
+        });
+        if (!allowed) {
+          fail(at, "\"" + host.text + "\" is not allowed by network.allow (add it there too)");
+        }
+        if (std::any_of(
+                n.inspect_exclude.begin(), n.inspect_exclude.end(),
+                [&](const HostPattern& x) { return x.matches_name(host.name, host.port_lo); })) {
+          fail(at, "\"" + host.text +
+                       "\" is in network.inspect_exclude, so its requests could not carry the "
+                       "secret (remove it from one of the two)");
+        }
+      }
+      if (const json* header = field(v[i], "header")) {
+        std::string hdp = join_path(p, "header");
+        c.header = get_string(*header, hdp, "a header line with {}");
+        const size_t colon = c.header.find(':');
+        const bool ok =
+            colon != std::string::npos && colon > 0 && c.header.find("{}") != std::string::npos &&
+            c.header.size() <= 4096 &&
+            std::none_of(c.header.begin(), c.header.end(),
+                         [](char ch) { return ch == '\r' || ch == '\n' || ch == '\0'; }) &&
+            std::all_of(c.header.begin(), c.header.begin() + colon, [](char ch) {
+              return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_';
+            });
+        if (!ok) {
+          fail(hdp, show(*header) +
+                        " is not a header line with {} for the secret (e.g. \"Authorization: "
+                        "Bearer {}\")");
+        }
+      }
+      out.push_back(std::move(c));
+    }
+    return out;
   }
 
   std::vector<HttpRule> get_http_rules(const json& v, const std::string& path) const {

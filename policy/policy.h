@@ -37,6 +37,16 @@ struct NetDecision {
   Decision decision() const { return {allow, rule}; }
 };
 
+// network.credentials[i]: a secret in cordon's environment that the sandbox sees only as a
+// placeholder; the proxy puts the real value back in requests to `hosts` and refuses the
+// placeholder anywhere else.
+struct Credential {
+  std::string env;                 // the variable's name (its value is never in the policy)
+  std::vector<HostPattern> hosts;  // exact names, each allowed by network.allow; inspected
+  std::string header;              // "Name: text with {}" set on requests to `hosts`, or ""
+  bool bound_to(std::string_view host, uint16_t port) const;
+};
+
 struct NetworkPolicy {
   std::vector<HostPattern> allow;          // network.allow
   std::vector<HostPattern> deny;           // network.deny; wins over allow
@@ -66,10 +76,12 @@ struct NetworkPolicy {
   std::vector<HostPattern> inspect_exclude;
   // network.ca: a user-supplied CA (PEM files, absolute or "~/"); empty = a CA made per session.
   std::string ca_cert, ca_key;
+  // network.credentials; their hosts are inspected (unless network.inspect_exclude names them).
+  std::vector<Credential> credentials;
   // Whether TLS to `host` (a name or IP literal as the client named it) on `port` is inspected.
   bool inspects(std::string_view host, uint16_t port) const;
   // Whether any host is inspected (and so a CA is needed).
-  bool inspects_any() const { return !inspect.empty() || !rules.empty(); }
+  bool inspects_any() const { return !inspect.empty() || !rules.empty() || !credentials.empty(); }
 
   // Decides a destination given by name (what DNS, SNI, Host, CONNECT or SOCKS named).
   // Deny wins; then the first matching allow; otherwise {false, "network.allow (no match)"}.

@@ -155,6 +155,17 @@ json to_json(const Policy& p) {
   if (!n.inspect_exclude.empty()) {
     network["inspect_exclude"] = texts(n.inspect_exclude);
   }
+  if (!n.credentials.empty()) {
+    json creds = json::array();
+    for (const auto& c : n.credentials) {
+      json one = {{"env", c.env}, {"hosts", texts(c.hosts)}};
+      if (!c.header.empty()) {
+        one["header"] = c.header;
+      }
+      creds.push_back(std::move(one));
+    }
+    network["credentials"] = std::move(creds);
+  }
   if (!n.ca_cert.empty()) {
     network["ca"] = {{"cert", n.ca_cert}, {"key", n.ca_key}};
   }
@@ -294,6 +305,13 @@ std::string explain(const Policy& p) {
       inspected.push_back(h.text);
     }
   }
+  for (const auto& c : n.credentials) {
+    for (const auto& h : c.hosts) {
+      if (std::find(inspected.begin(), inspected.end(), h.text) == inspected.end()) {
+        inspected.push_back(h.text);
+      }
+    }
+  }
   if (inspected.empty()) {
     lines.push_back(
         "network: HTTPS is not inspected: the proxy sees names and byte counts only "
@@ -305,7 +323,8 @@ std::string explain(const Policy& p) {
                                : "the CA " + n.ca_cert;
     lines.push_back(
         "network: HTTPS to " + join(inspected) +
-        " is inspected (network.inspect and the hosts network.rules name): the proxy ends TLS "
+        " is inspected (network.inspect and the hosts network.rules and network.credentials "
+        "name): the proxy ends TLS "
         "with a certificate from " +
         ca +
         ", which the sandbox trusts (its /etc/ssl/certs/ca-certificates.crt and SSL_CERT_FILE, "
@@ -319,6 +338,20 @@ std::string explain(const Policy& p) {
     }
     lines.push_back("network: HTTPS to " + join(ex) +
                     " is never inspected (network.inspect_exclude): it passes through as is");
+  }
+  for (const auto& c : n.credentials) {
+    std::vector<std::string> hosts;
+    for (const auto& h : c.hosts) {
+      hosts.push_back(host_text(h));
+    }
+    lines.push_back(
+        "network: the sandbox sees " + c.env +
+        " only as a random placeholder of the same shape; the proxy puts the real value (from "
+        "cordon's environment, never written to disk) in place of the placeholder in the URL and "
+        "headers of requests to " +
+        join(hosts) + (c.header.empty() ? std::string() : " and sets \"" + c.header + "\" there") +
+        ", and refuses with 403 (a net.exfil event) any request to another host whose URL or "
+        "headers carry the placeholder; request bodies are not scanned (network.credentials)");
   }
   for (const auto& [name, ips] : n.resolve) {
     std::vector<std::string> s;
