@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -24,6 +25,28 @@
 
 namespace cordon::launcher {
 namespace {
+
+// `text` in a memfd sealed against change, at offset 0: the proxy reads it once; it never has a
+// path anyone could open.
+Result<UniqueFd> sealed_memfd(const char* name, const std::string& text) {
+  UniqueFd fd(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) {
+    return sys_error(std::string("memfd_create(\"") + name + "\")");
+  }
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+    if (n <= 0) {
+      return sys_error(std::string("write() to memfd ") + name);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) !=
+          0 ||
+      ::lseek(fd.get(), 0, SEEK_SET) != 0) {
+    return sys_error(std::string("sealing memfd ") + name);
+  }
+  return fd;
+}
 
 constexpr const char* kNetproxyFile = "cordon-netproxy";
 
@@ -199,6 +222,15 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
     add_fd_args(argv, "--ca-cert-fd", {ca_cert.get()}, sources, next);
     add_fd_args(argv, "--ca-key-fd", {ca_key.get()}, sources, next);
   }
+  UniqueFd secrets;
+  if (!spec.secrets.empty()) {
+    auto fd = sealed_memfd("cordon-credentials", spec.secrets);
+    if (!fd.ok()) {
+      return std::move(fd).error();
+    }
+    secrets = std::move(fd).value();
+    add_fd_args(argv, "--credentials-fd", {secrets.get()}, sources, next);
+  }
   add_fd_args(argv, "--transparent-fd", spec.transparent_fds, sources, next);
   add_fd_args(argv, "--dns-fd", spec.dns_fds, sources, next);
   add_fd_args(argv, "--dns-tcp-fd", spec.dns_tcp_fds, sources, next);
@@ -350,6 +382,7 @@ Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& ne
   spec.run_gid = net.run_gid;
   spec.ca_cert_path = net.ca_cert_path;
   spec.ca_key_path = net.ca_key_path;
+  spec.secrets = net.secrets;
   spec.transparent_fds = {sockets.transparent.get()};
   spec.dns_fds = {sockets.dns_udp.get()};
   spec.dns_tcp_fds = {sockets.dns_tcp.get()};

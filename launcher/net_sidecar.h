@@ -34,6 +34,9 @@ struct NetproxySpawn {
   // The inspection CA's PEM files (session_ca.h), opened here and handed over as fds, since the
   // proxy may run as an id that cannot read them. "" = none.
   std::string ca_cert_path, ca_key_path;
+  // network.credentials' values (plant_placeholders, credentials.h), handed over in a sealed
+  // memfd as --credentials-fd, never in argv or a file. "" = none.
+  std::string secrets;
   std::chrono::milliseconds ready_timeout{10000};
   // As host root: the ids the proxy switches to before it runs (the sandbox's user), so a proxy
   // compromised by hostile traffic holds no privilege. The policy is then opened by cordon and
@@ -79,6 +82,7 @@ struct SandboxNet {
   std::string events_path;                // the session's events.jsonl (NetproxySpawn::events_path)
   std::string binary;                     // find_netproxy_binary(), looked up before the clone
   std::string ca_cert_path, ca_key_path;  // NetproxySpawn::ca_cert_path/ca_key_path
+  std::string secrets;                    // NetproxySpawn::secrets
   uid_t run_uid = static_cast<uid_t>(-1);  // NetproxySpawn::run_uid/run_gid
   gid_t run_gid = static_cast<gid_t>(-1);
 };

@@ -17,6 +17,7 @@
 #include "launcher/commands.h"
 #include "launcher/contain.h"
 #include "launcher/cowfs_sidecar.h"
+#include "launcher/credentials.h"
 #include "launcher/diagnostics.h"
 #include "launcher/effective_policy.h"
 #include "launcher/exit_status.h"
@@ -89,6 +90,7 @@ struct Wiring {
   std::optional<NetproxyProcess> netproxy;  // network.allow
   std::unique_ptr<ShimSession> shim;        // the preload shim's collector, when the shim runs
   InspectionCa ca;                          // network.inspect / network.rules: the proxy's CA
+  std::string secrets;  // network.credentials' real values, for the proxy only (credentials.h)
 
   int finish(const Planned& p, int code);
   int setup_failed(const Planned& p, const std::string& msg) {
@@ -260,6 +262,11 @@ Status start_sidecars(const policy::Policy& pol, Planned& p, Wiring& w) {
     return make_error("network.inspect: " + ca.error().to_string());
   }
   w.ca = std::move(ca).value();
+  auto secrets = plant_placeholders(pol.network, plan);
+  if (!secrets.ok()) {
+    return std::move(secrets).error();
+  }
+  w.secrets = std::move(secrets).value();
   // The preload shim: library + collector socket into the plan now, collector thread after clone.
   auto shim = prepare_shim_from_parent(paths.dir, paths.events, w.session.id(),
                                        record::RecordLimits::from(pol.record), plan.ids);
@@ -381,9 +388,9 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
   if (lp.network) {
     // The sandbox's capture sockets -> cordon-netproxy in the host's network namespace.
     const SessionPaths& paths = w.session.paths();
-    SandboxNet net{paths.policy, w.session.id(), paths.dir + "/netproxy.log",
-                   paths.events, p.netproxy_bin, w.ca.cert_path,
-                   w.ca.key_path};
+    SandboxNet net{paths.policy,  w.session.id(), paths.dir + "/netproxy.log",
+                   paths.events,  p.netproxy_bin, w.ca.cert_path,
+                   w.ca.key_path, w.secrets};
     if (!lp.ids.rootless) {
       // Host root: the proxy runs as the sandbox's user, not as root.
       net.run_uid = lp.ids.uid;
