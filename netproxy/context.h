@@ -40,6 +40,13 @@ struct IdleWatch {
   ~IdleWatch() = default;
 };
 
+// A network.credentials secret (credentials.h): the policy's entry, the sandbox's placeholder and
+// the real value (same length).
+struct Secret {
+  const policy::Credential* cred;
+  std::string placeholder, value;
+};
+
 struct Context {
   Context(asio::io_context& io, const policy::NetworkPolicy& p, const record::EventLog& ev)
       : io(io), policy(p), events(ev), caps(p) {}
@@ -52,6 +59,7 @@ struct Context {
   // when the policy inspects nothing.
   CertAuthority* ca = nullptr;
   ssl_ctx_st* upstream_tls = nullptr;
+  std::vector<Secret> secrets;    // one per policy.credentials (load_secrets, credentials.h)
   PipePool pipes;                 // for the splice(2) data path (splice.h)
   std::list<IdleWatch*> watched;  // for the one idle-timeout sweeper (upstream.cc)
   bool sweeping = false;

@@ -6,6 +6,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/http.hpp>
 
+#include "netproxy/credentials.h"
 #include "netproxy/decide.h"
 #include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
@@ -375,8 +376,18 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
                             false);
       break;
     }
-    if (auto refusal = check_rules(ctx, host, port, method, path, ctx.client_of(client.socket()),
-                                   "http", url)) {
+    auto refusal =
+        check_rules(ctx, host, port, method, path, ctx.client_of(client.socket()), "http", url);
+    if (!refusal) {
+      const std::string who = ctx.client_of(client.socket());
+      refusal = apply_credentials(ctx, {host, port, who, method, url, "http"}, req);
+      if (!refusal && req.target() != url) {
+        // A credential's value went into the URL: the origin-form sent upstream is its path.
+        const std::string substituted(req.target());
+        wire::parse_absolute_http(substituted, &host, &port, &path);
+      }
+    }
+    if (refusal) {
       bool keep = client_keep && p.is_done();
       co_await send_refusal(ctx, client, version, refusal->status, refusal->line, keep);
       if (!keep) {
@@ -547,8 +558,12 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
       co_await send_refusal(ctx, client, req.version(), http::status::forbidden, msg, false);
       break;
     }
-    if (auto refusal = check_rules(ctx, up.name.empty() ? up.addr.to_string() : up.name, up.port,
-                                   method, target, up.client, "transparent", url)) {
+    const std::string site = up.name.empty() ? up.addr.to_string() : up.name;
+    auto refusal = check_rules(ctx, site, up.port, method, target, up.client, "transparent", url);
+    if (!refusal) {
+      refusal = apply_credentials(ctx, {site, up.port, up.client, method, url, "transparent"}, req);
+    }
+    if (refusal) {
       // The upstream already has a connection from us; the request never reaches it.
       co_await send_refusal(ctx, client, req.version(), refusal->status, refusal->line, false);
       break;

@@ -10,6 +10,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "netproxy/credentials.h"
 #include "netproxy/http_common.h"
 #include "netproxy/request_hook.h"
 #include "netproxy/tls_ca.h"
@@ -135,7 +136,12 @@ asio::awaitable<void> serve_requests(Context& ctx, TlsStream& cs, TlsStream& us,
         name, up.port, up.client, std::string(req.method_string()), std::string(req.target()), ""};
     r.url = "https://" + authority + r.target;
     const bool client_keep = req.keep_alive();
-    if (auto refusal = judge_request_head(ctx, r, p)) {
+    auto refusal = judge_request_head(ctx, r, p);
+    if (!refusal) {
+      refusal =
+          apply_credentials(ctx, {r.name, r.port, r.client, r.method, r.url, "inspect"}, p.get());
+    }
+    if (refusal) {
       const bool keep = client_keep && p.is_done() && refusal->status == http::status::forbidden;
       co_await send_line(ctx, cs, refusal->status, refusal->line, keep);
       if (!keep) {

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> listen;
   std::vector<int> listen_fds, transparent_fds, dns_fds, dns_tcp_fds;
   int events_fd = -1, ready_fd = -1, nflog_fd = -1, policy_fd = -1, handoff_fd = -1;
-  int ca_cert_fd = -1, ca_key_fd = -1;
+  int ca_cert_fd = -1, ca_key_fd = -1, credentials_fd = -1;
   size_t handoff_count = 0;
   auto* pol_file = app.add_option("--policy,-p", policy_file,
                                   "Policy file (JSON with comments); its network "
@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
   app.add_option("--ca-key-fd", ca_key_fd, "Read the inspection CA's PEM private key from this fd")
       ->needs(ca_cert_opt);
   ca_cert_opt->needs("--ca-key-fd");
+  app.add_option("--credentials-fd", credentials_fd,
+                 "Read network.credentials' values from this inherited fd (cordon run hands them "
+                 "over; they are never in argv, the policy or a file)");
   app.add_option("--ready-fd", ready_fd,
                  "Write one byte to this fd (then close it) once every socket is set up");
   app.add_option("--log-level", log_level, "Diagnostics on stderr: trace|debug|info|warn|error");
@@ -228,6 +231,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     *out = std::move(*text);
+  }
+  if (credentials_fd >= 0) {
+    auto text = read_handed_fd(credentials_fd);
+    if (!text) {
+      std::fprintf(stderr, "cordon-netproxy: credentials fd %d: %s\n", credentials_fd,
+                   std::strerror(errno));
+      return 2;
+    }
+    opts.secrets = std::move(*text);
   }
   if (auto st = proxy.start(opts); !st.ok()) {
     std::fprintf(stderr, "cordon-netproxy: %s\n", st.error().to_string().c_str());

@@ -8,6 +8,7 @@
 #include <list>
 
 #include "netproxy/context.h"
+#include "netproxy/credentials.h"
 #include "netproxy/dns_server.h"
 #include "netproxy/frontends.h"
 #include "netproxy/tls_ca.h"
@@ -171,6 +172,9 @@ Proxy::~Proxy() = default;
 
 Status Proxy::start(const ProxyOptions& opts) {
   auto& im = *impl_;
+  if (!im.policy.credentials.empty()) {
+    TRY(load_secrets(im.ctx, opts.secrets));
+  }
   const bool ca_given =
       !opts.ca_cert_pem.empty() || !im.policy.ca_cert.empty() || !opts.ca_dir.empty();
   if (im.policy.inspect.empty() && !ca_given && !im.policy.rules.empty()) {

@@ -35,6 +35,9 @@ struct ProxyOptions {
   // The inspection CA as PEM text (cordon run hands it over as fds: the proxy may run as an id
   // that cannot open the session directory). Set: it wins over network.ca and ca_dir.
   std::string ca_cert_pem, ca_key_pem;
+  // network.credentials' values as cordon run hands them over (credentials.h, load_secrets);
+  // required when the policy has credentials.
+  std::string secrets;
 };
 
 class Proxy {

@@ -1,0 +1,134 @@
+// Substituting network.credentials' values and refusing their placeholders elsewhere.
+#include "netproxy/credentials.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+namespace cordon::netproxy {
+namespace {
+
+// Replaces every `from` in `s` by `to` (same length); whether any was.
+bool replace_all(std::string& s, std::string_view from, std::string_view to) {
+  bool any = false;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+    any = true;
+  }
+  return any;
+}
+
+// Where a placeholder sits in the request ("url", "header <name>"), or "" if nowhere.
+std::string channel_of(std::string_view placeholder, const http::request<http::buffer_body>& req) {
+  if (req.target().find(placeholder) != std::string_view::npos) {
+    return "url";
+  }
+  for (const auto& f : req) {
+    if (f.name_string().find(placeholder) != std::string_view::npos ||
+        f.value().find(placeholder) != std::string_view::npos) {
+      return "header " + std::string(f.name_string());
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+Status load_secrets(Context& ctx, std::string_view text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_array()) {
+    return make_error("--credentials-fd: not a JSON array of {env, placeholder, value}");
+  }
+  for (const auto& c : ctx.policy.credentials) {
+    const nlohmann::json* found = nullptr;
+    for (const auto& e : j) {
+      if (e.is_object() && e.value("env", "") == c.env) {
+        found = &e;
+      }
+    }
+    const std::string placeholder = found ? found->value("placeholder", "") : "";
+    const std::string value = found ? found->value("value", "") : "";
+    if (placeholder.empty() || placeholder.size() != value.size() || placeholder == value) {
+      return make_error(
+          "network.credentials: no usable secret for " + c.env + " in --credentials-fd",
+          "run through cordon run, which hands each credential over");
+    }
+    ctx.secrets.push_back({&c, placeholder, value});
+  }
+  if (j.size() != ctx.secrets.size()) {
+    return make_error("--credentials-fd names a secret network.credentials does not");
+  }
+  return {};
+}
+
+std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at,
+                                             http::request<http::buffer_body>& req) {
+  for (size_t i = 0; i < ctx.secrets.size(); ++i) {
+    const Secret& s = ctx.secrets[i];
+    if (s.cred->bound_to(at.name, at.port)) {
+      continue;
+    }
+    const std::string channel = channel_of(s.placeholder, req);
+    if (channel.empty()) {
+      continue;
+    }
+    std::string hosts;
+    for (const auto& h : s.cred->hosts) {
+      hosts += (hosts.empty() ? "" : ", ") + h.text;
+    }
+    RuleRefusal refusal{http::status::forbidden,
+                        "cordon: " + std::string(at.method) + " to " + std::string(at.name) +
+                            " refused: its " + channel + " carries the placeholder of credential " +
+                            s.cred->env + ", which goes only to " + hosts +
+                            " (network.credentials)"};
+    ctx.emit("net.exfil", {{"credential", s.cred->env},
+                           {"name", at.name},
+                           {"port", at.port},
+                           {"channel", channel},
+                           {"mode", at.mode},
+                           {"client", at.client},
+                           {"method", at.method},
+                           {"url", at.url},
+                           {"reason", refusal.line}});
+    return refusal;
+  }
+  std::vector<std::pair<std::string, std::string>> fields;
+  bool changed = false;
+  std::string target(req.target());
+  for (const Secret& s : ctx.secrets) {
+    if (s.cred->bound_to(at.name, at.port)) {
+      changed |= replace_all(target, s.placeholder, s.value);
+    }
+  }
+  for (const auto& f : req) {
+    std::string v(f.value());
+    for (const Secret& s : ctx.secrets) {
+      if (s.cred->bound_to(at.name, at.port)) {
+        changed |= replace_all(v, s.placeholder, s.value);
+      }
+    }
+    fields.emplace_back(std::string(f.name_string()), std::move(v));
+  }
+  if (changed) {
+    req.target(target);
+    // Rebuilt in order, so repeated fields (Cookie, ...) keep theirs.
+    for (auto it = req.begin(); it != req.end();) {
+      it = req.erase(it);
+    }
+    for (auto& [name, value] : fields) {
+      req.insert(name, value);
+    }
+  }
+  for (const Secret& s : ctx.secrets) {
+    if (!s.cred->header.empty() && s.cred->bound_to(at.name, at.port)) {
+      const size_t colon = s.cred->header.find(':');
+      std::string value = s.cred->header.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(' '));
+      replace_all(value, "{}", s.value);
+      req.set(s.cred->header.substr(0, colon), value);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace cordon::netproxy
