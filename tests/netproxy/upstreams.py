@@ -18,7 +18,21 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+    def log_request_head(self):
+        # reqlog=FILE: every request line and its headers, as received, appended to FILE.
+        if "reqlog" in args:
+            with lock, open(args["reqlog"], "a") as f:
+                f.write(self.requestline + "\n" + str(self.headers))
+
     def do_GET(self):
+        self.log_request_head()
+        if self.path.startswith("/echo-request"):
+            body = (self.requestline + "\n" + str(self.headers)).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if self.path == "/echo-host":
             body = ("host=%s\n" % self.headers.get("Host")).encode()
             self.send_response(200)
@@ -39,6 +53,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
     def do_POST(self):
+        self.log_request_head()
         with lock:
             stats["posts"] += 1
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":

@@ -1,0 +1,208 @@
+// network.credentials under `cordon run`: the sandbox sees only a placeholder of the secret's
+// shape, the loopback HTTPS upstream (test CA) receives the real value toward the bound host, no
+// file of the session holds the value, and the placeholder toward any other host is refused with
+// a net.exfil event before the upstream sees a byte of the request.
+#include <gmock/gmock.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/launcher/sandbox_fixture.h"
+#include "tests/netproxy/fixture.h"
+
+namespace cordon::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kToken = "ghp_R3alT0kenValue0123456789abcdefGHIJKL";
+constexpr const char* kKey = "sk-ant-Real-Key-0123456789-abcdefghijklmnop";
+
+// api.test and other.test both reach the loopback HTTPS server, which logs every request head
+// it receives to reqlog; the secrets are in cordon's environment.
+class CredentialRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(make_test_files(files_));
+    reqlog_ = files_ / "reqlog";
+    up_ = std::make_unique<Upstreams>(
+        std::vector<std::string>{"root=" + files_ / "www", "cert=" + files_ / "srv.pem",
+                                 "key=" + files_ / "srv.key", "reqlog=" + reqlog_});
+    ASSERT_TRUE(up_->ok());
+    ::chmod(files_.path().c_str(), 0755);
+    f_.env().push_back("SSL_CERT_FILE=" + files_ / "ca.pem");
+    f_.env().push_back("SSL_CERT_DIR=/nonexistent");
+    f_.env().push_back(std::string("MY_TOKEN=") + kToken);
+    f_.env().push_back(std::string("MY_KEY=") + kKey);
+  }
+  std::string port() const { return std::to_string(up_->port("https")); }
+  std::string url(const std::string& host, const std::string& path) const {
+    return "https://" + host + ":" + port() + path;
+  }
+  std::string policy(const std::string& credentials) {
+    std::string p = files_ / "policy.json";
+    write_text(p, R"({"version": 1, "network": {"allow": ["api.test:)" + port() +
+                      R"(", "other.test:)" + port() +
+                      R"("], "resolve": {"api.test": "127.0.0.1", "other.test": "127.0.0.1"},
+                      "credentials": )" +
+                      credentials + "}}");
+    return p;
+  }
+  RunResult sh(const std::string& policy_file, const std::string& script) {
+    RunSpec spec;
+    spec.deadline = std::chrono::seconds(90);
+    return f_.sh(script, {"--policy", policy_file}, spec);
+  }
+  std::string cordon_out(const std::vector<std::string>& args) {
+    RunSpec spec;
+    spec.env = f_.env();
+    std::vector<std::string> argv{cordon_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = run_program(argv, spec);
+    return r.out + r.err;
+  }
+  std::vector<nlohmann::json> events(const std::string& kind) {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(cordon_out({"log", "last", "--json"}));
+    for (std::string line; std::getline(in, line);) {
+      auto ev = nlohmann::json::parse(line, nullptr, false);
+      if (ev.is_object() && ev.value("kind", "") == kind) {
+        out.push_back(ev);
+      }
+    }
+    return out;
+  }
+  std::string state_dir() {
+    for (const auto& kv : f_.env()) {
+      if (kv.starts_with("CORDON_STATE_DIR=")) {
+        return kv.substr(kv.find('=') + 1);
+      }
+    }
+    return "";
+  }
+  // The files beneath the state directory that contain `needle`.
+  std::vector<std::string> state_files_with(const std::string& needle) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    size_t seen = 0;
+    for (auto it = std::filesystem::recursive_directory_iterator(state_dir(), ec);
+         it != std::filesystem::recursive_directory_iterator() && seen < 10000;
+         it.increment(ec), ++seen) {
+      if (it->is_regular_file(ec) && read_text(it->path()).find(needle) != std::string::npos) {
+        out.push_back(it->path());
+      }
+    }
+    return out;
+  }
+  std::string reqlog() {
+    std::error_code ec;
+    return std::filesystem::exists(reqlog_, ec) ? read_text(reqlog_) : "";
+  }
+
+  TempDir files_;
+  std::string reqlog_;
+  std::unique_ptr<Upstreams> up_;
+  SandboxFixture f_;
+};
+
+// Same length, same known prefix, the same class (digit, lower, upper, other) at each place.
+void expect_same_shape(const std::string& placeholder, const std::string& real, size_t prefix) {
+  ASSERT_EQ(placeholder.size(), real.size()) << placeholder;
+  EXPECT_NE(placeholder, real);
+  EXPECT_EQ(placeholder.substr(0, prefix), real.substr(0, prefix));
+  auto cls = [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c))   ? 'd'
+           : std::islower(static_cast<unsigned char>(c)) ? 'l'
+           : std::isupper(static_cast<unsigned char>(c)) ? 'u'
+                                                         : c;
+  };
+  for (size_t i = 0; i < real.size(); ++i) {
+    EXPECT_EQ(cls(placeholder[i]), cls(real[i])) << "at " << i << ": " << placeholder;
+  }
+}
+
+TEST_F(CredentialRun, BoundHostGetsTheValueAndTheSandboxOnlyThePlaceholder) {
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]},
+                      {"env": "MY_KEY", "hosts": ["api.test"], "header": "X-Api-Key: {}"}])");
+  auto r = sh(p,
+              "printenv MY_TOKEN MY_KEY; tr '\\0' '\\n' </proc/self/environ | grep "
+              "'^MY_TOKEN=' | cut -d= -f2; curl -sS -H \"Authorization: token $MY_TOKEN\" \"" +
+                  url("api.test", "/hello.txt") + "?t=$MY_TOKEN\"");
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  std::istringstream lines(r.out);
+  std::string token, key, environ_token, body;
+  std::getline(lines, token);
+  std::getline(lines, key);
+  std::getline(lines, environ_token);
+  std::getline(lines, body);
+  expect_same_shape(token, kToken, 4);
+  expect_same_shape(key, kKey, 7);
+  EXPECT_EQ(environ_token, token);
+  EXPECT_EQ(body, "hello through cordon");
+  EXPECT_THAT(r.out + r.err, Not(HasSubstr(kToken)));
+  const std::string seen = reqlog();
+  EXPECT_THAT(seen, HasSubstr(std::string("GET /hello.txt?t=") + kToken + " HTTP/1.1\n"));
+  EXPECT_THAT(seen, HasSubstr(std::string("Authorization: token ") + kToken + "\n"));
+  EXPECT_THAT(seen, HasSubstr(std::string("X-Api-Key: ") + kKey + "\n"));
+  EXPECT_THAT(seen, Not(HasSubstr(token)));
+  EXPECT_EQ(state_files_with(kToken), std::vector<std::string>{});
+  EXPECT_EQ(state_files_with(kKey), std::vector<std::string>{});
+  EXPECT_EQ(events("net.exfil").size(), 0u);
+}
+
+TEST_F(CredentialRun, PlaceholderToAnUnboundHostIsRefusedInHeaderAndUrl) {
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]}])");
+  auto r = sh(p, "curl -sS -w ' %{http_code}\\n' -H \"Authorization: Bearer $MY_TOKEN\" " +
+                     url("other.test", "/hello.txt") + "; curl -sS -w ' %{http_code}\\n' \"" +
+                     url("other.test", "/hello.txt") + "?q=$MY_TOKEN\"; curl -sS " +
+                     url("other.test", "/hello.txt"));
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  EXPECT_EQ(r.out,
+            "cordon: GET to other.test refused: its header authorization carries the placeholder "
+            "of credential MY_TOKEN, which goes only to api.test (network.credentials)\n 403\n"
+            "cordon: GET to other.test refused: its url carries the placeholder of credential "
+            "MY_TOKEN, which goes only to api.test (network.credentials)\n 403\n"
+            "hello through cordon\n")
+      << r.err;
+  const std::string seen = reqlog();
+  EXPECT_THAT(seen, Not(HasSubstr(kToken)));
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), '\n') > 0, true);  // the third request came
+  EXPECT_THAT(seen, Not(HasSubstr("Authorization")));
+  EXPECT_THAT(seen, Not(HasSubstr("?q=")));
+  auto exfil = events("net.exfil");
+  ASSERT_EQ(exfil.size(), 2u);
+  EXPECT_EQ(exfil[0].value("credential", ""), "MY_TOKEN");
+  EXPECT_EQ(exfil[0].value("name", ""), "other.test");
+  EXPECT_EQ(exfil[0].value("channel", ""), "header authorization");
+  EXPECT_EQ(exfil[1].value("channel", ""), "url");
+  auto net = cordon_out({"log", "last", "--net"});
+  EXPECT_THAT(net, HasSubstr("net.exfil"));
+  EXPECT_THAT(net, HasSubstr("MY_TOKEN"));
+  EXPECT_THAT(net + cordon_out({"log", "last", "--json"}), Not(HasSubstr(kToken)));
+}
+
+TEST_F(CredentialRun, BadCredentialsAreErrorsNamingTheField) {
+  struct Case {
+    std::string credentials, error;
+  };
+  const std::vector<Case> cases = {
+      {R"([{"env": "UNSET_TOKEN_X", "hosts": ["api.test"]}])",
+       "network.credentials[0].env: UNSET_TOKEN_X is not set in cordon's environment"},
+      {R"([{"env": "MY_TOKEN", "hosts": ["elsewhere.test"]}])",
+       "network.credentials[0].hosts[0]: \"elsewhere.test\" is not allowed by network.allow"},
+      {R"([{"env": "MY_TOKEN", "hosts": []}])", "network.credentials[0].hosts: is empty"},
+      {R"([{"file": "~/.netrc", "hosts": ["api.test"]}])",
+       "network.credentials[0].file: \"file\" is not supported yet"},
+  };
+  for (const auto& c : cases) {
+    auto r = sh(policy(c.credentials), "echo ran");
+    EXPECT_NE(r.exit_code(), 0) << c.credentials;
+    EXPECT_THAT(r.err, HasSubstr(c.error)) << c.credentials;
+    EXPECT_THAT(r.out, Not(HasSubstr("ran")));
+  }
+}
+
+}  // namespace
+}  // namespace cordon::testing
