@@ -380,6 +380,7 @@ class Loader {
         {"inspect", "network"},
         {"inspect_exclude", "network"},
         {"ca", "network"},
+        {"credentials", "network"},
         {"types", "network.dns"},
         {"workspace", "filesystem"},
         {"mode", "filesystem"},
