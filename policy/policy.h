@@ -45,6 +45,7 @@ struct Credential {
   std::vector<HostPattern> hosts;  // exact names, each allowed by network.allow; inspected
   std::string header;              // "Name: text with {}" set on requests to `hosts`, or ""
   bool bound_to(std::string_view host, uint16_t port) const;
+  bool operator==(const Credential&) const = default;
 };
 
 struct NetworkPolicy {
