@@ -61,7 +61,8 @@ void add_refusal(NetStats& s, const nlohmann::json& ev, std::string what, std::s
 void account(NetStats& s, const nlohmann::json& ev) {
   std::string kind = str(ev, "kind");
   std::string source = str(ev, "source");
-  if (kind == "net.attribution" && str(ev, "of") == "net.refused" && !str(ev, "exe").empty()) {
+  if (kind == "net.attribution" &&
+      (str(ev, "of") == "net.refused" || str(ev, "of") == "net.exfil") && !str(ev, "exe").empty()) {
     std::string exe = str(ev, "exe");
     std::string by = exe.substr(exe.rfind('/') + 1);
     if (auto pid = ev.find("pid"); pid != ev.end() && pid->is_number_integer()) {
@@ -96,6 +97,16 @@ void account(NetStats& s, const nlohmann::json& ev) {
     ++s.hosts[host_of(ev)].refused;
     add_refusal(s, ev, std::move(what), str(ev, "reason"));
     // A plain-HTTP request cordon refused is a request too: its method, answered 403 by cordon.
+    if (std::string m = str(ev, "method"); !m.empty()) {
+      ++s.methods[m];
+      ++s.statuses[kRefusedStatus];
+    }
+  } else if (kind == "net.exfil") {
+    // A credential's placeholder headed to a host it is not bound to: refused with 403.
+    ++s.hosts[host_of(ev)].refused;
+    add_refusal(
+        s, ev, with_port(host_of(ev), str(ev, "port")),
+        "net.exfil: the placeholder of " + str(ev, "credential") + " in its " + str(ev, "channel"));
     if (std::string m = str(ev, "method"); !m.empty()) {
       ++s.methods[m];
       ++s.statuses[kRefusedStatus];

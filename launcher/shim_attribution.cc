@@ -39,8 +39,8 @@ std::vector<nlohmann::json> attribute_connections(const std::vector<nlohmann::js
   std::vector<nlohmann::json> out;
   for (const auto& e : events) {
     std::string kind = str(e, "kind");
-    if (str(e, "source") != "netproxy" ||
-        (kind != "net.connect" && kind != "net.refused" && kind != "net.http")) {
+    if (str(e, "source") != "netproxy" || (kind != "net.connect" && kind != "net.refused" &&
+                                           kind != "net.http" && kind != "net.exfil")) {
       continue;
     }
     std::string client = str(e, "client");
@@ -48,7 +48,7 @@ std::vector<nlohmann::json> attribute_connections(const std::vector<nlohmann::js
       continue;
     }
     nlohmann::json a = {{"kind", "net.attribution"}, {"of", kind}, {"client", client}};
-    for (const char* k : {"name", "port", "address", "decision", "rule"}) {
+    for (const char* k : {"name", "port", "address", "decision", "rule", "credential"}) {
       if (e.contains(k)) {
         a[k] = e[k];
       }

@@ -16,12 +16,12 @@ namespace cordon::launcher {
 // its refusals possibly before the collector wrote the shim's record.
 inline constexpr double kAttributionWindowSeconds = 2.0;
 
-// For every netproxy record (net.connect, net.refused, net.http) that carries "client" (the
-// sandbox-side peer address the proxy accepted, "ip:port" / "[v6]:port"), one "net.attribution"
-// record: the proxy record's kind/name/port/client plus the pid, ppid, exe, argv of the shim
-// net.connect whose "local" equals the client address (the latest one up to the window after the
-// proxy record), or "unattributed": true when no shim record matches (static binaries, raw
-// syscalls, io_uring: the shim cannot see them; never guessed). A shim record's "local" is the
+// For every netproxy record (net.connect, net.refused, net.http, net.exfil) that carries "client"
+// (the sandbox-side peer address the proxy accepted, "ip:port" / "[v6]:port"), one
+// "net.attribution" record: the proxy record's kind/name/port/client plus the pid, ppid, exe, argv
+// of the shim net.connect whose "local" equals the client address (the latest one up to the window
+// after the proxy record), or "unattributed": true when no shim record matches (static binaries,
+// raw syscalls, io_uring: the shim cannot see them; never guessed). A shim record's "local" is the
 // kernel's, read from the connected socket itself: a local address a process merely claimed
 // (under "claimed") joins nothing, so no record can take another process's connection.
 std::vector<nlohmann::json> attribute_connections(const std::vector<nlohmann::json>& events);
