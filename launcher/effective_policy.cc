@@ -28,6 +28,28 @@ nlohmann::json number_or_text(const std::string& text) {
   return text;
 }
 
+// "NAME=HOST[,HOST...]" as a network.credentials entry; the loader checks the name and hosts.
+nlohmann::json credential_entry(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    throw policy::PolicyError("--credential", "",
+                              "\"" + text +
+                                  "\" is not NAME=HOST[,HOST...] (the variable holding the "
+                                  "secret and the hosts it may be sent to, e.g. "
+                                  "GITHUB_TOKEN=api.github.com,github.com)");
+  }
+  nlohmann::json hosts = nlohmann::json::array();
+  for (size_t at = eq + 1; at <= text.size();) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) {
+      comma = text.size();
+    }
+    hosts.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return {{"env", text.substr(0, eq)}, {"hosts", std::move(hosts)}};
+}
+
 policy::Policy read_policy(const RunOptions& o, const std::string& home) {
   if (o.agent && policy::find_preset(*o.agent) == nullptr) {
     throw policy::PolicyError("", "--agent: " + policy::unknown_preset(*o.agent));
@@ -103,6 +125,9 @@ std::vector<Override> run_overrides(const RunOptions& o) {
   }
   for (const auto& h : o.inspect) {
     out.push_back({"--inspect", "network.inspect", h, How::Append});
+  }
+  for (const auto& c : o.credential) {
+    out.push_back({"--credential", "network.credentials", credential_entry(c), How::Append});
   }
   return out;
 }

@@ -153,6 +153,14 @@ int main(int argc, char** argv) {
                    "NODE_EXTRA_CA_CERTS and the like")
       ->allow_extra_args(false)
       ->type_name("PATTERN");
+  run_cmd
+      ->add_option("--credential", run.credential,
+                   "Give the sandbox only a placeholder for the secret in variable NAME; the "
+                   "proxy puts the real value back in requests to HOST (repeatable; each host "
+                   "allowed and inspected, as in network.credentials) and refuses the "
+                   "placeholder toward any other host")
+      ->allow_extra_args(false)
+      ->type_name("NAME=HOST[,HOST...]");
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");
   run_cmd
       ->add_option("--events-to", run.events_to,

@@ -20,6 +20,7 @@ struct RunOptions {
   std::vector<std::string> env_set;   // K=V
   std::vector<std::string> allow_host;
   std::vector<std::string> inspect;      // --inspect: network.inspect entries
+  std::vector<std::string> credential;   // --credential NAME=HOST[,HOST...]: network.credentials
   std::vector<std::string> read, write;  // extra host paths (filesystem.read / .write)
   std::optional<std::string> events_to;  // --events-to: record.events_to
   bool quiet = false;

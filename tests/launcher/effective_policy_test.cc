@@ -52,6 +52,8 @@ const Refused kRefused[] = {
     {"--write", "/tmp/*", R"({"filesystem": {"write": ["/tmp/*"]}})"},
     {"--allow-host", "127.0.0.1", R"({"network": {"allow": ["127.0.0.1"]}})"},
     {"--inspect", "exa mple.com", R"({"network": {"inspect": ["exa mple.com"]}})"},
+    {"--credential", "MY_T=nothere.test",
+     R"({"network": {"credentials": [{"env": "MY_T", "hosts": ["nothere.test"]}]}})"},
 };
 
 // One good value for every flag that sets a policy field, with the same value in a file.
