@@ -1,6 +1,8 @@
 // Substituting network.credentials' values and refusing their placeholders elsewhere.
 #include "netproxy/credentials.h"
 
+#include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -26,10 +28,43 @@ std::string channel_of(std::string_view placeholder, const http::request<http::b
   for (const auto& f : req) {
     if (f.name_string().find(placeholder) != std::string_view::npos ||
         f.value().find(placeholder) != std::string_view::npos) {
-      return "header " + std::string(f.name_string());
+      // Lowercased: a field name's case is the client's choice, the event's channel is not.
+      std::string name(f.name_string());
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      return "header " + name;
     }
   }
   return "";
+}
+
+std::string hosts_of(const policy::Credential& c) {
+  std::string hosts;
+  for (const auto& h : c.hosts) {
+    hosts += (hosts.empty() ? "" : ", ") + h.text;
+  }
+  return hosts;
+}
+
+// The 403 and net.exfil event for `s`'s placeholder found in `channel` of a request to `at`.
+RuleRefusal refuse_exfil(Context& ctx, const RequestSite& at, const Secret& s,
+                         const std::string& channel) {
+  RuleRefusal refusal{http::status::forbidden,
+                      "cordon: " + std::string(at.method) + " to " + std::string(at.name) +
+                          " refused: its " + channel + " carries the placeholder of credential " +
+                          s.cred->env + ", which goes only to " + hosts_of(*s.cred) +
+                          " (network.credentials)"};
+  ctx.emit("net.exfil", {{"credential", s.cred->env},
+                         {"name", at.name},
+                         {"port", at.port},
+                         {"channel", channel},
+                         {"mode", at.mode},
+                         {"client", at.client},
+                         {"method", at.method},
+                         {"url", at.url},
+                         {"rule", "network.credentials"},
+                         {"reason", refusal.line}});
+  return refusal;
 }
 
 }  // namespace
@@ -72,25 +107,7 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
     if (channel.empty()) {
       continue;
     }
-    std::string hosts;
-    for (const auto& h : s.cred->hosts) {
-      hosts += (hosts.empty() ? "" : ", ") + h.text;
-    }
-    RuleRefusal refusal{http::status::forbidden,
-                        "cordon: " + std::string(at.method) + " to " + std::string(at.name) +
-                            " refused: its " + channel + " carries the placeholder of credential " +
-                            s.cred->env + ", which goes only to " + hosts +
-                            " (network.credentials)"};
-    ctx.emit("net.exfil", {{"credential", s.cred->env},
-                           {"name", at.name},
-                           {"port", at.port},
-                           {"channel", channel},
-                           {"mode", at.mode},
-                           {"client", at.client},
-                           {"method", at.method},
-                           {"url", at.url},
-                           {"reason", refusal.line}});
-    return refusal;
+    return refuse_exfil(ctx, at, s, channel);
   }
   std::vector<std::pair<std::string, std::string>> fields;
   bool changed = false;
@@ -126,6 +143,26 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
       value.erase(0, value.find_first_not_of(' '));
       replace_all(value, "{}", s.value);
       req.set(s.cred->header.substr(0, colon), value);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<RuleRefusal> apply_credentials_to_body(Context& ctx, const RequestSite& at,
+                                                     char* body, size_t size) {
+  const std::string_view text(body, size);
+  for (const Secret& s : ctx.secrets) {
+    if (!s.cred->bound_to(at.name, at.port) && text.find(s.placeholder) != std::string_view::npos) {
+      return refuse_exfil(ctx, at, s, "body");
+    }
+  }
+  for (const Secret& s : ctx.secrets) {
+    if (!s.cred->bound_to(at.name, at.port)) {
+      continue;
+    }
+    for (size_t i = text.find(s.placeholder); i != std::string_view::npos;
+         i = text.find(s.placeholder, i + s.value.size())) {
+      std::copy(s.value.begin(), s.value.end(), body + i);
     }
   }
   return std::nullopt;

@@ -28,4 +28,42 @@ struct RequestSite {
 std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at,
                                              http::request<http::buffer_body>& req);
 
+// Request bodies larger than this, and chunked ones, pass unscanned (docs/policy.md says so):
+// a scanned body is held whole in memory before any of it is forwarded.
+constexpr uint64_t kMaxScannedBody = 1 << 20;
+
+// The same for a whole request body (`size` bytes at `body`, changed in place): the channel in
+// the refusal and event is "body".
+std::optional<RuleRefusal> apply_credentials_to_body(Context& ctx, const RequestSite& at,
+                                                     char* body, size_t size);
+
+// With credentials in the policy, a request body of Content-Length up to kMaxScannedBody is read
+// whole into `buf` (behind any of it already there) and judged by apply_credentials_to_body
+// before the relay forwards it from `buf` as usual; other bodies are left to stream. A refusal
+// leaves the body unread past `buf`: the caller closes the connection. `ec` is set when reading
+// the body failed (the caller ends the connection without an answer).
+template <class Stream>
+asio::awaitable<std::optional<RuleRefusal>> scan_request_body(
+    Context& ctx, Stream& in, beast::flat_buffer& buf,
+    const http::request_parser<http::buffer_body>& p, const RequestSite& at, Millis timeout,
+    beast::error_code& ec, Clock::time_point* watched = nullptr) {
+  const auto length = p.content_length();
+  if (ctx.secrets.empty() || p.is_done() || p.chunked() || !length || *length == 0 ||
+      *length > kMaxScannedBody) {
+    co_return std::nullopt;
+  }
+  const auto want = static_cast<size_t>(*length);
+  while (buf.size() < want) {
+    set_deadline(in, timeout);
+    auto [rec, n] = co_await in.async_read_some(buf.prepare(want - buf.size()), use_nothrow);
+    touch(watched);
+    buf.commit(n);
+    if (rec) {
+      ec = rec;
+      co_return std::nullopt;
+    }
+  }
+  co_return apply_credentials_to_body(ctx, at, static_cast<char*>(buf.data().data()), want);
+}
+
 }  // namespace cordon::netproxy

@@ -435,6 +435,17 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       co_await asio::async_write(client, asio::buffer(kContinue), use_nothrow);
     }
+    beast::error_code body_ec;
+    const std::string who = ctx.client_of(client.socket());
+    if (auto body_refusal =
+            co_await scan_request_body(ctx, client, buf, p, {host, port, who, method, url, "http"},
+                                       ctx.handshake_timeout, body_ec)) {
+      co_await send_refusal(ctx, client, version, body_refusal->status, body_refusal->line, false);
+      break;
+    }
+    if (body_ec) {
+      break;
+    }
     uint64_t req_bytes = 0, resp_bytes = 0;
     std::string cut;
     auto rec =
@@ -566,6 +577,17 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
     if (refusal) {
       // The upstream already has a connection from us; the request never reaches it.
       co_await send_refusal(ctx, client, req.version(), refusal->status, refusal->line, false);
+      break;
+    }
+    beast::error_code body_ec;
+    if (auto body_refusal = co_await scan_request_body(
+            ctx, client, buf, p, {site, up.port, up.client, method, url, "transparent"}, idle,
+            body_ec, watched)) {
+      co_await send_refusal(ctx, client, req.version(), body_refusal->status, body_refusal->line,
+                            false);
+      break;
+    }
+    if (body_ec) {
       break;
     }
     const bool client_keep = req.keep_alive();

@@ -158,6 +158,16 @@ asio::awaitable<void> serve_requests(Context& ctx, TlsStream& cs, TlsStream& us,
       set_deadline(cs, ctx.handshake_timeout);
       co_await asio::async_write(cs, asio::buffer(kContinue), use_nothrow);
     }
+    beast::error_code body_ec;
+    if (auto body_refusal = co_await scan_request_body(
+            ctx, cs, cbuf, p, {r.name, r.port, r.client, r.method, r.url, "inspect"}, idle_of(ctx),
+            body_ec)) {
+      co_await send_line(ctx, cs, body_refusal->status, body_refusal->line, false);
+      co_return;
+    }
+    if (body_ec) {
+      co_return;
+    }
     uint64_t req_bytes = 0, resp_bytes = 0;
     std::string cut;
     auto rec =

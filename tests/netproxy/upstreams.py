@@ -66,6 +66,9 @@ class Handler(http.server.SimpleHTTPRequestHandler):
                     break
         else:
             data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if "reqlog" in args:
+            with lock, open(args["reqlog"], "a") as f:
+                f.write("body: " + data.decode(errors="replace") + "\n")
         body = ("got %d bytes\n" % len(data)).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
