@@ -201,7 +201,8 @@ TEST(Explain, InspectionSaysWhatCordonRunDoes) {
       {"host": "h.test", "methods": ["GET"], "action": "allow"}]}})",
                                            opts()));
   EXPECT_NE(ruled.find("network: HTTPS to h.test is inspected (network.inspect and the hosts "
-                       "network.rules name): the proxy ends TLS with a certificate from a CA made "
+                       "network.rules and network.credentials name): the proxy ends TLS with a "
+                       "certificate from a CA made "
                        "for the session (its key in the session directory, never in the "
                        "sandbox), which the sandbox trusts"),
             std::string::npos)
