@@ -74,20 +74,20 @@ TEST(Credentials, LoaderRefusesBadEntriesNamingTheField) {
       {R"([{"env": "X", "extract": "t=.*", "hosts": ["api.github.com"]}])",
        "network.credentials[0].extract: \"extract\" is not supported yet"},
       {R"([{"env": "X", "host": ["api.github.com"]}])", "did you mean `hosts`"},
-};
-for (const auto& c : cases) {
-  const std::string e = error_of(c.credentials);
-  EXPECT_NE(e.find(c.error), std::string::npos) << c.credentials << "\n  gave: " << e;
-}
-try {
-  parse_policy(R"({"network": {"allow": ["api.github.com"], "inspect_exclude":
+  };
+  for (const auto& c : cases) {
+    const std::string e = error_of(c.credentials);
+    EXPECT_NE(e.find(c.error), std::string::npos) << c.credentials << "\n  gave: " << e;
+  }
+  try {
+    parse_policy(R"({"network": {"allow": ["api.github.com"], "inspect_exclude":
                      ["api.github.com"], "credentials": [{"env": "X", "hosts":
                      ["api.github.com"]}]}})");
-  ADD_FAILURE() << "a credential host in inspect_exclude was accepted";
-} catch (const PolicyError& e) {
-  EXPECT_NE(std::string(e.what()).find("is in network.inspect_exclude"), std::string::npos)
-      << e.what();
-}
+    ADD_FAILURE() << "a credential host in inspect_exclude was accepted";
+  } catch (const PolicyError& e) {
+    EXPECT_NE(std::string(e.what()).find("is in network.inspect_exclude"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Credentials, SerializedAndExplainedByNameOnly) {
