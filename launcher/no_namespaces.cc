@@ -288,6 +288,14 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   if (!ws.ok()) {
     return fail(ws.error().to_string());
   }
+  // The values would be the program's to read: it runs on the host as cordon's own user (or
+  // its dropped id), and without a session CA nothing inspects the requests that carry them.
+  if (!pol.network.credentials.empty()) {
+    return fail(
+        "network.credentials: --no-namespaces cannot keep a credential's value from the "
+        "program (it runs on the host, with no TLS inspection to swap a placeholder); run "
+        "without --no-namespaces, or pass the variable with process.env.pass");
+  }
   bool writable = pol.filesystem.mode == policy::WorkspaceMode::Rw;
   if (pol.filesystem.mode == policy::WorkspaceMode::Cow) {
     say("--no-namespaces: copy-on-write needs a mount namespace; the workspace is read-only "

@@ -376,5 +376,22 @@ TEST(NoNamespaces, ForwardsSignalsToTheProgram) {
   }
 }
 
+// Credentials need the sandbox (a placeholder in its environment, TLS inspection to put the
+// value back): the advisory mode refuses them before anything runs, never passing the value on.
+TEST(NoNamespaces, RefusesCredentialsBeforeAnythingRuns) {
+  SandboxFixture f;
+  write_text(f.home() + "/p.json",
+             R"({"network": {"allow": ["api.test:443"], "credentials": [{"env": "NN_TOKEN",
+                 "hosts": ["api.test"]}]}})");
+  RunSpec spec;
+  f.env().push_back("NN_TOKEN=ghp_nn0000000000000000000000000000000000");
+  RunResult r = f.run({"--no-namespaces", "-q", "--policy", f.home() + "/p.json"},
+                      {"/bin/sh", "-c", "echo ran; echo $NN_TOKEN"}, spec);
+  EXPECT_EQ(r.exit_code(), 125) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("network.credentials: --no-namespaces cannot keep"), std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace cordon::testing
