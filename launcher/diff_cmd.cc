@@ -62,17 +62,6 @@ bool selected(const std::string& path, const std::vector<std::string>& only) {
   return false;
 }
 
-// The file at `rel` under `root_fd`, opened without following any symlink.
-UniqueFd open_side(int root_fd, const std::string& rel) {
-  return UniqueFd(fusefs::open_beneath(root_fd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-}
-
-bool looks_binary(int fd) {
-  char buf[8000];
-  ssize_t n = ::pread(fd, buf, sizeof buf, 0);
-  return n > 0 && std::memchr(buf, '\0', static_cast<size_t>(n)) != nullptr;
-}
-
 off_t size_of(int fd) {
   struct stat st {};
   return fd >= 0 && ::fstat(fd, &st) == 0 ? st.st_size : 0;
@@ -222,15 +211,16 @@ void print_content(const DiffEntry& e, int lower_fd, int upper_fd, const Colors&
     return;
   }
   UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  UniqueFd of = ch.kind == ChangeKind::Added ? UniqueFd() : open_side(lower_fd, ch.path);
-  UniqueFd nf = ch.kind == ChangeKind::Deleted ? UniqueFd() : open_side(upper_fd, ch.path);
-  if ((ch.kind != ChangeKind::Added && !of) || (ch.kind != ChangeKind::Deleted && !nf)) {
+  auto sides = open_diff_sides(ch, lower_fd, upper_fd);
+  if (!sides) {
     std::printf("(cannot open %s: %s)\n", shown(ch.path).c_str(), std::strerror(errno));
     return;
   }
+  const UniqueFd& of = sides->old_side;
+  const UniqueFd& nf = sides->new_side;
   int a = of ? of.get() : null.get();
   int b = nf ? nf.get() : null.get();
-  if ((of && looks_binary(a)) || (nf && looks_binary(b))) {
+  if (sides->binary) {
     std::printf("Binary file %s: %lld -> %lld bytes\n", shown(ch.path).c_str(),
                 static_cast<long long>(of ? size_of(a) : 0),
                 static_cast<long long>(nf ? size_of(b) : 0));

@@ -7,8 +7,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include "fusefs/safe_io.h"
 
 namespace cordon::launcher {
 
@@ -60,6 +63,39 @@ bool unified_diff_lines(int old_fd, int new_fd, const std::function<void(std::st
     ::waitpid(pid, &st, 0);
   }
   return pid > 0 && f != nullptr && !(WIFEXITED(st) && WEXITSTATUS(st) > 1);
+}
+
+namespace {
+
+UniqueFd open_side(int root_fd, const std::string& rel) {
+  return UniqueFd(fusefs::open_beneath(root_fd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
+}
+
+bool looks_binary(int fd) {
+  char buf[8000];
+  ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  return n > 0 && std::memchr(buf, '\0', static_cast<size_t>(n)) != nullptr;
+}
+
+}  // namespace
+
+std::optional<DiffSides> open_diff_sides(const fusefs::Change& ch, int lower_fd, int upper_fd) {
+  DiffSides s;
+  if (ch.kind != fusefs::ChangeKind::Added) {
+    s.old_side = open_side(lower_fd, ch.path);
+    if (!s.old_side) {
+      return std::nullopt;
+    }
+  }
+  if (ch.kind != fusefs::ChangeKind::Deleted) {
+    s.new_side = open_side(upper_fd, ch.path);
+    if (!s.new_side) {
+      return std::nullopt;
+    }
+  }
+  s.binary = (s.old_side && looks_binary(s.old_side.get())) ||
+             (s.new_side && looks_binary(s.new_side.get()));
+  return s;
 }
 
 }  // namespace cordon::launcher

@@ -22,16 +22,6 @@ using fusefs::Change;
 using fusefs::ChangeKind;
 using fusefs::DiffEntry;
 
-UniqueFd open_side(int root_fd, const std::string& rel) {
-  return UniqueFd(fusefs::open_beneath(root_fd, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
-}
-
-bool looks_binary(int fd) {
-  char buf[8000];
-  ssize_t n = ::pread(fd, buf, sizeof buf, 0);
-  return n > 0 && std::memchr(buf, '\0', static_cast<size_t>(n)) != nullptr;
-}
-
 // The text diff of a regular file's change, cut at `budget` bytes (which it lowers); null when
 // there is none to show (a rename, another type, a binary file: "binary" is set instead).
 nlohmann::json text_diff(const DiffEntry& e, int lower_fd, int upper_fd, size_t* budget,
@@ -42,12 +32,13 @@ nlohmann::json text_diff(const DiffEntry& e, int lower_fd, int upper_fd, size_t*
     return nullptr;
   }
   UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  UniqueFd of = ch.kind == ChangeKind::Added ? UniqueFd() : open_side(lower_fd, ch.path);
-  UniqueFd nf = ch.kind == ChangeKind::Deleted ? UniqueFd() : open_side(upper_fd, ch.path);
-  if ((ch.kind != ChangeKind::Added && !of) || (ch.kind != ChangeKind::Deleted && !nf)) {
+  auto sides = open_diff_sides(ch, lower_fd, upper_fd);
+  if (!sides) {
     return "(cannot open: " + std::string(std::strerror(errno)) + ")";
   }
-  if ((of && looks_binary(of.get())) || (nf && looks_binary(nf.get()))) {
+  const UniqueFd& of = sides->old_side;
+  const UniqueFd& nf = sides->new_side;
+  if (sides->binary) {
     *binary = true;
     return nullptr;
   }
