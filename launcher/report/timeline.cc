@@ -20,6 +20,24 @@ int64_t cred_pid(const nlohmann::json& ev) {
   return c != ev.end() && c->is_object() ? num(*c, "pid") : -1;
 }
 
+// The shim's pid and ppid of an event: checked by the collector, or only claimed by a process
+// that was gone before the collector could check them (a short-lived probe such as `unshare -U
+// true`, which an audit wants to see as much as any).
+struct ShimIds {
+  int64_t pid = -1, ppid = -1;
+  bool claimed = false;
+};
+ShimIds shim_ids(const nlohmann::json& ev) {
+  ShimIds s{num(ev, "pid"), num(ev, "ppid"), false};
+  if (s.pid <= 0) {
+    auto c = ev.find("claimed");
+    if (c != ev.end() && c->is_object()) {
+      s = {num(*c, "pid"), num(*c, "ppid"), true};
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 Timeline::Timeline(const std::vector<nlohmann::json>& events, const std::vector<double>& t_ms) {
@@ -33,10 +51,12 @@ Timeline::Timeline(const std::vector<nlohmann::json>& events, const std::vector<
       if (host > 0 && pid > 0) {
         sandbox_pid_[host] = pid;
       }
-      if (kind == "proc.start" && pid > 0 && lanes_.size() < kMaxLanes) {
+      const ShimIds ids = shim_ids(ev);
+      if (kind == "proc.start" && ids.pid > 0 && lanes_.size() < kMaxLanes) {
         Lane l;
-        l.pid = pid;
-        l.ppid = num(ev, "ppid");
+        l.pid = ids.pid;
+        l.ppid = ids.ppid;
+        l.claimed = ids.claimed;
         l.exe = text::one_line(str(ev, "exe"), kMaxString);
         auto a = ev.find("argv");
         l.argv = a != ev.end() && a->is_array() ? view_of(*a) : nlohmann::json::array();
@@ -44,7 +64,10 @@ Timeline::Timeline(const std::vector<nlohmann::json>& events, const std::vector<
         l.cred = ev.contains("cred") ? view_of(ev["cred"]) : nlohmann::json();
         l.t0 = l.t1 = t_ms[i];
         l.parent = find(l.ppid, t_ms[i]);
-        by_pid_[pid].push_back(lanes_.size());
+        if (l.parent == 0 && ids.claimed) {
+          l.parent = find(l.ppid, t_ms[i], true);
+        }
+        (ids.claimed ? by_claimed_pid_ : by_pid_)[ids.pid].push_back(lanes_.size());
         lanes_.push_back(std::move(l));
       }
     } else if (source == "launcher" && kind == "net.attribution") {
@@ -62,9 +85,10 @@ Timeline::Timeline(const std::vector<nlohmann::json>& events, const std::vector<
   }
 }
 
-size_t Timeline::find(int64_t pid, double t) const {
-  auto it = by_pid_.find(pid);
-  if (it == by_pid_.end()) {
+size_t Timeline::find(int64_t pid, double t, bool claimed) const {
+  const auto& lanes_of = claimed ? by_claimed_pid_ : by_pid_;
+  auto it = lanes_of.find(pid);
+  if (it == lanes_of.end()) {
     return 0;
   }
   size_t best = 0;
@@ -80,10 +104,12 @@ size_t Timeline::assign(const nlohmann::json& ev, double t) const {
   const std::string source = str(ev, "source");
   int64_t pid = -1;
   if (source == "shim") {
-    pid = num(ev, "pid");
+    const ShimIds ids = shim_ids(ev);
+    pid = ids.pid;
+    const auto& lanes_of = ids.claimed ? by_claimed_pid_ : by_pid_;
     if (str(ev, "kind") == "proc.start") {
-      auto it = by_pid_.find(pid);
-      if (it != by_pid_.end()) {
+      auto it = lanes_of.find(pid);
+      if (it != lanes_of.end()) {
         for (size_t lane : it->second) {
           if (lanes_[lane].t0 == t) {
             return lane;
@@ -91,12 +117,12 @@ size_t Timeline::assign(const nlohmann::json& ev, double t) const {
         }
       }
     }
-    size_t own = find(pid, t);
+    size_t own = find(pid, t, ids.claimed);
     // A forked child runs its parent's image until it execs (its proc.exec names the parent's
     // exe): such events belong on the parent's lane, not on the image the pid becomes.
     const std::string exe = text::one_line(str(ev, "exe"), kMaxString);
     if (own == 0 || (!exe.empty() && exe != lanes_[own].exe)) {
-      size_t parent = find(num(ev, "ppid"), t);
+      size_t parent = find(ids.ppid, t, ids.claimed);
       if (parent != 0 || own == 0) {
         return parent;
       }
@@ -137,7 +163,8 @@ nlohmann::json Timeline::lanes_json() const {
                    {"cred", l.cred},
                    {"ppid", l.ppid},
                    {"t0", l.t0},
-                   {"t1", l.t1}});
+                   {"t1", l.t1},
+                   {"claimed", l.claimed}});
     for (auto c = children[i].rbegin(); c != children[i].rend(); ++c) {
       stack.push_back({*c, depth + 1});
     }
@@ -172,7 +199,7 @@ std::string Timeline::label(size_t lane) const {
     return "cordon";
   }
   std::string name = l.exe.substr(l.exe.rfind('/') + 1);
-  return name + " (pid " + std::to_string(l.pid) + ")";
+  return name + " (pid " + std::to_string(l.pid) + (l.claimed ? ", claimed" : "") + ")";
 }
 
 }  // namespace cordon::launcher::report

@@ -38,14 +38,19 @@ class Timeline {
     std::string exe;
     nlohmann::json argv, argc, cred;  // as view_of shows them
     double t0 = 0, t1 = 0;
+    bool claimed =
+        false;  // pid and ppid as the process claimed them: gone before they were checked
   };
-  size_t find(int64_t pid, double t) const;  // 0 when unknown
+  // 0 when unknown. Lanes of claimed pids and of verified ones are looked up apart, so a process
+  // that lies about its pid never lands on the lane of the process it names.
+  size_t find(int64_t pid, double t, bool claimed = false) const;
   size_t assign(const nlohmann::json& ev, double t) const;
 
   std::vector<Lane> lanes_;
   std::map<int64_t, std::vector<size_t>> by_pid_;  // sandbox pid -> its lanes, in start order
-  std::map<int64_t, int64_t> sandbox_pid_;         // host pid -> sandbox pid
-  std::map<std::string, int64_t> client_pid_;      // proxy client address -> sandbox pid
+  std::map<int64_t, std::vector<size_t>> by_claimed_pid_;  // the same for claimed pids
+  std::map<int64_t, int64_t> sandbox_pid_;                 // host pid -> sandbox pid
+  std::map<std::string, int64_t> client_pid_;              // proxy client address -> sandbox pid
   std::vector<size_t> lane_;
 };
 

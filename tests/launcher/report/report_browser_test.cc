@@ -179,14 +179,16 @@ TEST(ReportBrowser, HostileNamesArgvAndHostnamesStayText) {
   SandboxFixture fx;
   fx.make_workspace_owned();
   // File names cannot hold '/', so the </script> payload goes into argv, a hostname and a file's
-  // contents (its diff); the element payloads into names of each kind.
+  // contents (its diff); the element payloads into names of each kind. The argv is a shell's that
+  // lives a while: a process gone before the collector could check its pid is recorded with its
+  // pid only "claimed", and the timeline draws lanes for verified pids alone.
   write_text(
       fx.ws() + "/attack.py",
       "import socket, struct, subprocess\n"
       "P = ['</script><script>alert(1)</script>',\n"
       "     '<img src=x onerror=document.body.setAttribute(\"data-pwned\",1)>',\n"
       "     'javascript:alert(3)']\n"
-      "subprocess.run(['/bin/echo'] + P, stdout=subprocess.DEVNULL)\n"
+      "subprocess.run(['/bin/sh', '-c', 'sleep 0.3'] + P)\n"
       "for name in P[1:]:\n"
       "    open(name, 'w').write(P[0] + '\\n')\n"
       "ns = [l.split()[1] for l in open('/etc/resolv.conf') if l.startswith('nameserver')][0]\n"

@@ -171,6 +171,46 @@ TEST(ReportPage, EventsGoOnTheLaneOfTheProcessThatCausedThem) {
   EXPECT_EQ(m["events"][0]["e"].count("session"), 0u) << "the session id is said once";
 }
 
+// A process gone before the collector could check its pid (a quick probe such as `unshare -U
+// true`) still gets its lane, marked claimed; a claimed pid never takes the lane of the verified
+// process it names, nor a verified event the claimed lane.
+TEST(ReportPage, AProcessWithOnlyAClaimedPidGetsALaneOfItsOwn) {
+  auto events = agent_events();
+  events.insert(events.end() - 1, {ev("710000", "shim", "proc.start",
+                                      {{"claimed", {{"pid", 9}, {"ppid", 2}}},
+                                       {"exe", "/usr/bin/unshare"},
+                                       {"argv", {"unshare", "-U", "true"}}}),
+                                   ev("710001", "shim", "proc.start",
+                                      {{"claimed", {{"pid", 3}, {"ppid", 2}}},
+                                       {"exe", "/usr/bin/evil"},
+                                       {"argv", {"evil", "claims", "curl's pid"}}}),
+                                   ev("710002", "shim", "net.connect", {{"pid", 3}, {"ppid", 2}})});
+  json m = model_of(events);
+  const json* probe = nullptr;
+  const json* liar = nullptr;
+  for (const auto& l : m["lanes"]) {
+    if (l["exe"] == "/usr/bin/unshare") probe = &l;
+    if (l["exe"] == "/usr/bin/evil") liar = &l;
+  }
+  ASSERT_NE(probe, nullptr) << m["lanes"].dump();
+  EXPECT_EQ((*probe)["pid"], 9);
+  EXPECT_EQ((*probe)["claimed"], true);
+  EXPECT_EQ((*probe)["argv"].size(), 3u);
+  EXPECT_EQ((*probe)["parent"], m["lanes"][1]["id"]) << "under sh, whose pid it claimed as parent";
+  ASSERT_NE(liar, nullptr);
+  EXPECT_NE((*liar)["id"], m["lanes"][2]["id"]) << "not curl's lane";
+  EXPECT_EQ(m["lanes"][2]["exe"], "/usr/bin/curl");
+  EXPECT_EQ(m["lanes"][2]["claimed"], false);
+  size_t curl = m["lanes"][2]["id"];
+  size_t connect_lane = 9999;
+  for (const auto& e : m["events"]) {
+    if (e.is_object() && e["e"]["kind"] == "net.connect" && e["e"].value("source", "") == "shim") {
+      connect_lane = e["l"].get<size_t>();
+    }
+  }
+  EXPECT_EQ(connect_lane, curl) << "a verified event of pid 3 stays on curl's lane";
+}
+
 TEST(ReportPage, NetworkRowsPutRefusalsFirstWithTheirProcess) {
   json m = model_of(agent_events());
   const json& rows = m["network"]["rows"];
