@@ -247,14 +247,25 @@ void Collector::handle(Connection& conn, const uint8_t* data, size_t len, const 
     if (auto it = ev->find("dropped_before"); it != ev->end()) {
       stats_.dropped.fetch_add(it->get<uint64_t>(), std::memory_order_relaxed);
     }
-    // A failed append (disk full) cannot be reported to the shim; the count shows the gap.
-    if (log_.write(std::move(*ev)).ok()) {
-      stats_.events.fetch_add(1, std::memory_order_relaxed);
-    }
+    pending_.push_back(std::move(*ev));
   } catch (const std::exception&) {
     // Exception firewall: json can throw on allocation failure; this loop must survive it.
     stats_.malformed.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void Collector::flush_pending() {
+  for (auto& ev : pending_) {
+    try {
+      // A failed append (disk full) cannot be reported to the shim; the count shows the gap.
+      if (log_.write(std::move(ev)).ok()) {
+        stats_.events.fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (const std::exception&) {
+      stats_.malformed.fetch_add(1, std::memory_order_relaxed);  // the same firewall as handle()
+    }
+  }
+  pending_.clear();
 }
 
 Status Collector::poll_once(int timeout_ms) {
@@ -285,6 +296,7 @@ Status Collector::wait_and_dispatch(int timeout_ms, bool* stop, uint64_t* handle
       }
     }
   }
+  flush_pending();
   if (handled != nullptr) {
     *handled = static_cast<uint64_t>(n);
   }
@@ -337,6 +349,7 @@ Status Collector::run(int stop_fd) {
       }
     }
   }
+  flush_pending();
   return log_.report_drops();  // the collector's last word in the record
 }
 
