@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
 
   std::string watch_id;
   auto* watch_cmd = app.add_subcommand(
-      "watch", "Follow a running session's events live (cordon log ID --follow)");
+      "watch", "Follow a running session's events live (what cordon log ID -f shows)");
   watch_cmd->add_option("ID", watch_id, "Session id, a unique prefix of one, or `last`")
       ->required();
 
