@@ -98,6 +98,9 @@ Status load_secrets(Context& ctx, std::string_view text) {
 
 std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at,
                                              http::request<http::buffer_body>& req) {
+  if (ctx.secrets.empty()) {
+    return std::nullopt;  // every request of every connection passes here
+  }
   for (size_t i = 0; i < ctx.secrets.size(); ++i) {
     const Secret& s = ctx.secrets[i];
     if (s.cred->bound_to(at.name, at.port)) {
@@ -108,6 +111,10 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
       continue;
     }
     return refuse_exfil(ctx, at, s, channel);
+  }
+  const auto bound_here = [&](const Secret& s) { return s.cred->bound_to(at.name, at.port); };
+  if (std::none_of(ctx.secrets.begin(), ctx.secrets.end(), bound_here)) {
+    return std::nullopt;  // nothing to put in: the request is not rebuilt
   }
   std::vector<std::pair<std::string, std::string>> fields;
   bool changed = false;

@@ -60,39 +60,12 @@ class CredentialRun : public ::testing::Test {
     flags.insert(flags.begin(), {"--policy", policy_file});
     return f_.sh(script, flags, spec);
   }
-  std::string cordon_out(const std::vector<std::string>& args) {
-    RunSpec spec;
-    spec.env = f_.env();
-    std::vector<std::string> argv{cordon_bin()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = run_program(argv, spec);
-    return r.out + r.err;
-  }
-  std::vector<nlohmann::json> events(const std::string& kind) {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(cordon_out({"log", "last", "--json"}));
-    for (std::string line; std::getline(in, line);) {
-      auto ev = nlohmann::json::parse(line, nullptr, false);
-      if (ev.is_object() && ev.value("kind", "") == kind) {
-        out.push_back(ev);
-      }
-    }
-    return out;
-  }
-  std::string state_dir() {
-    for (const auto& kv : f_.env()) {
-      if (kv.starts_with("CORDON_STATE_DIR=")) {
-        return kv.substr(kv.find('=') + 1);
-      }
-    }
-    return "";
-  }
   // The files beneath the state directory that contain `needle`.
   std::vector<std::string> state_files_with(const std::string& needle) {
     std::vector<std::string> out;
     std::error_code ec;
     size_t seen = 0;
-    for (auto it = std::filesystem::recursive_directory_iterator(state_dir(), ec);
+    for (auto it = std::filesystem::recursive_directory_iterator(f_.state_dir(), ec);
          it != std::filesystem::recursive_directory_iterator() && seen < 10000;
          it.increment(ec), ++seen) {
       if (it->is_regular_file(ec) && read_text(it->path()).find(needle) != std::string::npos) {
@@ -154,7 +127,7 @@ TEST_F(CredentialRun, BoundHostGetsTheValueAndTheSandboxOnlyThePlaceholder) {
   EXPECT_THAT(seen, Not(HasSubstr(token)));
   EXPECT_EQ(state_files_with(kToken), std::vector<std::string>{});
   EXPECT_EQ(state_files_with(kKey), std::vector<std::string>{});
-  EXPECT_EQ(events("net.exfil").size(), 0u);
+  EXPECT_EQ(f_.last_events("net.exfil").size(), 0u);
 }
 
 TEST_F(CredentialRun, PlaceholderToAnUnboundHostIsRefusedInHeaderAndUrl) {
@@ -176,14 +149,14 @@ TEST_F(CredentialRun, PlaceholderToAnUnboundHostIsRefusedInHeaderAndUrl) {
   EXPECT_EQ(std::count(seen.begin(), seen.end(), '\n') > 0, true);  // the third request came
   EXPECT_THAT(seen, Not(HasSubstr("Authorization")));
   EXPECT_THAT(seen, Not(HasSubstr("?q=")));
-  auto exfil = events("net.exfil");
+  auto exfil = f_.last_events("net.exfil");
   ASSERT_EQ(exfil.size(), 2u);
   EXPECT_EQ(exfil[0].value("credential", ""), "MY_TOKEN");
   EXPECT_EQ(exfil[0].value("name", ""), "other.test");
   EXPECT_EQ(exfil[0].value("channel", ""), "header authorization");
   EXPECT_EQ(exfil[1].value("channel", ""), "url");
   // The shim's join names the program that sent each one.
-  auto joined = events("net.attribution");
+  auto joined = f_.last_events("net.attribution");
   size_t by_curl = 0;
   for (const auto& a : joined) {
     if (a.value("of", "") == "net.exfil" && a.value("credential", "") == "MY_TOKEN" &&
@@ -191,13 +164,13 @@ TEST_F(CredentialRun, PlaceholderToAnUnboundHostIsRefusedInHeaderAndUrl) {
       ++by_curl;
     }
   }
-  EXPECT_EQ(by_curl, 2u) << cordon_out({"log", "last", "--json"});
-  auto net = cordon_out({"log", "last", "--net"});
+  EXPECT_EQ(by_curl, 2u) << f_.cordon_out({"log", "last", "--json"});
+  auto net = f_.cordon_out({"log", "last", "--net"});
   EXPECT_THAT(net, HasSubstr("other.test:" + port() +
                              "  net.exfil: the placeholder of MY_TOKEN in its header "
                              "authorization  [network.credentials]  by curl (pid "));
   EXPECT_THAT(net, HasSubstr("net.exfil: the placeholder of MY_TOKEN in its url"));
-  EXPECT_THAT(net + cordon_out({"log", "last", "--json"}), Not(HasSubstr(kToken)));
+  EXPECT_THAT(net + f_.cordon_out({"log", "last", "--json"}), Not(HasSubstr(kToken)));
 }
 
 TEST_F(CredentialRun, BodyToTheBoundHostCarriesTheValueAndToAnotherHostIsRefused) {
@@ -229,7 +202,7 @@ TEST_F(CredentialRun, BodyToTheBoundHostCarriesTheValueAndToAnotherHostIsRefused
     ++posts;
   }
   EXPECT_EQ(posts, 2u) << seen;
-  auto exfil = events("net.exfil");
+  auto exfil = f_.last_events("net.exfil");
   ASSERT_EQ(exfil.size(), 1u);
   EXPECT_EQ(exfil[0].value("channel", ""), "body");
   EXPECT_EQ(exfil[0].value("name", ""), "other.test");
@@ -255,7 +228,7 @@ TEST_F(CredentialRun, PlainHttpIsTreatedAlike) {
   EXPECT_THAT(seen, HasSubstr(std::string("GET /hello.txt?t=") + kToken + " HTTP/1.1\n"));
   EXPECT_THAT(seen, HasSubstr(std::string("Authorization: token ") + kToken + "\n"));
   EXPECT_THAT(seen, Not(HasSubstr("POST")));
-  auto exfil = events("net.exfil");
+  auto exfil = f_.last_events("net.exfil");
   ASSERT_EQ(exfil.size(), 1u);
   EXPECT_EQ(exfil[0].value("channel", ""), "body");
   EXPECT_EQ(exfil[0].value("mode", ""), "transparent");

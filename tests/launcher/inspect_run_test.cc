@@ -50,39 +50,11 @@ class InspectRun : public ::testing::Test {
     spec.deadline = std::chrono::seconds(90);
     return f_.sh(script, {"--policy", policy_file}, spec);
   }
-  std::string cordon_out(const std::vector<std::string>& args) {
-    RunSpec spec;
-    spec.env = f_.env();
-    std::vector<std::string> argv{cordon_bin()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto r = run_program(argv, spec);
-    return r.out + r.err;
-  }
-  std::vector<nlohmann::json> events(const std::string& kind) {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(cordon_out({"log", "last", "--json"}));
-    for (std::string line; std::getline(in, line);) {
-      auto ev = nlohmann::json::parse(line, nullptr, false);
-      if (ev.is_object() && ev.value("kind", "") == kind) {
-        out.push_back(ev);
-      }
-    }
-    return out;
-  }
-  // The state directory cordon keeps sessions in (CORDON_STATE_DIR in the fixture's env).
-  std::string state_dir() {
-    for (const auto& kv : f_.env()) {
-      if (kv.starts_with("CORDON_STATE_DIR=")) {
-        return kv.substr(kv.find('=') + 1);
-      }
-    }
-    return "";
-  }
   // Every file named `name` beneath the state directory.
   std::vector<std::string> state_files(const std::string& name) {
     std::vector<std::string> out;
     std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(state_dir(), ec);
+    for (auto it = std::filesystem::recursive_directory_iterator(f_.state_dir(), ec);
          it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
       if (it->path().filename() == name) {
         out.push_back(it->path());
@@ -135,18 +107,18 @@ TEST_F(InspectRun, ClientsTrustTheSessionCaWithNoSettingAndRulesHold) {
             "node hello through cordon\n"
             "cordon test repo\n")
       << r.err;
-  auto http = events("net.http");
+  auto http = f_.last_events("net.http");
   auto count = [&](const std::string& method, const std::string& path, int status) {
     return std::count_if(http.begin(), http.end(), [&](const nlohmann::json& e) {
       return e.value("method", "") == method && e.value("url", "") == url("api.test", path) &&
              e.value("status", 0) == status && e.value("mode", "") == "inspect";
     });
   };
-  EXPECT_EQ(count("GET", "/hello.txt", 200), 4) << cordon_out({"log", "last", "--net"});
+  EXPECT_EQ(count("GET", "/hello.txt", 200), 4) << f_.cordon_out({"log", "last", "--net"});
   EXPECT_GE(count("GET", "/repo.git/info/refs?service=git-upload-pack", 200) +
                 count("GET", "/repo.git/info/refs", 200),
             1);
-  auto net = cordon_out({"log", "last", "--net"});
+  auto net = f_.cordon_out({"log", "last", "--net"});
   EXPECT_THAT(net, HasSubstr("api.test ("));
   EXPECT_THAT(net, HasSubstr("403 (refused by cordon) 1"));
   EXPECT_THAT(net, HasSubstr("network.rules[1]"));
@@ -154,7 +126,7 @@ TEST_F(InspectRun, ClientsTrustTheSessionCaWithNoSettingAndRulesHold) {
 
 TEST_F(InspectRun, TheCaKeyStaysOutsideAndTheBundleAddsTheCaToTheHosts) {
   auto p = policy(R"(, "inspect": ["api.test"])");
-  const std::string state = state_dir();
+  const std::string state = f_.state_dir();
   auto r = sh(p,
               "printenv SSL_CERT_FILE NODE_EXTRA_CA_CERTS REQUESTS_CA_BUNDLE CURL_CA_BUNDLE "
               "GIT_SSL_CAINFO PIP_CERT CARGO_HTTP_CAINFO AWS_CA_BUNDLE DENO_CERT | sort | uniq -c "
@@ -187,7 +159,7 @@ TEST_F(InspectRun, TheCaKeyStaysOutsideAndTheBundleAddsTheCaToTheHosts) {
 // A grant reaching the session directory does not show the key: rootless it belongs to the
 // sandbox's own uid, so only the mask keeps it from being read.
 TEST_F(InspectRun, TheCaKeyIsMaskedWhereAGrantReachesIt) {
-  const std::string state = state_dir();
+  const std::string state = f_.state_dir();
   auto p = policy(R"(, "inspect": ["api.test"]}, "filesystem": {"read": [")" + state + R"("])");
   auto r = sh(p, "for f in $(find " + state + " -name ca.key); do cat $f; done | wc -c; find " +
                      state + " -name ca.key | wc -l");
@@ -227,7 +199,7 @@ TEST_F(InspectRun, PinnedClientFailsWhenInspectedAndWorksWhenExcluded) {
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   EXPECT_EQ(r.out, "pinned inspected: 90\nhello through cordon\npinned excluded: 0\n") << r.err;
   EXPECT_THAT(r.err, HasSubstr("pinned"));
-  auto http = events("net.http");
+  auto http = f_.last_events("net.http");
   ASSERT_EQ(http.size(), 0u);  // neither reached a request: one failed, one was a tunnel
 }
 
@@ -238,7 +210,7 @@ TEST_F(InspectRun, BadUpstreamCertificateIsARefusalWithItsReason) {
   EXPECT_THAT(r.out, HasSubstr("hostname mismatch"));
   EXPECT_THAT(r.out, HasSubstr(" 502\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("hello through cordon")));
-  auto refused = events("net.refused");
+  auto refused = f_.last_events("net.refused");
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0].value("rule", ""), "network.inspect (upstream certificate)");
 }

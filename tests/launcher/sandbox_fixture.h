@@ -12,6 +12,8 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +91,30 @@ class SandboxFixture {
                RunSpec spec = {}) const {
     flags.insert(flags.begin(), {"-q", "--mode", writable_mode()});
     return run(flags, {"/bin/sh", "-c", script}, std::move(spec));
+  }
+
+  // The directory cordon keeps this fixture's sessions in (its CORDON_STATE_DIR).
+  std::string state_dir() const { return state_.path(); }
+  // `cordon ARGS...` with the fixture's environment: what it wrote to stdout, then to stderr.
+  std::string cordon_out(const std::vector<std::string>& args) const {
+    RunSpec spec;
+    spec.env = env_;
+    std::vector<std::string> argv{cordon_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = run_program(argv, spec);
+    return r.out + r.err;
+  }
+  // The newest session's events of kind `kind`, as `cordon log last --json` prints them.
+  std::vector<nlohmann::json> last_events(const std::string& kind) const {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(cordon_out({"log", "last", "--json"}));
+    for (std::string line; std::getline(in, line);) {
+      auto ev = nlohmann::json::parse(line, nullptr, false);
+      if (ev.is_object() && ev.value("kind", "") == kind) {
+        out.push_back(ev);
+      }
+    }
+    return out;
   }
 
   static constexpr uid_t kTestUid = 4242;
