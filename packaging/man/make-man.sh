@@ -17,7 +17,9 @@ page cordon "run a program in a sandbox that sees only what a policy grants" "$c
 # "cordon run".
 "$cordon" --help | sed -n '/^Subcommands:/,$p' | awk 'NF && $1 !~ /:$/ {print $1}' |
   while read -r sub; do
-    summary=$("$cordon" "$sub" --help | head -1)
+    # sed, not head: head closes the pipe after one line, cordon may die of SIGPIPE, and
+    # pipefail then ends this script without a word (the build failed that way, now and then).
+    summary=$("$cordon" "$sub" --help | sed -n 1p)
     printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$cordon" "$sub" > "$wrap/cordon-$sub"
     chmod +x "$wrap/cordon-$sub"
     page "cordon-$sub" "$(echo "$summary" | sed 's/^\(.\)/\L\1/; s/[.:].*$//')" "$wrap/cordon-$sub"
