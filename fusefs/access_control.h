@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "policy/policy.h"
-#include "policy/record/events.h"
+#include "record/events.h"
 
 namespace cordon::fusefs {
 

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "fusefs/layer_format.h"
 #include "fusefs/workflow.h"
-#include "policy/base/result.h"
 #include "policy/policy.h"
 
 namespace cordon::fusefs {

@@ -9,9 +9,9 @@
 #include <string>
 #include <thread>
 
+#include "base/result.h"
+#include "base/unique_fd.h"
 #include "fusefs/cowfs.h"
-#include "policy/base/result.h"
-#include "policy/base/unique_fd.h"
 
 namespace cordon::fusefs {
 

@@ -13,15 +13,15 @@
 #include <string>
 #include <utility>
 
+#include "base/result.h"
+#include "base/unique_fd.h"
 #include "fusefs/access_control.h"
 #include "fusefs/id_map.h"
 #include "fusefs/inode_table.h"
 #include "fusefs/kernel/kernel_init.h"
 #include "fusefs/quota.h"
-#include "policy/base/result.h"
-#include "policy/base/unique_fd.h"
 #include "policy/policy.h"
-#include "policy/record/events.h"
+#include "record/events.h"
 
 namespace cordon::fusefs {
 

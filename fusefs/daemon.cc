@@ -17,7 +17,7 @@
 #include "fusefs/kernel/passthrough.h"
 #include "fusefs/kernel/uring.h"
 #include "policy/loader.h"
-#include "policy/record/events.h"
+#include "record/events.h"
 
 namespace cordon::fusefs {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "fusefs/id_map.h"
-#include "policy/base/result.h"
 
 namespace cordon::fusefs {
 

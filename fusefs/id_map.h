@@ -8,7 +8,7 @@
 
 #include <string_view>
 
-#include "policy/base/result.h"
+#include "base/result.h"
 
 namespace cordon::fusefs {
 

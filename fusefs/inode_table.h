@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "policy/base/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace cordon::fusefs {
 

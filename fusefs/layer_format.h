@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "policy/base/result.h"
+#include "base/result.h"
 
 namespace cordon::fusefs {
 

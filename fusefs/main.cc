@@ -1,8 +1,8 @@
 // cordon-fs: the copy-on-write workspace view of a cordon session (see fusefs/daemon.h).
 #include <cstdio>
 
+#include "base/hardening.h"
 #include "fusefs/daemon.h"
-#include "policy/base/hardening.h"
 
 int main(int argc, char** argv) {
   // First: no other process of our uid may take our fds (pidfd_getfd) or memory, and the fds we

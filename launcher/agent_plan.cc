@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/shebang.h"
-#include "policy/base/unique_fd.h"
+#include "base/unique_fd.h"
+#include "launcher/sandbox/shebang.h"
 #include "policy/presets.h"
 
 namespace cordon::launcher {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "launcher/plan.h"
-#include "policy/base/result.h"
 #include "policy/policy.h"
 
 namespace cordon::launcher {

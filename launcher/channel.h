@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "policy/base/result.h"
-#include "policy/base/unique_fd.h"
+#include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace cordon::launcher {
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <optional>
 
-#include "policy/base/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace cordon::launcher {
 

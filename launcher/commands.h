@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/prune.h"
 #include "launcher/run_options.h"
+#include "launcher/session/prune.h"
 
 namespace cordon::launcher {
 

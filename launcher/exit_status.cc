@@ -9,7 +9,7 @@
 
 #include "launcher/diagnostics.h"
 #include "launcher/run_options.h"
-#include "launcher/session_text.h"
+#include "launcher/session/session_text.h"
 #include "policy/loader.h"
 
 namespace cordon::launcher {

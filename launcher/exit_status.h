@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "launcher/session.h"
+#include "launcher/session/session.h"
 #include "launcher/supervise.h"
 #include "policy/policy.h"
 

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "policy/base/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace cordon::launcher {
 namespace {

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "launcher/commands.h"
-#include "launcher/completion.h"
+#include "launcher/commands/completion.h"
+#include "launcher/commands/report/report_cmd.h"
 #include "launcher/diagnostics.h"
-#include "launcher/report/report_cmd.h"
-#include "launcher/session.h"
+#include "launcher/session/session.h"
 #include "launcher/version.h"
 #include "policy/loader.h"
 

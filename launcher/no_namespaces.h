@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "launcher/landlock.h"
 #include "launcher/run_options.h"
+#include "launcher/sandbox/landlock.h"
 #include "policy/policy.h"
 
 namespace cordon::launcher {

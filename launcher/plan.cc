@@ -19,9 +19,9 @@
 #include <system_error>
 
 #include "launcher/agent_plan.h"
-#include "launcher/env.h"
 #include "launcher/identity.h"
-#include "launcher/netns.h"
+#include "launcher/sandbox/env.h"
+#include "launcher/sandbox/netns.h"
 
 namespace cordon::launcher {
 namespace {

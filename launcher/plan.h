@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/env.h"
-#include "launcher/landlock.h"
-#include "policy/base/result.h"
+#include "base/result.h"
+#include "launcher/sandbox/env.h"
+#include "launcher/sandbox/landlock.h"
 #include "policy/policy.h"
 
 namespace cordon::launcher {
@@ -150,7 +150,7 @@ struct LaunchPlan {
   std::vector<LoopbackService> loopback_services;
   // process.nested_sandbox: the program may make user and mount namespaces (seccomp.h).
   bool nested_sandbox = false;
-  // Landlock rules for the program (launcher/landlock.h), filled by plan_landlock().
+  // Landlock rules for the program (launcher/sandbox/landlock.h), filled by plan_landlock().
   LandlockPlan landlock;
   policy::Millis timeout{0};
   policy::Millis kill_grace{0};

@@ -12,8 +12,8 @@
 
 #include "launcher/channel.h"
 #include "launcher/diagnostics.h"
-#include "launcher/init.h"
-#include "launcher/pty.h"
+#include "launcher/sandbox/init.h"
+#include "launcher/sandbox/pty.h"
 
 namespace cordon::launcher {
 namespace {

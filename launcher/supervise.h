@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "launcher/limits.h"
-#include "launcher/userns_listener.h"
-#include "policy/base/unique_fd.h"
+#include "base/unique_fd.h"
+#include "launcher/limits/limits.h"
+#include "launcher/sandbox/userns_listener.h"
 #include "policy/policy.h"
 
 namespace cordon::launcher {

@@ -11,9 +11,9 @@
 
 #include "fusefs/daemon.h"
 #include "fusefs/kernel/passthrough.h"
-#include "launcher/landlock.h"
-#include "launcher/limits_backend.h"
-#include "launcher/userns.h"
+#include "launcher/limits/limits_backend.h"
+#include "launcher/sandbox/landlock.h"
+#include "launcher/sandbox/userns.h"
 
 #ifndef CORDON_GIT_COMMIT
 #define CORDON_GIT_COMMIT "unknown"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "policy/base/result.h"
+#include "base/result.h"
 
 namespace cordon::netproxy {
 

@@ -14,7 +14,7 @@
 #include "netproxy/name_map.h"
 #include "netproxy/pipe_pool.h"
 #include "policy/policy.h"
-#include "policy/record/events.h"
+#include "record/events.h"
 
 struct ssl_ctx_st;
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "policy/record/events.h"
+#include "record/events.h"
 
 namespace cordon::netproxy {
 

@@ -13,10 +13,10 @@
 #include <optional>
 #include <string>
 
+#include "base/fd_handoff.h"
+#include "base/hardening.h"
+#include "base/read_up_to.h"
 #include "netproxy/proxy.h"
-#include "policy/base/fd_handoff.h"
-#include "policy/base/hardening.h"
-#include "policy/base/read_up_to.h"
 #include "policy/loader.h"
 
 using namespace cordon;
@@ -38,7 +38,7 @@ std::optional<std::string> read_handed_fd(int fd) {
   return text;
 }
 
-// --handoff-fd: the fds cordon hands over once we are undumpable (policy/base/fd_handoff.h). The
+// --handoff-fd: the fds cordon hands over once we are undumpable (base/fd_handoff.h). The
 // first becomes stdout; the rest take fds 4, 5, ... in order, which the other options name.
 bool take_handed_fds(int handoff_fd, size_t count) {
   auto got = cordon::receive_handed_fds(handoff_fd, count, 10000);

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
+#include "base/unique_fd.h"
 #include "netproxy/wire/nflog_message.h"
-#include "policy/base/result.h"
-#include "policy/base/unique_fd.h"
 
 namespace cordon::netproxy {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "policy/base/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace cordon::netproxy {
 

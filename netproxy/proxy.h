@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "policy/base/result.h"
+#include "base/result.h"
 #include "policy/policy.h"
-#include "policy/record/events.h"
+#include "record/events.h"
 
 namespace cordon::netproxy {
 

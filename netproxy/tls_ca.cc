@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "policy/base/read_up_to.h"
-#include "policy/base/unique_fd.h"
+#include "base/read_up_to.h"
+#include "base/unique_fd.h"
 
 namespace cordon::netproxy {
 

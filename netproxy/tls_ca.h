@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "policy/base/result.h"
+#include "base/result.h"
 
 namespace cordon::netproxy {
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "policy/base/unique_fd.h"
+#include "base/unique_fd.h"
 #include "policy/path_match.h"
 #include "policy/presets.h"
 #include "policy/serialize.h"

@@ -238,7 +238,7 @@ struct RecordPolicy {
   // events per second, with a burst of ten seconds' worth; 0 = no rate limit.
   uint32_t events_per_second = 1000;
   // A second copy of the record, line for line: "stderr", a file descriptor number or a path;
-  // "" = none. Written off the sandbox's path, with drops counted (launcher/event_sink.h).
+  // "" = none. Written off the sandbox's path, with drops counted (launcher/sidecars/event_sink.h).
   std::string events_to;
   bool operator==(const RecordPolicy&) const = default;
 };

@@ -32,9 +32,10 @@ std::atomic<uint32_t> g_dropped{0};
 // missing collector costs one failed syscall per 256 events rather than two per event.
 std::atomic<uint32_t> g_backoff{0};
 constexpr uint32_t kBackoffEvents = 256;
-// The collector reads who we are from /proc (preload_shim/sender.h) and then sends one byte back.
-// The process that opened the channel waits for that byte, briefly, before it exits or execs: a
-// short-lived program would otherwise be gone (or another program) before cordon could read it.
+// The collector reads who we are from /proc (preload_shim/collector/sender.h) and then sends one
+// byte back. The process that opened the channel waits for that byte, briefly, before it exits or
+// execs: a short-lived program would otherwise be gone (or another program) before cordon could
+// read it.
 std::atomic<int> g_opener{0};
 std::atomic<bool> g_acked{true};
 constexpr int kAckWaitMs = 10;

@@ -46,10 +46,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "fusefs/kernel/kernel_init.h"
 #include "fusefs/kernel/passthrough.h"
 #include "fusefs/kernel/uring.h"
-#include "policy/base/unique_fd.h"
 
 namespace {
 

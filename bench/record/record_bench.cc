@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "policy/record/chain.h"
-#include "policy/record/chain_writer.h"
-#include "policy/record/events.h"
+#include "record/chain.h"
+#include "record/chain_writer.h"
+#include "record/events.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "policy/base/result.h"
+#include "base/result.h"
 
 namespace cordon::fusefs {
 

@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "policy/base/result.h"
-#include "policy/base/unique_fd.h"
+#include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace cordon::fusefs {
 

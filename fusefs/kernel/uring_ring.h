@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "policy/base/result.h"
-#include "policy/base/unique_fd.h"
+#include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace cordon::fusefs {
 

@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "fusefs/commit.h"
 #include "fusefs/workflow.h"
-#include "policy/base/unique_fd.h"
 #include "tests/fusefs/commit_fixture.h"
 #include "tests/fusefs/mount_fixture.h"
 #include "tests/fusefs/write_model.h"

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/shebang.h"
+#include "launcher/sandbox/shebang.h"
 #include "policy/loader.h"
 #include "tests/support/test_env.h"
 

@@ -2,7 +2,7 @@
 // fresh user namespace, every capability set ends empty, no_new_privs is on, securebits are
 // locked, exec does not give uid 0 its capabilities back, and the final check catches a missing
 // seccomp filter or leftover capabilities.
-#include "launcher/caps.h"
+#include "launcher/sandbox/caps.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "launcher/seccomp.h"
+#include "launcher/sandbox/seccomp.h"
 #include "tests/support/fork_child.h"
 #include "tests/support/test_env.h"
 

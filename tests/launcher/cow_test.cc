@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "launcher/plan.h"
-#include "launcher/session.h"
+#include "launcher/session/session.h"
 #include "policy/loader.h"
 #include "tests/launcher/sandbox_fixture.h"
 #include "tests/support/fuse_user.h"

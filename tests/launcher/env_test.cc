@@ -1,6 +1,6 @@
 // build_environment: keep list, case-insensitive deny globs over keep, set over everything, extra
 // last, malformed entries dropped.
-#include "launcher/env.h"
+#include "launcher/sandbox/env.h"
 
 #include <gtest/gtest.h>
 

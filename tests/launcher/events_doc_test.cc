@@ -70,7 +70,7 @@ std::set<std::string> emitted_kinds() {
           kinds.insert((*it)[1]);
         }
       }
-      if (f.find("preload_shim/decode.cc") != std::string::npos) {
+      if (f.find("preload_shim/collector/decode.cc") != std::string::npos) {
         for (std::sregex_iterator it(text.begin(), text.end(), kShimName), end; it != end; ++it) {
           kinds.insert((*it)[1]);
         }

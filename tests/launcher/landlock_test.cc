@@ -1,6 +1,6 @@
 // Landlock: process.exec_allow holds against static and dynamic binaries, allowed programs run,
 // and the write layer refuses writes outside the planned places even on a writable mount.
-#include "launcher/landlock.h"
+#include "launcher/sandbox/landlock.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Limits: the cgroup layout parsers, backend choice on this host, cgroup v1 for real (a memory hog
 // is OOM-killed and reported, a fork loop is stopped by pids.max and nothing survives the
 // sandbox), and the rlimits fallback applied in a child.
-#include "launcher/limits.h"
+#include "launcher/limits/limits.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/limits_backend.h"
+#include "launcher/limits/limits_backend.h"
 #include "tests/support/fork_child.h"
 #include "tests/support/test_env.h"
 

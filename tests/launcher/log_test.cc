@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "launcher/session.h"
+#include "launcher/session/session.h"
 #include "policy/loader.h"
 #include "tests/launcher/sandbox_fixture.h"
 #include "tests/support/sink_netns.h"

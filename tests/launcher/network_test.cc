@@ -13,7 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "launcher/net_sidecar.h"
+#include "launcher/sidecars/net_sidecar.h"
 #include "tests/launcher/sandbox_fixture.h"
 #include "tests/netproxy/fixture.h"
 #include "tests/support/sink_netns.h"

@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "launcher/landlock.h"
+#include "launcher/sandbox/landlock.h"
 #include "tests/launcher/sandbox_fixture.h"
 #include "tests/support/sink_netns.h"
 

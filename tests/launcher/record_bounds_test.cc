@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "launcher/session.h"
+#include "launcher/session/session.h"
 #include "tests/launcher/sandbox_fixture.h"
 
 namespace cordon::testing {

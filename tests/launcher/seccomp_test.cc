@@ -2,7 +2,7 @@
 // with EPERM where the same call without the filter does not, argument filters catch raw sockets,
 // TIOCSTI and CLONE_NEWUSER, ordinary calls still work, other ABIs are killed, and the cache
 // returns the same bytes.
-#include "launcher/seccomp.h"
+#include "launcher/sandbox/seccomp.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

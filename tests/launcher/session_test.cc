@@ -1,6 +1,6 @@
 // The session record: directory layout and modes, policy.json, session.start/limit.hit/session.end,
 // summary.json, ids, resolve_session, the one-write-per-line guarantee under concurrent writers.
-#include "launcher/session.h"
+#include "launcher/session/session.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,8 +15,8 @@
 #include <set>
 #include <sstream>
 
-#include "launcher/session_store.h"
-#include "launcher/session_text.h"
+#include "launcher/session/session_store.h"
+#include "launcher/session/session_text.h"
 #include "policy/loader.h"
 #include "policy/serialize.h"
 #include "tests/support/test_env.h"

@@ -1,5 +1,5 @@
 // The attribution join: proxy connection records x shim net.connect records on the client address.
-#include "launcher/shim_attribution.h"
+#include "launcher/session/shim_attribution.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <regex>
 
-#include "launcher/userns.h"
+#include "launcher/sandbox/userns.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 

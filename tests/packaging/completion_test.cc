@@ -1,7 +1,7 @@
-// Shell completion (launcher/completion.cc, made at build time by packaging/CMakeLists.txt): the
-// scripts the package installs are what the built cordon prints, complete every subcommand and
-// option its --help names, and real bash and fish complete subcommands, options, values, the
-// program of `cordon run` and session ids with them.
+// Shell completion (launcher/commands/completion.cc, made at build time by
+// packaging/CMakeLists.txt): the scripts the package installs are what the built cordon prints,
+// complete every subcommand and option its --help names, and real bash and fish complete
+// subcommands, options, values, the program of `cordon run` and session ids with them.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "policy/record/chain.h"
+#include "record/chain.h"
 
 using namespace cordon::record;
 

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "policy/record/chain.h"
-#include "policy/record/events.h"
+#include "record/chain.h"
+#include "record/events.h"
 #include "tests/support/test_env.h"
 
 namespace cordon::record {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "policy/record/events.h"
+#include "record/events.h"
 #include "tests/support/test_env.h"
 
 namespace cordon::record {

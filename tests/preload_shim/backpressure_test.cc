@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "preload_shim/decode.h"
+#include "preload_shim/collector/decode.h"
 #include "preload_shim/wire.h"
 #include "tests/preload_shim/shim_fixture.h"
 

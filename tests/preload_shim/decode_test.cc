@@ -1,6 +1,6 @@
 // decode_message: well-formed shim messages become records; hostile bytes are rejected, not
 // trusted.
-#include "preload_shim/decode.h"
+#include "preload_shim/collector/decode.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "preload_shim/decode.h"
-#include "preload_shim/sender_identity.h"
+#include "preload_shim/collector/decode.h"
+#include "preload_shim/collector/sender_identity.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) {

@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "policy/base/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace cordon::testing {
 

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "policy/record/events.h"
-#include "preload_shim/collector.h"
+#include "preload_shim/collector/collector.h"
+#include "record/events.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/test_env.h"
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "launcher/session_text.h"
+#include "launcher/session/session_text.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "launcher/report/model.h"
-#include "launcher/report/page.h"
+#include "launcher/commands/report/model.h"
+#include "launcher/commands/report/page.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cordon::launcher::report;

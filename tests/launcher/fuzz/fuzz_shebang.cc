@@ -1,11 +1,11 @@
-// libFuzzer target: the `#!` line parser (launcher/shebang.h) on arbitrary bytes. Built only with
-// -DCORDON_FUZZ=ON (clang); tests/run_fuzz.sh runs it.
+// libFuzzer target: the `#!` line parser (launcher/sandbox/shebang.h) on arbitrary bytes. Built
+// only with -DCORDON_FUZZ=ON (clang); tests/run_fuzz.sh runs it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
-#include "launcher/shebang.h"
+#include "launcher/sandbox/shebang.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view head(reinterpret_cast<const char*>(data), size);

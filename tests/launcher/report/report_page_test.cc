@@ -7,12 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "launcher/report/event_budget.h"
-#include "launcher/report/event_view.h"
-#include "launcher/report/model.h"
-#include "launcher/report/page.h"
-#include "launcher/report/report_cmd.h"
-#include "launcher/session.h"
+#include "launcher/commands/report/event_budget.h"
+#include "launcher/commands/report/event_view.h"
+#include "launcher/commands/report/model.h"
+#include "launcher/commands/report/page.h"
+#include "launcher/commands/report/report_cmd.h"
+#include "launcher/session/session.h"
 #include "policy/loader.h"
 #include "tests/support/test_env.h"
 

@@ -1,0 +1,48 @@
+// A cow session as the review commands (diff, commit, snapshot, rollback, discard) see it: its
+// layers, their format, whether its program still runs, when it started; and the few helpers
+// every one of those commands prints with.
+#pragma once
+
+#include <time.h>
+
+#include <optional>
+#include <string>
+
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "fusefs/layer_format.h"
+#include "policy/policy.h"
+
+namespace cordon::launcher {
+
+// Exit codes of the review commands (documented in `cordon --help`): done; refused (conflicts,
+// wrong state, no such snapshot); cordon failed (bad id, unreadable session, I/O error).
+inline constexpr int kReviewDone = 0;
+inline constexpr int kReviewRefused = 1;
+
+struct CowSession {
+  std::string id, dir, upper, snapshots, control, workspace;
+  fusefs::LayerFormat format = fusefs::LayerFormat::CordonFs;
+  bool running = false;  // its program still runs (cordon-fs answers, or the overlay's init lives)
+  bool live_control = false;      // cordon-fs's control socket answers: snapshot/rollback go there
+  std::optional<timespec> since;  // when the session started (its cow.json was written)
+};
+
+// Resolves ID and reads its cow record. *refused is set when the session exists but has no
+// layer to review (ro/rw sessions).
+Result<CowSession> open_cow_session(const std::string& id_text, bool* refused);
+
+// The session's policy as it ran; on failure, the default protect list, and *note says so.
+policy::FilesystemPolicy review_policy(const CowSession& s, std::string* note);
+
+// A name, symlink target or message from the session, made safe for a terminal
+// (text::escaped, backslashes too): printed output cannot lie about what it shows.
+std::string shown(const std::string& s);
+
+// A connection to cordon-fs's control socket at `path`.
+Result<UniqueFd> connect_control(const std::string& path);
+
+int say_failed(const std::string& cmd, const Error& e);
+int say_refused(const std::string& cmd, const std::string& msg);
+
+}  // namespace cordon::launcher
