@@ -60,7 +60,8 @@ std::set<std::string> emitted_kinds() {
   // The shim's wire kinds become names in one switch.
   static const std::regex kShimName(R"re(return "([a-z]+\.[a-z_]+)";)re");
   std::set<std::string> kinds;
-  for (const char* component : {"launcher", "netproxy", "fusefs", "preload_shim", "policy"}) {
+  for (const char* component :
+       {"launcher", "netproxy", "fusefs", "preload_shim", "policy", "record", "base"}) {
     std::vector<std::string> files;
     sources_under(source_path(component), files);
     for (const auto& f : files) {
