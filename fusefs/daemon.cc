@@ -320,6 +320,27 @@ int run_daemon(const DaemonOptions& o) {
     return 1;
   }
   s.mounted = true;
+  (*fs)->set_session(s.se);
+  std::unique_ptr<ControlServer> control;
+  if (!o.control.empty()) {
+    auto c = ControlServer::start(o.control, fs->get(), o.snapshots);
+    if (!c.ok()) {
+      std::fprintf(stderr, "cordon-fs: %s\n", c.error().to_string().c_str());
+      return 1;
+    }
+    control = std::move(c).value();
+  }
+  // Ready once mounted: the launcher clones the sandbox meanwhile, while the rings below are made
+  // (tens of ms: a thread and a registration per CPU queue). Nothing in the sandbox runs before
+  // INIT is answered by the loop, and an access that comes earlier waits for it in the kernel.
+  if (o.ready_fd >= 0) {
+    char one = 1;
+    if (::write(o.ready_fd, &one, 1) != 1) {
+      std::fprintf(stderr, "cordon-fs: writing to --ready-fd %d: %s\n", o.ready_fd,
+                   std::strerror(errno));
+    }
+    ::close(o.ready_fd);
+  }
   // Speed and O_TMPFILE, not safety: without it the view works, slower and without O_TMPFILE.
   InitAdditions init;
   // FUSE passthrough: reads and writes of opened files go straight to the daemon's fd of the
@@ -361,24 +382,6 @@ int run_daemon(const DaemonOptions& o) {
   set_init_done_handler(on_init_done, &choice);
   if (Status st = add_init_flags(s.se, init, CowFs::tmpfile_handler()); !st.ok()) {
     std::fprintf(stderr, "cordon-fs: warning: %s\n", st.error().to_string().c_str());
-  }
-  (*fs)->set_session(s.se);
-  std::unique_ptr<ControlServer> control;
-  if (!o.control.empty()) {
-    auto c = ControlServer::start(o.control, fs->get(), o.snapshots);
-    if (!c.ok()) {
-      std::fprintf(stderr, "cordon-fs: %s\n", c.error().to_string().c_str());
-      return 1;
-    }
-    control = std::move(c).value();
-  }
-  if (o.ready_fd >= 0) {
-    char one = 1;
-    if (::write(o.ready_fd, &one, 1) != 1) {
-      std::fprintf(stderr, "cordon-fs: writing to --ready-fd %d: %s\n", o.ready_fd,
-                   std::strerror(errno));
-    }
-    ::close(o.ready_fd);
   }
   fuse_loop_config loop{};
   loop.clone_fd = 0;
