@@ -27,6 +27,7 @@
 #include "launcher/sandbox/landlock.h"
 #include "launcher/sandbox/mounts.h"
 #include "launcher/sandbox/namespaces.h"
+#include "launcher/sandbox/netns.h"
 #include "launcher/sandbox/seccomp.h"
 #include "launcher/sandbox/userns.h"
 #include "launcher/session/net_summary.h"
@@ -323,6 +324,9 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
   auto channel = make_channel();
   if (!channel.ok()) {
     return make_error(channel.error().to_string());
+  }
+  if (lp.network) {
+    preload_capture_plugin();  // while cordon-fs mounts, not in the child's setup
   }
   // cordon-fs started meanwhile; its view must be mounted before the clone copies the mount table.
   if (auto s = w.cowfs.wait_ready(); !s.ok()) {

@@ -193,6 +193,18 @@ Result<void*> load_capture_plugin() {
   return h;
 }
 
+}  // namespace
+
+void preload_capture_plugin() {
+  // RTLD_NODELETE: the handle is dropped, the libraries stay for the child's dlopen to find.
+  std::string path = capture_plugin_path();
+  if (void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE); h != nullptr) {
+    ::dlclose(h);
+  }
+}
+
+namespace {
+
 template <typename Fn>
 Result<Fn> plugin_symbol(void* h, const char* name) {
   void* sym = ::dlsym(h, name);

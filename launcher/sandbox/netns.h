@@ -24,6 +24,12 @@ inline constexpr uint16_t kNflogGroup = 1;             // the ruleset logs dropp
 // proxy's DNS responder); a documentation address so a packet that ever escaped is recognisable.
 inline constexpr const char* kSandboxNameserver = "198.51.100.53";
 
+// Parent side, before the clone and off its critical path (while cordon-fs mounts): loads the
+// capture plugin and libnftables into cordon, so the child's own load finds them in its copy of
+// cordon's memory instead of mapping and relocating a dozen libraries. A failure is left for the
+// child's load to report.
+void preload_capture_plugin();
+
 // Child side (needs CAP_NET_ADMIN in the namespace's user namespace).
 Status bring_up_loopback_in_child();
 
