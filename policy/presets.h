@@ -19,10 +19,11 @@ struct EtcDefault {
   std::string_view why;
 };
 
-// process.memory, filesystem.tmp, process.timeout, process.pids, process.nofile.
+// process.memory, filesystem.tmp, process.timeout, process.pids, process.nofile, process.cpus.
 struct PresetLimits {
   std::string_view memory, tmp, timeout;
   uint32_t pids = 0, nofile = 0;
+  double cpus = 0;
 };
 
 struct Preset {

@@ -234,6 +234,12 @@ json to_record_json(const Policy& p) {
   return j;
 }
 
+std::string cpus_text(double cpus) {
+  char n[32];
+  std::snprintf(n, sizeof n, "%g", cpus);
+  return cpus == 0 ? "unlimited CPU" : cpus == 1.0 ? "1 CPU" : std::string(n) + " CPUs";
+}
+
 std::string explain(const Policy& p) {
   std::vector<std::string> lines;
   if (const Preset* preset = find_preset(p.extends)) {
@@ -460,11 +466,7 @@ std::string explain(const Policy& p) {
 
   // Process.
   const ProcessPolicy& pr = p.process;
-  char cpus[32];
-  std::snprintf(cpus, sizeof cpus, "%g", pr.cpus);
-  std::string cpu_text = pr.cpus == 0     ? "unlimited CPU"
-                         : pr.cpus == 1.0 ? "1 CPU"
-                                          : std::string(cpus) + " CPUs";
+  std::string cpu_text = cpus_text(pr.cpus);
   lines.push_back("process: memory " + limit(pr.memory, "unlimited", human_size(pr.memory)) + ", " +
                   cpu_text + ", " +
                   limit(pr.pids, "unlimited tasks", std::to_string(pr.pids) + " tasks") +

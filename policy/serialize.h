@@ -19,4 +19,7 @@ inline constexpr char kRedactedValue[] = "(secret, not recorded)";
 // A human explanation, one line per effective rule, e.g. "network: no outbound connections".
 std::string explain(const Policy& p);
 
+// A CPU quota as `explain` says it: "unlimited CPU", "1 CPU", "2 CPUs", "0.5 CPUs".
+std::string cpus_text(double cpus);
+
 }  // namespace cordon::policy

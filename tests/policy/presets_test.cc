@@ -95,6 +95,9 @@ TEST(Presets, ClaudeCodeExpandsOnTheDefaultPolicy) {
   EXPECT_EQ(p.process.pids, 1024u);
   EXPECT_EQ(p.process.nofile, 4096u);
   EXPECT_EQ(p.filesystem.tmp, 512ull << 20);
+  // Two cores, not the default policy's one: the runtimes JIT and collect on threads of their own.
+  EXPECT_EQ(p.process.cpus, 2.0);
+  EXPECT_EQ(default_policy(opts()).process.cpus, 1.0);
 }
 
 TEST(Presets, EveryPresetAllowsItsHostsOnly) {
@@ -122,7 +125,8 @@ TEST(Presets, PolicyFileExtendsAndItsOwnEntriesStay) {
     "extends": "codex",
     "network": {"allow": ["pypi.org:443"]},
     "filesystem": {"write": ["~/.cache/pip"], "deny_write": ["~/.codex/sessions"]},
-    "process": {"memory": "2G", "pids": 64, "env": {"keep": ["PATH"], "set": {"CI": "1"}}}
+    "process": {"memory": "2G", "pids": 64, "cpus": 0.5,
+                "env": {"keep": ["PATH"], "set": {"CI": "1"}}}
   })",
                           opts());
   EXPECT_EQ(p.extends, "codex");
@@ -137,6 +141,7 @@ TEST(Presets, PolicyFileExtendsAndItsOwnEntriesStay) {
   // Limits the file sets win; the others come from the preset.
   EXPECT_EQ(p.process.memory, 2ull << 30);
   EXPECT_EQ(p.process.pids, 64u);
+  EXPECT_EQ(p.process.cpus, 0.5);
   EXPECT_EQ(p.process.nofile, 4096u);
   EXPECT_EQ(p.process.env.set.at("CI"), "1");
   EXPECT_EQ(p.process.env.keep[0], "PATH");
@@ -209,6 +214,8 @@ TEST(Presets, ExplainShowsTheExpansionFirst) {
   EXPECT_THAT(text, HasSubstr("passes OPENAI_API_KEY, CODEX_API_KEY from the host"));
   EXPECT_THAT(text, HasSubstr("/etc/codex/config.toml: system defaults"));
   EXPECT_THAT(text, HasSubstr("install tree"));
+  EXPECT_THAT(text, HasSubstr("limits, where the policy sets none: memory 4G, 2 CPUs, 1024 tasks"));
+  EXPECT_THAT(text, HasSubstr("process: memory 4 GiB, 2 CPUs, 1024 tasks"));
   EXPECT_THAT(text, HasSubstr("The whole policy, the preset included:"));
   EXPECT_THAT(text, HasSubstr("network: allow api.openai.com port 443 (network.allow[0])"));
   EXPECT_THAT(explain(default_policy(opts())), Not(HasSubstr("extends")));
