@@ -242,7 +242,7 @@ struct RecordPolicy {
   std::string events_to;
   // An OTLP/HTTP collector the launcher sends the record to as logs (JSON), off the sandbox's
   // path, with drops counted; "" = none. The sandbox is not given a way to it
-  // (launcher/otlp_exporter.h).
+  // (launcher/sidecars/otlp_exporter.h).
   std::string otlp;
   bool operator==(const RecordPolicy&) const = default;
 };
