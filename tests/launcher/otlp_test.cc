@@ -23,18 +23,10 @@ extern char** environ;
 namespace cordon::launcher {
 namespace {
 
+using cordon::testing::lines_of;
 using cordon::testing::SandboxFixture;
 using cordon::testing::TempDir;
 using nlohmann::json;
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) {
-    out.push_back(l);
-  }
-  return out;
-}
 
 // tests/launcher/otlp_collector.py in the background; killed and reaped at scope exit.
 class Collector {
