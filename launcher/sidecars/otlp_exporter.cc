@@ -120,42 +120,54 @@ class OtlpDestination final : public RecordDestination {
   // One POST, run on this thread until it ends or its deadline (the request's, or the stop's if
   // that comes first) passes; then the socket is closed and the exchange ends as an error.
   Outcome post(std::string body, const std::atomic<int64_t>& stop_deadline_ns) {
-    Outcome out;
-    tcp::socket* live = nullptr;
-    ioc_.restart();
-    asio::co_spawn(ioc_, exchange(std::move(body), out, live), [&out](std::exception_ptr e) {
+    current_ = Outcome{};
+    live_ = nullptr;
+    if (!ioc_) {
+      ioc_.emplace(1);
+    }
+    ioc_->restart();
+    asio::co_spawn(*ioc_, exchange(std::move(body)), [this](std::exception_ptr e) {
       if (e) {
-        out.ok = false;
-        out.error = "the exchange with the collector failed";
+        current_.ok = false;
+        current_.error = "the exchange with the collector failed";
       }
-      out.done = true;
+      current_.done = true;
     });
     const int64_t request_deadline = monotonic_ns() + ns(kOtlpRequestTimeout);
-    bool closed = false;
-    while (!out.done) {
-      ioc_.run_for(std::chrono::milliseconds(RecordFollower::kPollMs));
-      const int64_t deadline = std::min(request_deadline, stop_deadline_ns.load());
-      if (!out.done && !closed && monotonic_ns() >= deadline) {
-        closed = true;
-        if (live != nullptr) {
+    int64_t closed_at = 0;
+    while (!current_.done) {
+      ioc_->run_for(std::chrono::milliseconds(RecordFollower::kPollMs));
+      const int64_t now = monotonic_ns();
+      if (current_.done) {
+        break;
+      }
+      if (closed_at == 0 && now >= std::min(request_deadline, stop_deadline_ns.load())) {
+        closed_at = now;
+        if (live_ != nullptr) {
           beast::error_code ignored;
-          live->close(ignored);
+          live_->close(ignored);
         }
+      } else if (closed_at != 0 && now - closed_at > ns(kOtlpRetryDelay)) {
+        // Closing did not end the exchange: drop the io_context and the coroutine with it (its
+        // destructors touch only members), so no deadline is ever outlived by more than this.
+        ioc_.reset();
+        break;
       }
     }
-    if (closed && !out.ok) {
-      out.error = "no answer from the collector in time";
+    if (closed_at != 0 && !current_.ok) {
+      current_.error = "no answer from the collector in time";
     }
-    return out;
+    return current_;
   }
 
-  asio::awaitable<void> exchange(std::string body, Outcome& out, tcp::socket*& live) {
+  asio::awaitable<void> exchange(std::string body) {
+    Outcome& out = current_;
     beast::tcp_stream stream(co_await asio::this_coro::executor);
-    live = &stream.socket();
+    live_ = &stream.socket();
     struct Unpublish {
       tcp::socket*& p;
       ~Unpublish() { p = nullptr; }
-    } unpublish{live};
+    } unpublish{live_};
     auto [cec, ep] =
         co_await asio::async_connect(stream.socket(), target_.resolved->endpoints, use_nothrow);
     if (cec) {
@@ -242,7 +254,10 @@ class OtlpDestination final : public RecordDestination {
 
   OtlpTarget target_;
   std::string session_;
-  asio::io_context ioc_{1};
+  Outcome current_;              // the POST in flight
+  tcp::socket* live_ = nullptr;  // its socket, for closing it at the deadline
+  // One POST at a time runs on it, on this thread; declared after what its coroutine touches.
+  std::optional<asio::io_context> ioc_;
   std::deque<std::string> lines_;
   size_t bytes_ = 0;
   int64_t oldest_ns_ = 0;  // when the oldest queued line was taken
