@@ -100,6 +100,7 @@ std::vector<Override> run_overrides(const RunOptions& o) {
   set("--nofile", "process.nofile", o.nofile, true);
   set("--timeout", "process.timeout", o.timeout);
   set("--events-to", "record.events_to", o.events_to);
+  set("--otlp", "record.otlp", o.otlp);
   for (const auto& v : o.read) {
     out.push_back({"--read", "filesystem.read", v, How::Append});
   }

@@ -168,6 +168,15 @@ int main(int argc, char** argv) {
                    "descriptor (e.g. 3) or a file (record.events_to); a slow sink never holds "
                    "up the program: lines it cannot take are counted in summary.json")
       ->type_name("FD|PATH|stderr");
+  run_cmd
+      ->add_option("--otlp", run.otlp,
+                   "Also send the event record to an OpenTelemetry collector as OTLP/HTTP JSON "
+                   "logs (POST URL/v1/logs when URL has no path; https checks the host's "
+                   "trusted certificates) (record.otlp). cordon sends them, not the sandbox, "
+                   "which gets no way to the collector. A slow or down collector never holds "
+                   "up the program: records it does not take are counted in summary.json, and "
+                   "cordon waits at most 2 s for it at exit")
+      ->type_name("URL");
   run_cmd->add_flag("--no-namespaces", run.no_namespaces,
                     "ADVISORY mode, not a sandbox: for hosts without user namespaces. The program "
                     "runs on the host with the preload shim (LD_PRELOAD), its connections go "

@@ -23,6 +23,7 @@ struct RunOptions {
   std::vector<std::string> credential;   // --credential NAME=HOST[,HOST...]: network.credentials
   std::vector<std::string> read, write;  // extra host paths (filesystem.read / .write)
   std::optional<std::string> events_to;  // --events-to: record.events_to
+  std::optional<std::string> otlp;       // --otlp: record.otlp
   bool quiet = false;
   // --no-namespaces: advisory mode on the host (launcher/no_namespaces.h).
   bool no_namespaces = false;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "policy/otlp_url.h"
 #include "policy/path_match.h"
 #include "policy/presets.h"
 #include "policy/serialize.h"
@@ -409,6 +410,7 @@ class Loader {
         {"max_bytes", "record"},
         {"events_per_second", "record"},
         {"events_to", "record"},
+        {"otlp", "record"},
         {"pass", "process.env"},
         {"nested_sandbox", "process"},
         {"version", ""},
@@ -1006,7 +1008,7 @@ class Loader {
 
   void load_record(const json& v, const std::string& path, RecordPolicy& r) const {
     expect_object(v, path);
-    check_keys(v, path, {"max_bytes", "events_per_second", "events_to"});
+    check_keys(v, path, {"max_bytes", "events_per_second", "events_to", "otlp"});
     if (const json* f = field(v, "max_bytes")) {
       // No "unlimited": an unbounded record is the disk-filling attack this field exists for.
       r.max_bytes = get_size(*f, join_path(path, "max_bytes"), false, kMinRecordBytes);
@@ -1022,6 +1024,13 @@ class Loader {
         fail(p, show(*f) +
                     " is not a sink; use \"stderr\", a file descriptor number (\"3\") or "
                     "a path");
+      }
+    }
+    if (const json* f = field(v, "otlp")) {
+      std::string p = join_path(path, "otlp");
+      r.otlp = get_string(*f, p, "an http:// or https:// URL of an OTLP/HTTP collector");
+      if (auto u = parse_otlp_url(r.otlp); !u.ok()) {
+        fail(p, u.error().to_string());
       }
     }
   }

@@ -240,6 +240,10 @@ struct RecordPolicy {
   // A second copy of the record, line for line: "stderr", a file descriptor number or a path;
   // "" = none. Written off the sandbox's path, with drops counted (launcher/sidecars/event_sink.h).
   std::string events_to;
+  // An OTLP/HTTP collector the launcher sends the record to as logs (JSON), off the sandbox's
+  // path, with drops counted; "" = none. The sandbox is not given a way to it
+  // (launcher/sidecars/otlp_exporter.h).
+  std::string otlp;
   bool operator==(const RecordPolicy&) const = default;
 };
 inline constexpr uint64_t kMinRecordBytes = 1ull << 20;

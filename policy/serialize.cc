@@ -211,6 +211,9 @@ json to_json(const Policy& p) {
   if (!p.record.events_to.empty()) {
     record["events_to"] = p.record.events_to;
   }
+  if (!p.record.otlp.empty()) {
+    record["otlp"] = p.record.otlp;
+  }
   json out{{"version", p.version},
            {"network", network},
            {"filesystem", filesystem},

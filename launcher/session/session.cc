@@ -326,6 +326,16 @@ Result<Session> Session::create(const policy::Policy& effective,
     }
     sink = std::move(t).value();
   }
+  // record.otlp likewise: a URL that does not parse or resolve is an error now, not a silent
+  // loss of every event later.
+  std::optional<OtlpTarget> otlp;
+  if (!effective.record.otlp.empty()) {
+    auto t = prepare_otlp(effective.record.otlp);
+    if (!t.ok()) {
+      return std::move(t).error().with_context("record.otlp (--otlp)");
+    }
+    otlp = std::move(t).value();
+  }
   const std::string root = sessions_root();
   TRY(make_dirs(root));
   ASSIGN_OR_RETURN(UniqueFd root_fd, store::open_root(root));
@@ -418,11 +428,18 @@ Result<Session> Session::create(const policy::Policy& effective,
   s.events_ = record::EventLog::adopt(UniqueFd(efd), id, "launcher",
                                       record::RecordLimits::from(effective.record));
   if (sink) {
-    auto shipping = EventSink::start(s.paths_.events, std::move(*sink));
+    auto shipping = start_event_sink(s.paths_.events, std::move(*sink));
     if (!shipping.ok()) {
       return fail(std::move(shipping).error());
     }
     s.sink_ = std::move(shipping).value();
+  }
+  if (otlp) {
+    auto shipping = start_otlp_exporter(s.paths_.events, id, std::move(*otlp));
+    if (!shipping.ok()) {
+      return fail(std::move(shipping).error());
+    }
+    s.otlp_ = std::move(shipping).value();
   }
   return s;
 }
@@ -566,22 +583,27 @@ Status Session::finish(const SessionEnd& given) {
     summary["record"] = rec.to_json(record_max_bytes_);
     record_line_ = rec.exit_line(record_max_bytes_);
   }
-  if (sink_) {
-    // session.end is written: the sink has all there will be. A sink that cannot keep up costs
-    // the session's end at most this long, never the program anything.
-    EventSink::Stats st = sink_->stop(std::chrono::seconds(2));
-    summary["record"]["events_to"] = {
-        {"target", sink_->name()}, {"sent", st.sent}, {"dropped", st.dropped}};
+  // session.end is written: the followers have all there will be. Ones that cannot keep up cost
+  // the session's end at most this long together, never the program anything.
+  const auto ship_deadline = std::chrono::steady_clock::now() + kShippingGrace;
+  auto shipped = [&](std::unique_ptr<RecordFollower>& f, const char* field, const char* flag) {
+    if (!f) {
+      return;
+    }
+    RecordFollower::Stats st = f->stop(ship_deadline);
+    summary["record"][field] = {{"target", f->name()}, {"sent", st.sent}, {"dropped", st.dropped}};
     if (!st.error.empty()) {
-      summary["record"]["events_to"]["error"] = st.error;
+      summary["record"][field]["error"] = st.error;
     }
     if (st.dropped > 0 || !st.error.empty()) {
-      record_line_ += "cordon: events-to " + sink_->name() + ": " + std::to_string(st.dropped) +
-                      " of " + std::to_string(st.sent + st.dropped) + " events not delivered" +
-                      (st.error.empty() ? "" : " (" + st.error + ")") +
+      record_line_ += std::string("cordon: ") + flag + " " + f->name() + ": " +
+                      std::to_string(st.dropped) + " of " + std::to_string(st.sent + st.dropped) +
+                      " events not delivered" + (st.error.empty() ? "" : " (" + st.error + ")") +
                       "; events.jsonl has them all\n";
     }
-  }
+  };
+  shipped(sink_, "events_to", "events-to");
+  shipped(otlp_, "otlp", "otlp");
 
   // tmp + fsync + rename + fsync(dir): readers see no summary or the whole of it, never a part.
   const char* tmp = "summary.json.tmp";

@@ -12,6 +12,7 @@
 #include "base/result.h"
 #include "launcher/limits/limits.h"
 #include "launcher/sidecars/event_sink.h"
+#include "launcher/sidecars/otlp_exporter.h"
 #include "policy/policy.h"
 #include "record/events.h"
 
@@ -115,7 +116,9 @@ class Session {
   std::string record_line_;        // the exit summary's record line, from finish()
   // record.events_to (--events-to): every line of the record copied as it is written; finish()
   // gives the sink a moment for the last lines, then counts what it did not take.
-  std::unique_ptr<EventSink> sink_;
+  std::unique_ptr<RecordFollower> sink_;
+  // record.otlp (--otlp): the same lines as OTLP logs to a collector, stopped alike.
+  std::unique_ptr<RecordFollower> otlp_;
 };
 
 // The short summary printed on stderr at exit (unless --quiet), a few lines, each starting "cordon:

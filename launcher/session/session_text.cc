@@ -76,7 +76,7 @@ std::string local_datetime(int64_t unix_seconds) {
   return buf;
 }
 
-double epoch_seconds(std::string_view rfc3339) {
+int64_t epoch_micros(std::string_view rfc3339) {
   std::tm tm{};
   int usec = 0;
   std::string ts(rfc3339);
@@ -86,7 +86,17 @@ double epoch_seconds(std::string_view rfc3339) {
   }
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
-  return static_cast<double>(timegm(&tm)) + usec / 1e6;
+  const time_t t = timegm(&tm);
+  if (t < 0 || usec < 0 || usec > 999999) {
+    return -1;
+  }
+  return static_cast<int64_t>(t) * 1'000'000 + usec;
+}
+
+double epoch_seconds(std::string_view rfc3339) {
+  const int64_t us = epoch_micros(rfc3339);
+  return us < 0 ? -1
+                : static_cast<double>(us / 1'000'000) + static_cast<double>(us % 1'000'000) / 1e6;
 }
 
 std::string local_clock(std::string_view ts) {

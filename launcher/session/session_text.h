@@ -19,6 +19,8 @@ std::string signal_name(int sig);
 std::string local_datetime(int64_t unix_seconds);
 // "2026-11-22T14:01:07.801335Z" -> seconds since the epoch (UTC); -1 when unparseable.
 double epoch_seconds(std::string_view rfc3339);
+// The same instant in microseconds; -1 when unparseable or before 1970.
+int64_t epoch_micros(std::string_view rfc3339);
 // "2026-11-22T10:57:47.123456Z" -> "11:57:47.123" in local time; the input unchanged otherwise.
 std::string local_clock(std::string_view rfc3339);
 // The one function that makes bytes a sandboxed program chose (file names, symlink targets, file

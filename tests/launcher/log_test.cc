@@ -30,14 +30,7 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) {
-    out.push_back(l);
-  }
-  return out;
-}
+using cordon::testing::lines_of;
 
 class LogTest : public ::testing::Test {
  protected:

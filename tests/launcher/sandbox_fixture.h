@@ -42,6 +42,16 @@ inline void write_text(const std::string& path, const std::string& content, mode
   ::chmod(path.c_str(), mode);
 }
 
+// The lines of `text`, without their newlines.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    out.push_back(l);
+  }
+  return out;
+}
+
 inline std::string read_text(const std::string& path) {
   std::ifstream f(path);
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());

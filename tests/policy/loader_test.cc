@@ -150,6 +150,28 @@ TEST(ParsePolicy, RecordBoundsHaveUnitsAndNoUnlimitedCap) {
   }
 }
 
+TEST(ParsePolicy, RecordOtlpIsACheckedCollectorUrl) {
+  EXPECT_EQ(load("{}").record.otlp, "");
+  EXPECT_EQ(load(R"({"record": {"otlp": "http://127.0.0.1:4318"}})").record.otlp,
+            "http://127.0.0.1:4318");
+  struct Case {
+    const char* text;
+    const char* part;
+  } cases[] = {
+      {R"({"record": {"otlp": "ftp://collector"}})", "the scheme ftp:// is not one"},
+      {R"({"record": {"otlp": "https://u:p@collector"}})", "user info in the URL"},
+      {R"({"record": {"otlp": ""}})", "no scheme"},
+      {R"({"record": {"otlp": 4318}})", "an http:// or https:// URL"},
+  };
+  for (const auto& c : cases) {
+    PolicyError e = error_of(c.text);
+    EXPECT_EQ(e.field_path(), "record.otlp") << c.text;
+    EXPECT_NE(std::string(e.what()).find(c.part), std::string::npos) << e.what();
+  }
+  EXPECT_NE(std::string(error_of(R"({"otlp": "http://c"})").what()).find("`record.otlp`"),
+            std::string::npos);
+}
+
 TEST(ParsePolicy, UnknownKeysGetASuggestion) {
   struct Case {
     const char* text;
