@@ -56,7 +56,6 @@ class CanaryRun : public ::testing::Test {
     std::error_code ec;
     return std::filesystem::exists(reqlog_, ec) ? read_text(reqlog_) : "";
   }
-  std::string events_text() { return read_text(last_session_dir() + "/events.jsonl"); }
   std::string last_session_dir() {
     std::string newest;
     std::filesystem::file_time_type t{};
@@ -124,10 +123,21 @@ TEST_F(CanaryRun, ReadingADecoyFileIsAnFsCanaryEventAndTheSummaryNamesIt) {
   EXPECT_THAT(r.err, HasSubstr("canaries: aws (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
                                "~/.aws/credentials)"));
   EXPECT_THAT(r.err, HasSubstr("ALERT: canary touched: aws"));
+  // Two records: the kernel's (every open, no process) and the shim's (the process).
   auto ev = f_.last_events("fs.canary");
-  ASSERT_EQ(ev.size(), 1u) << f_.cordon_out({"log", "last", "--json"});
-  EXPECT_EQ(ev[0].value("canary", ""), "aws");
-  EXPECT_EQ(ev[0].value("path", ""), home + "/.aws/credentials");
+  ASSERT_EQ(ev.size(), 2u) << f_.cordon_out({"log", "last", "--json"});
+  for (const auto& e : ev) {
+    EXPECT_EQ(e.value("canary", ""), "aws");
+    EXPECT_EQ(e.value("path", ""), home + "/.aws/credentials");
+  }
+  const auto& kernel = ev[0].value("source", "") == "launcher" ? ev[0] : ev[1];
+  const auto& shim = ev[0].value("source", "") == "shim" ? ev[0] : ev[1];
+  EXPECT_EQ(kernel.value("via", ""), "inotify");
+  EXPECT_FALSE(kernel.contains("pid"));
+  EXPECT_EQ(shim.value("source", ""), "shim");
+  EXPECT_EQ(shim.value("exe", ""), "/usr/bin/cat");
+  EXPECT_EQ(shim["argv"], nlohmann::json::array({"cat", home + "/.aws/credentials"}));
+  EXPECT_GT(shim.value("pid", 0), 0);
   auto end = f_.last_events("session.end");
   ASSERT_EQ(end.size(), 1u);
   EXPECT_EQ(end[0]["canaries_touched"], nlohmann::json::array({"aws"}));
@@ -145,19 +155,16 @@ TEST_F(CanaryRun, TheAwsKeySentAnywhereIsRefusedLoggedByNameAndNeverArrives) {
                      "$HOME/.ssh/id_ed25519 " + url("/hello.txt") + "; curl -sS " +
                      url("/hello.txt") + "; printenv AWS_ACCESS_KEY_ID");
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
-  std::istringstream lines(r.out);
-  std::string refused, refused_body, plain, id;
-  std::getline(lines, refused);
-  std::getline(lines, refused_body);
-  std::getline(lines, plain);
-  std::getline(lines, id);
-  EXPECT_EQ(refused,
+  std::string id = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+  id.pop_back();
+  ASSERT_TRUE(std::regex_match(id, std::regex("AKIA[A-Z0-9]{16}"))) << r.out;
+  EXPECT_EQ(r.out,
             "cordon: GET to api.test refused: its header x-key carries the aws canary, a decoy "
-            "secret that goes nowhere (canaries) 403");
-  EXPECT_EQ(refused_body,
+            "secret that goes nowhere (canaries)\n 403\n"
             "cordon: POST to api.test refused: its body carries the ssh canary, a decoy secret "
-            "that goes nowhere (canaries) 403");
-  EXPECT_EQ(plain, "hello through cordon");
+            "that goes nowhere (canaries)\n 403\n"
+            "hello through cordon\n" +
+                id + "\n");
   const std::string seen = reqlog();
   EXPECT_THAT(seen, Not(HasSubstr(id)));
   EXPECT_THAT(seen, Not(HasSubstr("X-Key")));
@@ -169,7 +176,14 @@ TEST_F(CanaryRun, TheAwsKeySentAnywhereIsRefusedLoggedByNameAndNeverArrives) {
   EXPECT_EQ(exfil[0].value("channel", ""), "header x-key");
   EXPECT_EQ(exfil[1].value("canary", ""), "ssh");
   EXPECT_EQ(exfil[1].value("channel", ""), "body");
-  EXPECT_THAT(events_text(), Not(HasSubstr(id)));
+  // cordon's own records name the canary only (proc.exec and net.attribution keep the argv
+  // curl was given, which holds it).
+  for (const char* kind : {"net.exfil", "fs.canary", "session.end"}) {
+    for (const auto& e : f_.last_events(kind)) {
+      EXPECT_THAT(e.dump(), Not(HasSubstr(id))) << kind;
+    }
+  }
+  EXPECT_THAT(f_.cordon_out({"log", "last", "--net"}), Not(HasSubstr(id)));
   EXPECT_THAT(f_.cordon_out({"log", "last", "--net"}),
               HasSubstr("net.exfil: the aws canary in its header x-key"));
 }
@@ -231,6 +245,11 @@ TEST_F(CanaryRun, CanariesFalsePlantsNothing) {
 }
 
 TEST_F(CanaryRun, AGrantedRealFileWinsAndTheStartLineSaysSo) {
+  if (::geteuid() == 0) {
+    // As root "~" is the sandbox user's passwd home (nobody's, or root's for an id without an
+    // entry), never the fixture's $HOME, and the test may not write there.
+    GTEST_SKIP() << "needs a rootless run, where \"~\" is $HOME (run as cordon-test/cordon-fuse)";
+  }
   std::filesystem::create_directories(f_.home() + "/.aws");
   write_text(f_.home() + "/.aws/credentials", "real credentials\n", 0644);
   ::chmod(f_.home().c_str(), 0755);
