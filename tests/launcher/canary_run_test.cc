@@ -255,7 +255,9 @@ TEST_F(CanaryRun, AGrantedRealFileWinsAndTheStartLineSaysSo) {
   ::chmod(f_.home().c_str(), 0755);
   ::chmod((f_.home() + "/.aws").c_str(), 0755);
   std::string p = files_ / "policy.json";
-  write_text(p, R"({"version": 1, "canaries": ["aws"], "filesystem": {"read": ["~/.aws"]}})");
+  // ~/.aws is in the default filesystem.deny: a policy that shows it says so.
+  write_text(
+      p, R"({"version": 1, "canaries": ["aws"], "filesystem": {"read": ["~/.aws"], "deny": []}})");
   RunSpec spec;
   spec.deadline = std::chrono::seconds(90);
   auto r = f_.run({"--policy", p, "--mode", writable_mode()},
