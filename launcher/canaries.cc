@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "policy/base/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace cordon::launcher {
 namespace {

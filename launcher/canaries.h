@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "launcher/plan.h"
-#include "policy/base/result.h"
+#include "base/result.h"
 #include "policy/policy.h"
 
 namespace cordon::launcher {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "launcher/plan.h"
-#include "policy/base/result.h"
-#include "policy/base/unique_fd.h"
-#include "policy/record/events.h"
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "record/events.h"
 
 namespace cordon::launcher {
 
