@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/plan.h"
 #include "base/result.h"
+#include "launcher/plan.h"
 #include "policy/policy.h"
 
 namespace cordon::launcher {

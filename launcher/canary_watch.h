@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/plan.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
+#include "launcher/plan.h"
 #include "record/events.h"
 
 namespace cordon::launcher {
