@@ -41,6 +41,13 @@ int exit_status(const Outcome& out, const ExitFacts& facts, SessionEnd& end) {
   if (out.exec_errno) {
     return exec_failed(*out.exec_errno, facts, end);
   }
+  if (out.alarm) {
+    end.exfil_killed = true;
+    if (WIFSIGNALED(out.init_status)) {
+      end.signal = WTERMSIG(out.init_status);
+    }
+    return kExitExfil;
+  }
   if (out.timed_out) {
     end.timed_out = true;
     end.limit_hit = "timeout";

@@ -63,6 +63,8 @@ enum class MountKind {
                // the launcher (cowfs_sidecar.h) and cloned onto the workspace path
   FsView,      // a read-write directory through a cordon-fs view in direct mode (fs_views.h):
                // LaunchPlan::views[i] with dir == target, cloned like CowFuse
+  Decoy,       // a canary's decoy file (LaunchPlan::decoys, canaries.h): the host file `source`,
+               // cloned by the child before it drops host ids, shown read-only at `target`
 };
 
 // A read-write host directory (a filesystem.write grant, or the workspace in rw mode) in which
@@ -74,6 +76,14 @@ struct FsView {
   bool workspace = false;  // the workspace (relative rules apply), else an extra grant
   std::vector<policy::FilesystemPolicy::RuleRef> rules;  // the rules reaching into it
   std::string mountpoint;  // set once the view is mounted (fs_views.h)
+};
+
+// A canary's decoy file: written by cordon in the session directory, shown at `target` (in the
+// sandbox's home) and watched there for opens (canary_watch.h).
+struct DecoyFile {
+  std::string canary;     // its policy name ("aws", "ssh", "dotenv")
+  std::string host_path;  // <session>/decoys/NAME
+  std::string target;     // inside the sandbox
 };
 
 struct MountOp {
@@ -135,7 +145,8 @@ struct LaunchPlan {
   // cloned by the child before it drops host ids. Path policy is then cordon-fs's, at each lookup.
   bool cow_fuse = false;
   std::string cow_mount;
-  std::vector<FsView> views;  // MountKind::FsView's, in order
+  std::vector<FsView> views;      // MountKind::FsView's, in order
+  std::vector<DecoyFile> decoys;  // MountKind::Decoy's, in order (canaries.h)
   // filesystem.write entries the host does not have: not mounted, so what the program writes
   // there stays in the sandbox's own tmpfs and is gone at exit. Said at start.
   std::vector<std::string> absent_write_grants;

@@ -1,5 +1,6 @@
 // `cordon run`: load -> plan -> open session -> start sidecars -> clone and release -> supervise
 // -> exit status, one call a stage in run_command. Cordon's own failures end it with exit 125.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -13,6 +14,8 @@
 
 #include "base/hardening.h"
 #include "launcher/agent_plan.h"
+#include "launcher/canaries.h"
+#include "launcher/canary_watch.h"
 #include "launcher/channel.h"
 #include "launcher/commands.h"
 #include "launcher/diagnostics.h"
@@ -91,7 +94,10 @@ struct Wiring {
   std::optional<NetproxyProcess> netproxy;  // network.allow
   std::unique_ptr<ShimSession> shim;        // the preload shim's collector, when the shim runs
   InspectionCa ca;                          // network.inspect / network.rules: the proxy's CA
-  std::string secrets;  // network.credentials' real values, for the proxy only (credentials.h)
+  std::string secrets;       // network.credentials' real values, for the proxy only (credentials.h)
+  CanaryWatch canary_watch;  // opens of the canaries' decoy files (canary_watch.h)
+  // network.on_exfil: kill: cordon-netproxy writes a byte to exfil_alarm_w on each net.exfil.
+  UniqueFd exfil_alarm, exfil_alarm_w;
 
   int finish(const Planned& p, int code);
   int setup_failed(const Planned& p, const std::string& msg) {
@@ -103,6 +109,9 @@ struct Wiring {
 int Wiring::finish(const Planned& p, int code) {
   end.exit_code = code;
   finish_network(netproxy, session, end);
+  canary_watch.drain(session.events());  // opens the loop had not read yet
+  end.canaries_touched.insert(canary_watch.touched().begin(), canary_watch.touched().end());
+  remove_decoys(p.plan);
   end.duration = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
   cowfs.begin_stop();  // the daemon unmounts while the changes are counted
   for (auto& v : views) {
@@ -199,10 +208,57 @@ Result<std::unique_ptr<Wiring>> open_session(const policy::Policy& pol, const Ru
   if (!limits.ok()) {
     return make_error("limits: " + limits.error().to_string());
   }
-  auto w = std::unique_ptr<Wiring>(new Wiring{
-      opts, t0, std::move(session).value(), std::move(limits).value(), {}, {}, {}, {}, {}, {}});
+  auto w = std::unique_ptr<Wiring>(new Wiring{opts,
+                                              t0,
+                                              std::move(session).value(),
+                                              std::move(limits).value(),
+                                              {},
+                                              {},
+                                              {},
+                                              {},
+                                              {},
+                                              {},
+                                              {},
+                                              {},
+                                              {}});
   w->end.limits_backend = w->limits.describe();
   return w;
+}
+
+// The policy's canaries: decoys into the plan, their values behind the credentials' for the
+// proxy, their files watched; with network.on_exfil: kill, the proxy's alarm pipe.
+Status plant_session_canaries(const policy::Policy& pol, LaunchPlan& plan, Wiring& w, bool quiet) {
+  ASSIGN_OR_RETURN(PlantedCanaries c, plant_canaries(pol, w.session.paths().dir, plan));
+  if (!c.handover.empty()) {
+    nlohmann::json all = w.secrets.empty() ? nlohmann::json::array()
+                                           : nlohmann::json::parse(w.secrets, nullptr, false);
+    for (auto& e : c.handover) {
+      all.push_back(std::move(e));
+    }
+    w.secrets = all.dump();
+  }
+  ASSIGN_OR_RETURN(w.canary_watch, CanaryWatch::start(plan.decoys));
+  if (pol.network.kill_on_exfil) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+      return sys_error("pipe2() for network.on_exfil");
+    }
+    w.exfil_alarm.reset(fds[0]);
+    w.exfil_alarm_w.reset(fds[1]);
+  }
+  if (!quiet) {
+    if (!c.planted.empty()) {
+      std::string names;
+      for (const auto& n : c.planted) {
+        names += (names.empty() ? "" : "; ") + n;
+      }
+      say("canaries: " + names + " (decoys: reading one is recorded, sending one is refused)");
+    }
+    for (const auto& n : c.notes) {
+      say(n);
+    }
+  }
+  return {};
 }
 
 // Start sidecars: the copy-on-write layer and cordon-fs, the views, the shim's collector socket.
@@ -268,6 +324,9 @@ Status start_sidecars(const policy::Policy& pol, Planned& p, Wiring& w) {
     return std::move(secrets).error();
   }
   w.secrets = std::move(secrets).value();
+  if (auto s = plant_session_canaries(pol, plan, w, quiet); !s.ok()) {
+    return make_error("canaries: " + s.error().to_string());
+  }
   // The preload shim: library + collector socket into the plan now, collector thread after clone.
   auto shim = prepare_shim_from_parent(paths.dir, paths.events, w.session.id(),
                                        record::RecordLimits::from(pol.record), plan.ids);
@@ -395,6 +454,7 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
     SandboxNet net{paths.policy,  w.session.id(), paths.dir + "/netproxy.log",
                    paths.events,  p.netproxy_bin, w.ca.cert_path,
                    w.ca.key_path, w.secrets};
+    net.exfil_alarm_fd = w.exfil_alarm_w ? w.exfil_alarm_w.get() : -1;
     if (!lp.ids.rootless) {
       // Host root: the proxy runs as the sandbox's user, not as root.
       net.run_uid = lp.ids.uid;
@@ -439,6 +499,19 @@ Outcome supervise_sandbox(const LaunchPlan& lp, Sandbox& sb, Wiring& w) {
     }
     (void)w.session.events().emit("proc.refused", std::move(f));
   };
+  if (w.canary_watch.fd() >= 0) {
+    spec.watches.push_back({w.canary_watch.fd(), [&w] {
+                              w.canary_watch.drain(w.session.events());
+                              return false;
+                            }});
+  }
+  if (w.exfil_alarm) {
+    w.exfil_alarm_w.reset();  // the proxy holds its own copy: its end is our end of file
+    spec.watches.push_back({w.exfil_alarm.get(), [&w] {
+                              char buf[64];
+                              return ::read(w.exfil_alarm.get(), buf, sizeof buf) > 0;
+                            }});
+  }
   Outcome out = supervise(spec);
   w.end.userns_refused = out.userns_refused;
   if (w.shim) {

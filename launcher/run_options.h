@@ -31,6 +31,7 @@ struct RunOptions {
 };
 
 // Exit codes, following timeout(1) and env(1).
+inline constexpr int kExitExfil = 123;         // network.on_exfil: kill ended the session
 inline constexpr int kExitTimeout = 124;       // wall-clock timeout reached
 inline constexpr int kExitCordonFailed = 125;  // cordon itself failed (bad flag, setup error)
 inline constexpr int kExitCannotExec = 126;    // program found but not executable

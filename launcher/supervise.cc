@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "launcher/channel.h"
 #include "launcher/diagnostics.h"
@@ -67,18 +69,27 @@ Outcome supervise(const SuperviseSpec& spec) {
   UniqueFd listener;  // the program's seccomp listener for user namespaces, once it arrives
   RawTerminal raw;
   bool init_exited = false, channel_eof = false, killed = false;
+  const size_t nwatch = std::min(spec.watches.size(), SuperviseSpec::kMaxWatches);
+  std::vector<int> watch_fds;
+  for (size_t i = 0; i < nwatch; ++i) {
+    watch_fds.push_back(spec.watches[i].fd);
+  }
 
   for (;;) {
     if (init_exited && channel_eof && (!relay || relay->done())) {
       break;
     }
-    pollfd fds[8];
+    pollfd fds[8 + SuperviseSpec::kMaxWatches];
     int n = 0;
     fds[n++] = {channel_eof ? -1 : spec.channel, POLLIN, 0};  // 0
     fds[n++] = {sfd.get(), POLLIN, 0};                        // 1
     fds[n++] = {init_exited ? -1 : spec.pidfd, POLLIN, 0};    // 2
     fds[n++] = {tfd.get(), POLLIN, 0};                        // 3
     fds[n++] = {listener.get(), POLLIN, 0};                   // 4
+    const int watches_at = n;
+    for (size_t i = 0; i < nwatch; ++i) {
+      fds[n++] = {watch_fds[i], POLLIN, 0};
+    }
     int relay_at = n;
     if (relay) {
       n += relay->fill(&fds[n]);
@@ -176,6 +187,24 @@ Outcome supervise(const SuperviseSpec& spec) {
         ++out.userns_refused;
         if (spec.on_userns_refused) {
           spec.on_userns_refused(*r);
+        }
+      }
+    }
+    for (size_t i = 0; i < nwatch; ++i) {
+      const pollfd& f = fds[watches_at + static_cast<int>(i)];
+      if (f.fd < 0 || f.revents == 0) {
+        continue;
+      }
+      if ((f.revents & POLLIN) == 0) {
+        watch_fds[i] = -1;  // the writer is gone (a pipe's POLLHUP): it has nothing more to say
+        continue;
+      }
+      if (spec.watches[i].ready() && !init_exited && !killed) {
+        out.alarm = true;
+        killed = true;
+        pidfd_signal(spec.pidfd, SIGKILL);
+        if (spec.limits != nullptr) {
+          spec.limits->kill_all();
         }
       }
     }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/unique_fd.h"
 #include "launcher/limits/limits.h"
@@ -27,6 +28,15 @@ struct SuperviseSpec {
   // Called for each clone/unshare with CLONE_NEWUSER the seccomp listener reports, after it was
   // refused (EPERM): the record of it. May be empty.
   std::function<void(const RefusedNamespace&)> on_userns_refused;
+  // More fds to read while the sandbox runs (the canaries' watch, the proxy's exfiltration
+  // alarm): `ready` is called when one is readable and returns true when the session must end
+  // now (init is SIGKILLed, Outcome::alarm set). At most kMaxWatches.
+  struct Watch {
+    int fd = -1;
+    std::function<bool()> ready;
+  };
+  std::vector<Watch> watches;
+  static constexpr size_t kMaxWatches = 4;
 };
 
 // What happened, as observed; run.cc turns it into an exit code and messages.
@@ -37,6 +47,7 @@ struct Outcome {
   int init_status = 0;                     // raw wait status of init
   bool timed_out = false;
   uint64_t userns_refused = 0;  // user namespaces refused through the listener
+  bool alarm = false;           // a watch ended the session (network.on_exfil: kill)
 };
 
 // The signals cordon blocks before clone and handles synchronously.

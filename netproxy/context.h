@@ -41,10 +41,15 @@ struct IdleWatch {
 };
 
 // A network.credentials secret (credentials.h): the policy's entry, the sandbox's placeholder and
-// the real value (same length).
+// the real value (same length). Or a canary: no entry (bound to no host), `canary` its name,
+// `placeholder` the decoy value, no real value.
 struct Secret {
   const policy::Credential* cred;
   std::string placeholder, value;
+  std::string canary;
+  bool bound_to(std::string_view host, uint16_t port) const {
+    return cred != nullptr && cred->bound_to(host, port);
+  }
 };
 
 struct Context {
@@ -59,7 +64,8 @@ struct Context {
   // when the policy inspects nothing.
   CertAuthority* ca = nullptr;
   ssl_ctx_st* upstream_tls = nullptr;
-  std::vector<Secret> secrets;    // one per policy.credentials (load_secrets, credentials.h)
+  std::vector<Secret> secrets;    // one per policy.credentials, then the canaries' (load_secrets)
+  int exfil_alarm_fd = -1;        // network.on_exfil: kill: a byte here per net.exfil (main.cc)
   PipePool pipes;                 // for the splice(2) data path (splice.h)
   std::list<IdleWatch*> watched;  // for the one idle-timeout sweeper (upstream.cc)
   bool sweeping = false;

@@ -1,6 +1,8 @@
 // Substituting network.credentials' values and refusing their placeholders elsewhere.
 #include "netproxy/credentials.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
@@ -49,21 +51,30 @@ std::string hosts_of(const policy::Credential& c) {
 // The 403 and net.exfil event for `s`'s placeholder found in `channel` of a request to `at`.
 RuleRefusal refuse_exfil(Context& ctx, const RequestSite& at, const Secret& s,
                          const std::string& channel) {
-  RuleRefusal refusal{http::status::forbidden,
-                      "cordon: " + std::string(at.method) + " to " + std::string(at.name) +
-                          " refused: its " + channel + " carries the placeholder of credential " +
-                          s.cred->env + ", which goes only to " + hosts_of(*s.cred) +
-                          " (network.credentials)"};
-  ctx.emit("net.exfil", {{"credential", s.cred->env},
-                         {"name", at.name},
-                         {"port", at.port},
-                         {"channel", channel},
-                         {"mode", at.mode},
-                         {"client", at.client},
-                         {"method", at.method},
-                         {"url", at.url},
-                         {"rule", "network.credentials"},
-                         {"reason", refusal.line}});
+  const std::string head = "cordon: " + std::string(at.method) + " to " + std::string(at.name) +
+                           " refused: its " + channel + " carries ";
+  RuleRefusal refusal{
+      http::status::forbidden,
+      s.cred == nullptr
+          ? head + "the " + s.canary + " canary, a decoy secret that goes nowhere (canaries)"
+          : head + "the placeholder of credential " + s.cred->env + ", which goes only to " +
+                hosts_of(*s.cred) + " (network.credentials)"};
+  nlohmann::json fields = {
+      {"name", at.name},       {"port", at.port},
+      {"channel", channel},    {"mode", at.mode},
+      {"client", at.client},   {"method", at.method},
+      {"url", at.url},         {"rule", s.cred == nullptr ? "canaries" : "network.credentials"},
+      {"reason", refusal.line}};
+  if (s.cred == nullptr) {
+    fields["canary"] = s.canary;
+  } else {
+    fields["credential"] = s.cred->env;
+  }
+  ctx.emit("net.exfil", std::move(fields));
+  if (ctx.exfil_alarm_fd >= 0) {
+    // network.on_exfil: kill: cordon ends the session on this byte, the event above recorded.
+    (void)!::write(ctx.exfil_alarm_fd, "x", 1);
+  }
   return refusal;
 }
 
@@ -90,6 +101,16 @@ Status load_secrets(Context& ctx, std::string_view text) {
     }
     ctx.secrets.push_back({&c, placeholder, value});
   }
+  for (const auto& e : j) {
+    if (!e.is_object() || !e.contains("canary")) {
+      continue;
+    }
+    const std::string name = e.value("canary", ""), value = e.value("value", "");
+    if (name.empty() || value.size() < 16) {
+      return make_error("--credentials-fd: a canary without a name or a value of 16 bytes");
+    }
+    ctx.secrets.push_back({nullptr, value, "", name});
+  }
   if (j.size() != ctx.secrets.size()) {
     return make_error("--credentials-fd names a secret network.credentials does not");
   }
@@ -103,7 +124,7 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
   }
   for (size_t i = 0; i < ctx.secrets.size(); ++i) {
     const Secret& s = ctx.secrets[i];
-    if (s.cred->bound_to(at.name, at.port)) {
+    if (s.bound_to(at.name, at.port)) {
       continue;
     }
     const std::string channel = channel_of(s.placeholder, req);
@@ -112,7 +133,7 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
     }
     return refuse_exfil(ctx, at, s, channel);
   }
-  const auto bound_here = [&](const Secret& s) { return s.cred->bound_to(at.name, at.port); };
+  const auto bound_here = [&](const Secret& s) { return s.bound_to(at.name, at.port); };
   if (std::none_of(ctx.secrets.begin(), ctx.secrets.end(), bound_here)) {
     return std::nullopt;  // nothing to put in: the request is not rebuilt
   }
@@ -120,14 +141,14 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
   bool changed = false;
   std::string target(req.target());
   for (const Secret& s : ctx.secrets) {
-    if (s.cred->bound_to(at.name, at.port)) {
+    if (s.bound_to(at.name, at.port)) {
       changed |= replace_all(target, s.placeholder, s.value);
     }
   }
   for (const auto& f : req) {
     std::string v(f.value());
     for (const Secret& s : ctx.secrets) {
-      if (s.cred->bound_to(at.name, at.port)) {
+      if (s.bound_to(at.name, at.port)) {
         changed |= replace_all(v, s.placeholder, s.value);
       }
     }
@@ -144,7 +165,7 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
     }
   }
   for (const Secret& s : ctx.secrets) {
-    if (!s.cred->header.empty() && s.cred->bound_to(at.name, at.port)) {
+    if (!s.cred->header.empty() && s.bound_to(at.name, at.port)) {
       const size_t colon = s.cred->header.find(':');
       std::string value = s.cred->header.substr(colon + 1);
       value.erase(0, value.find_first_not_of(' '));
@@ -159,12 +180,12 @@ std::optional<RuleRefusal> apply_credentials_to_body(Context& ctx, const Request
                                                      char* body, size_t size) {
   const std::string_view text(body, size);
   for (const Secret& s : ctx.secrets) {
-    if (!s.cred->bound_to(at.name, at.port) && text.find(s.placeholder) != std::string_view::npos) {
+    if (!s.bound_to(at.name, at.port) && text.find(s.placeholder) != std::string_view::npos) {
       return refuse_exfil(ctx, at, s, "body");
     }
   }
   for (const Secret& s : ctx.secrets) {
-    if (!s.cred->bound_to(at.name, at.port)) {
+    if (!s.bound_to(at.name, at.port)) {
       continue;
     }
     for (size_t i = text.find(s.placeholder); i != std::string_view::npos;

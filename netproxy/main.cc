@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> listen;
   std::vector<int> listen_fds, transparent_fds, dns_fds, dns_tcp_fds;
   int events_fd = -1, ready_fd = -1, nflog_fd = -1, policy_fd = -1, handoff_fd = -1;
-  int ca_cert_fd = -1, ca_key_fd = -1, credentials_fd = -1;
+  int ca_cert_fd = -1, ca_key_fd = -1, credentials_fd = -1, exfil_alarm_fd = -1;
   size_t handoff_count = 0;
   auto* pol_file = app.add_option("--policy,-p", policy_file,
                                   "Policy file (JSON with comments); its network "
@@ -141,6 +141,9 @@ int main(int argc, char** argv) {
   app.add_option("--credentials-fd", credentials_fd,
                  "Read network.credentials' values from this inherited fd (cordon run hands them "
                  "over; they are never in argv, the policy or a file)");
+  app.add_option("--exfil-alarm-fd", exfil_alarm_fd,
+                 "Write one byte to this inherited fd per net.exfil event (network.on_exfil: "
+                 "kill; cordon run then ends the session)");
   app.add_option("--ready-fd", ready_fd,
                  "Write one byte to this fd (then close it) once every socket is set up");
   app.add_option("--log-level", log_level, "Diagnostics on stderr: trace|debug|info|warn|error");
@@ -241,6 +244,7 @@ int main(int argc, char** argv) {
     }
     opts.secrets = std::move(*text);
   }
+  opts.exfil_alarm_fd = exfil_alarm_fd;
   if (auto st = proxy.start(opts); !st.ok()) {
     std::fprintf(stderr, "cordon-netproxy: %s\n", st.error().to_string().c_str());
     return 1;

@@ -172,9 +172,10 @@ Proxy::~Proxy() = default;
 
 Status Proxy::start(const ProxyOptions& opts) {
   auto& im = *impl_;
-  if (!im.policy.credentials.empty()) {
-    TRY(load_secrets(im.ctx, opts.secrets));
+  if (!im.policy.credentials.empty() || !opts.secrets.empty()) {
+    TRY(load_secrets(im.ctx, opts.secrets));  // the canaries' values ride along
   }
+  im.ctx.exfil_alarm_fd = opts.exfil_alarm_fd;
   const bool ca_given =
       !opts.ca_cert_pem.empty() || !im.policy.ca_cert.empty() || !opts.ca_dir.empty();
   if (im.policy.inspect.empty() && !ca_given && !im.policy.rules.empty()) {

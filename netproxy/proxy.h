@@ -36,8 +36,10 @@ struct ProxyOptions {
   // that cannot open the session directory). Set: it wins over network.ca and ca_dir.
   std::string ca_cert_pem, ca_key_pem;
   // network.credentials' values as cordon run hands them over (credentials.h, load_secrets);
-  // required when the policy has credentials.
+  // required when the policy has credentials. The canaries' values come the same way.
   std::string secrets;
+  // network.on_exfil: kill: one byte written here per net.exfil (cordon run reads it); -1 = none.
+  int exfil_alarm_fd = -1;
 };
 
 class Proxy {

@@ -247,7 +247,8 @@ class Loader {
     if (!root.is_object()) {
       fail("", "a policy is a JSON object { ... }, got " + type_name(root));
     }
-    check_keys(root, "", {"version", "extends", "network", "filesystem", "process", "record"});
+    check_keys(root, "",
+               {"version", "extends", "network", "filesystem", "process", "record", "canaries"});
     if (const json* v = field(root, "version")) {
       if (!v->is_number_integer() || v->get<int64_t>() != 1) {
         fail("version", show(*v) + " is not a supported version (accepted: 1)");
@@ -265,6 +266,9 @@ class Loader {
     }
     if (const json* v = field(root, "record")) {
       load_record(*v, "record", p.record);
+    }
+    if (const json* v = field(root, "canaries")) {
+      p.canaries = get_canaries(*v);
     }
     load_extends(root, p);
     return p;
@@ -382,6 +386,7 @@ class Loader {
         {"inspect_exclude", "network"},
         {"ca", "network"},
         {"credentials", "network"},
+        {"on_exfil", "network"},
         {"types", "network.dns"},
         {"workspace", "filesystem"},
         {"mode", "filesystem"},
@@ -589,7 +594,7 @@ class Loader {
         v, path,
         {"allow", "deny", "max_connections", "max_connections_per_host", "connections_per_minute",
          "max_bytes_out", "max_bytes_in", "idle_timeout", "connect_timeout", "resolve", "dns",
-         "proxy_env", "rules", "inspect", "inspect_exclude", "ca", "credentials"});
+         "proxy_env", "rules", "inspect", "inspect_exclude", "ca", "credentials", "on_exfil"});
     if (const json* f = field(v, "allow")) {
       n.allow = get_hosts(*f, join_path(path, "allow"));
       for (size_t i = 0; i < n.allow.size(); ++i) {
@@ -677,6 +682,39 @@ class Loader {
     if (const json* f = field(v, "credentials")) {
       n.credentials = get_credentials(*f, join_path(path, "credentials"), n);
     }
+    if (const json* f = field(v, "on_exfil")) {
+      const std::string p = join_path(path, "on_exfil");
+      const std::string what = get_string(*f, p, "\"refuse\" or \"kill\"");
+      if (what != "refuse" && what != "kill") {
+        fail(p, show(*f) +
+                    " is not an action (accepted: \"refuse\": a 403 and a net.exfil event; "
+                    "\"kill\": the same, then the session ends)");
+      }
+      n.kill_on_exfil = what == "kill";
+    }
+  }
+
+  // "canaries": true (all, the default), false (none) or a list of kCanaryNames.
+  std::vector<std::string> get_canaries(const json& v) const {
+    if (v.is_boolean()) {
+      return v.get<bool>() ? default_canaries() : std::vector<std::string>{};
+    }
+    const std::string known = "\"aws\", \"ssh\", \"dotenv\", \"github\"";
+    expect_array(v, "canaries", "canary names (\"aws\", \"ssh\", ...), true or false");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string p = index_path("canaries", i);
+      std::string name = get_string(v[i], p, "a canary name");
+      if (std::find(std::begin(kCanaryNames), std::end(kCanaryNames), name) ==
+          std::end(kCanaryNames)) {
+        fail(p, show(v[i]) + " is not a canary (accepted: " + known + ")");
+      }
+      if (std::find(out.begin(), out.end(), name) != out.end()) {
+        fail(p, show(v[i]) + " is named twice");
+      }
+      out.push_back(std::move(name));
+    }
+    return out;
   }
 
   // After allow and inspect_exclude: each credential host has to be reachable and inspected.

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,10 @@ struct NetworkPolicy {
   std::string ca_cert, ca_key;
   // network.credentials; their hosts are inspected (unless network.inspect_exclude names them).
   std::vector<Credential> credentials;
+  // network.on_exfil: what a credential's placeholder or a canary seen toward a host it is not
+  // bound to does besides the 403 and the net.exfil event: "refuse" (nothing more) or "kill"
+  // (the session ends, exit status 123).
+  bool kill_on_exfil = false;
   // Whether TLS to `host` (a name or IP literal as the client named it) on `port` is inspected.
   bool inspects(std::string_view host, uint16_t port) const;
   // Whether any host is inspected (and so a CA is needed).
@@ -248,6 +253,14 @@ struct RecordPolicy {
 };
 inline constexpr uint64_t kMinRecordBytes = 1ull << 20;
 
+// The decoys `canaries` can name: "aws" (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and
+// ~/.aws/credentials), "ssh" (~/.ssh/id_ed25519), "dotenv" (~/.env), "github" (GITHUB_TOKEN).
+inline constexpr std::string_view kCanaryNames[] = {"aws", "ssh", "dotenv", "github"};
+// All of them: the default.
+inline std::vector<std::string> default_canaries() {
+  return {std::begin(kCanaryNames), std::end(kCanaryNames)};
+}
+
 struct Policy {
   int version = 1;
   // The agent preset the policy extends ("extends", `cordon run --agent`), already applied to
@@ -257,6 +270,9 @@ struct Policy {
   FilesystemPolicy filesystem;
   ProcessPolicy process;
   RecordPolicy record;
+  // canaries: the decoy secrets planted in the sandbox's view (launcher/canaries.h), by name
+  // (kCanaryNames); empty = none ("canaries": false).
+  std::vector<std::string> canaries = default_canaries();
   bool operator==(const Policy&) const = default;
 };
 

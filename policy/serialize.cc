@@ -166,6 +166,9 @@ json to_json(const Policy& p) {
     }
     network["credentials"] = std::move(creds);
   }
+  if (n.kill_on_exfil) {
+    network["on_exfil"] = "kill";
+  }
   if (!n.ca_cert.empty()) {
     network["ca"] = {{"cert", n.ca_cert}, {"key", n.ca_key}};
   }
@@ -222,6 +225,9 @@ json to_json(const Policy& p) {
   if (!p.extends.empty()) {
     // Re-applying the preset to its own expansion adds nothing: the record still round-trips.
     out["extends"] = p.extends;
+  }
+  if (p.canaries != default_canaries()) {
+    out["canaries"] = p.canaries.empty() ? json(false) : json(p.canaries);
   }
   return out;
 }
@@ -362,6 +368,11 @@ std::string explain(const Policy& p) {
         ", and refuses with 403 (a net.exfil event) any request to another host whose URL, "
         "headers or body carry the placeholder; chunked bodies and bodies over 1 MiB are not "
         "scanned (network.credentials)");
+  }
+  if (n.kill_on_exfil) {
+    lines.push_back(
+        "network: a credential's placeholder or a canary sent toward a host it is not bound to "
+        "also ends the session, exit status 123 (network.on_exfil: kill)");
   }
   for (const auto& [name, ips] : n.resolve) {
     std::vector<std::string> s;
@@ -540,6 +551,16 @@ std::string explain(const Policy& p) {
     }
   }
 
+  if (p.canaries.empty()) {
+    lines.push_back("canaries: none planted (canaries: false)");
+  } else {
+    lines.push_back(
+        "canaries: decoy secrets unique to the session are planted in the sandbox's view only (" +
+        join(p.canaries) +
+        "; never in the host's home or the workspace); a read of a decoy file is an fs.canary "
+        "event, and a decoy value in a request the proxy sees (plain HTTP, inspected HTTPS) is "
+        "refused with 403 and a net.exfil event (canaries)");
+  }
   lines.push_back("record: events.jsonl at most " + human_size(p.record.max_bytes) +
                   " (record.max_bytes); " +
                   (p.record.events_per_second == 0

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "preload_shim/shim.h"
 
@@ -31,7 +33,36 @@ __attribute__((noinline)) void send_open_event(const char* path, int flags, int 
   ev.send();
 }
 
+// A successful open of a canary's decoy: the fs.canary event naming this process. The file name
+// is compared first, so any other open costs no syscall.
+__attribute__((noinline)) void check_decoy(int fd, const char* path, const char* via) {
+  const char* slash = strrchr(path, '/');
+  const char* base = slash != nullptr ? slash + 1 : path;
+  for (int i = 0; i < g_config.decoy_count; ++i) {
+    const Config::Decoy& d = g_config.decoys[i];
+    if (strcmp(base, d.base) != 0) {
+      continue;
+    }
+    ErrnoGuard guard;
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || st.st_dev != d.dev || st.st_ino != d.ino) {
+      continue;
+    }
+    if (g_config.loaded && g_config.have_socket) {
+      Event ev(wire::kFsCanary);
+      ev.add_str(wire::kPath, path, wire::kMaxPathBytes);
+      ev.add_str(wire::kVia, via, 32);
+      ev.add_str(wire::kName, d.canary, sizeof d.canary);
+      ev.send();
+    }
+    return;
+  }
+}
+
 inline int finish_open(int rc, const char* path, int flags, const char* via) {
+  if (__builtin_expect(g_config.decoy_count > 0 && rc >= 0 && path != nullptr, 0)) {
+    check_decoy(rc, path, via);
+  }
   if (__builtin_expect(g_config.fs_events != FsEvents::kOff, 1)) {
     int err = rc < 0 ? errno : 0;
     if (wants_event(rc < 0, err)) {
@@ -42,6 +73,9 @@ inline int finish_open(int rc, const char* path, int flags, const char* via) {
 }
 
 inline FILE* finish_fopen(FILE* f, const char* path, const char* via) {
+  if (__builtin_expect(g_config.decoy_count > 0 && f != nullptr && path != nullptr, 0)) {
+    check_decoy(fileno(f), path, via);
+  }
   if (__builtin_expect(g_config.fs_events != FsEvents::kOff, 1)) {
     int err = f == nullptr ? errno : 0;
     if (wants_event(f == nullptr, err)) {

@@ -51,6 +51,16 @@ struct Config {
   uint8_t identity[wire::kMaxPathBytes + wire::kMaxArgvBytes + 16 * wire::kFieldHeaderSize]{};
   size_t identity_len = 0;
   char session[128]{};
+  // CORDON_SHIM_DECOYS: the canaries' decoy files (launcher/canaries.h), told apart after a
+  // successful open by file name first (no syscall for every other open), then by device and inode.
+  struct Decoy {
+    dev_t dev;
+    ino_t ino;
+    char base[32];    // the file name ("credentials", "id_ed25519", ".env")
+    char canary[16];  // its canary's name
+  };
+  Decoy decoys[4]{};
+  int decoy_count = 0;
 };
 extern Config g_config;
 

@@ -37,7 +37,8 @@ enum Kind : uint8_t {
   kFsOpen = 8,      // open/openat/creat/fopen (failures with EACCES/EPERM by default)
   kHello = 9,       // first message on every connection: the image's exe/argv (not an event)
   kFsRefused = 10,  // --no-namespaces: a hooked path call refused by the file rules
-  kKindMax = 10,
+  kFsCanary = 11,   // a canary's decoy file opened (kPath, kVia, kName: the canary)
+  kKindMax = 11,
 };
 
 enum Decision : uint8_t { kNoDecision = 0, kAllow = 1, kDeny = 2 };

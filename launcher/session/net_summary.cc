@@ -104,9 +104,15 @@ void account(NetStats& s, const nlohmann::json& ev) {
   } else if (kind == "net.exfil") {
     // A credential's placeholder headed to a host it is not bound to: refused with 403.
     ++s.hosts[host_of(ev)].refused;
-    add_refusal(
-        s, ev, with_port(host_of(ev), str(ev, "port")),
-        "net.exfil: the placeholder of " + str(ev, "credential") + " in its " + str(ev, "channel"));
+    const std::string canary = str(ev, "canary");
+    if (!canary.empty()) {
+      s.canaries_sent.insert(canary);
+    }
+    add_refusal(s, ev, with_port(host_of(ev), str(ev, "port")),
+                "net.exfil: " +
+                    (canary.empty() ? "the placeholder of " + str(ev, "credential")
+                                    : "the " + canary + " canary") +
+                    " in its " + str(ev, "channel"));
     if (std::string m = str(ev, "method"); !m.empty()) {
       ++s.methods[m];
       ++s.statuses[kRefusedStatus];
@@ -321,7 +327,9 @@ void finish_network(std::optional<NetproxyProcess>& proxy, const Session& sessio
     return;
   }
   UniqueFd events(fd);
-  end.net_lines = net_exit_lines(collect_net_stats(events.get()));
+  const NetStats stats = collect_net_stats(events.get());
+  end.canaries_touched.insert(stats.canaries_sent.begin(), stats.canaries_sent.end());
+  end.net_lines = net_exit_lines(stats);
 }
 
 }  // namespace cordon::launcher

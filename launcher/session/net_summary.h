@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct NetStats {
   uint64_t dns_answered = 0, dns_refused = 0;
   uint64_t limits_hit = 0;
   std::vector<std::string> proxy_exits;  // net.proxy_exit reasons
+  std::set<std::string> canaries_sent;   // canaries a net.exfil refused, by name
   bool truncated = false;                // the scan stopped at its byte bound
   bool any() const {
     return !hosts.empty() || refusal_count > 0 || dns_answered + dns_refused > 0 ||

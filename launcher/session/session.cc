@@ -553,6 +553,12 @@ Status Session::finish(const SessionEnd& given) {
   if (!end.error.empty()) {
     fields["error"] = end.error;
   }
+  if (!end.canaries_touched.empty()) {
+    fields["canaries_touched"] = end.canaries_touched;
+  }
+  if (end.exfil_killed) {
+    fields["ended_by"] = "network.on_exfil";
+  }
   if (end.cow_changed) {
     fields["cow_changed"] = *end.cow_changed;
     fields["cow_changed_more"] = end.cow_changed_more;

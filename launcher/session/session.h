@@ -5,6 +5,7 @@
 #include <chrono>
 #include <iosfwd>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,10 @@ struct SessionEnd {
   // network.allow sessions: "cordon: " lines on the network (top hosts, refusals, a proxy death),
   // from net_summary.h; printed as they are.
   std::string net_lines;
+  // The canaries touched: a decoy file opened, a decoy value refused on its way out (by name).
+  std::set<std::string> canaries_touched;
+  // network.on_exfil: kill ended the session (exit kExitExfil).
+  bool exfil_killed = false;
 };
 
 // Counts what the program changed in a cow session's upper/ against the workspace it lies over:

@@ -56,6 +56,11 @@ std::string format_summary(const std::string& id, const SessionEnd& end) {
       out += " (" + std::to_string(end.pids_limit) + " tasks)";
     }
     out += " reached: a fork or clone was refused\n";
+  } else if (end.exfil_killed) {
+    out +=
+        "cordon: killed: a secret or canary was sent toward a host it is not bound to and "
+        "network.on_exfil is kill (exit " +
+        std::to_string(end.exit_code) + ")\n";
   } else if (!end.limit_hit.empty()) {
     out += "cordon: " + text::one_line(end.limit_hit, 60) + " limit reached\n";
   }
@@ -99,6 +104,16 @@ std::string format_summary(const std::string& id, const SessionEnd& end) {
   if (!end.view_daemon_died.empty()) {
     out += "cordon: warning: the cordon-fs view of " + text::one_line(end.view_daemon_died, 200) +
            " ended during the session; that directory failed with ENOTCONN from then on\n";
+  }
+  if (!end.canaries_touched.empty()) {
+    std::string names;
+    for (const auto& c : end.canaries_touched) {
+      names += (names.empty() ? "" : ", ") + c;
+    }
+    out += "cordon: ALERT: canary touched: " + names +
+           " (decoy secrets: the program read or sent them; see fs.canary and net.exfil in "
+           "cordon log " +
+           id + ")\n";
   }
   out += end.net_lines;
   out += "cordon: log: cordon log " + id + "\n";

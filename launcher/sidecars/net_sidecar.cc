@@ -231,6 +231,9 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
     secrets = std::move(fd).value();
     add_fd_args(argv, "--credentials-fd", {secrets.get()}, sources, next);
   }
+  if (spec.exfil_alarm_fd >= 0) {
+    add_fd_args(argv, "--exfil-alarm-fd", {spec.exfil_alarm_fd}, sources, next);
+  }
   add_fd_args(argv, "--transparent-fd", spec.transparent_fds, sources, next);
   add_fd_args(argv, "--dns-fd", spec.dns_fds, sources, next);
   add_fd_args(argv, "--dns-tcp-fd", spec.dns_tcp_fds, sources, next);
@@ -383,6 +386,7 @@ Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& ne
   spec.ca_cert_path = net.ca_cert_path;
   spec.ca_key_path = net.ca_key_path;
   spec.secrets = net.secrets;
+  spec.exfil_alarm_fd = net.exfil_alarm_fd;
   spec.transparent_fds = {sockets.transparent.get()};
   spec.dns_fds = {sockets.dns_udp.get()};
   spec.dns_tcp_fds = {sockets.dns_tcp.get()};

@@ -37,6 +37,9 @@ struct NetproxySpawn {
   // network.credentials' values (plant_placeholders, credentials.h), handed over in a sealed
   // memfd as --credentials-fd, never in argv or a file. "" = none.
   std::string secrets;
+  // network.on_exfil: kill: the write end of the pipe cordon-netproxy signals an exfiltration
+  // attempt on (--exfil-alarm-fd); -1 = none.
+  int exfil_alarm_fd = -1;
   std::chrono::milliseconds ready_timeout{10000};
   // As host root: the ids the proxy switches to before it runs (the sandbox's user), so a proxy
   // compromised by hostile traffic holds no privilege. The policy is then opened by cordon and
@@ -83,6 +86,7 @@ struct SandboxNet {
   std::string binary;                     // find_netproxy_binary(), looked up before the clone
   std::string ca_cert_path, ca_key_path;  // NetproxySpawn::ca_cert_path/ca_key_path
   std::string secrets;                    // NetproxySpawn::secrets
+  int exfil_alarm_fd = -1;                // NetproxySpawn::exfil_alarm_fd
   uid_t run_uid = static_cast<uid_t>(-1);  // NetproxySpawn::run_uid/run_gid
   gid_t run_gid = static_cast<gid_t>(-1);
 };

@@ -48,6 +48,8 @@ const char* kind_name(uint8_t kind) {
       return "shim.hello";
     case wire::kFsRefused:
       return "fs.refused";
+    case wire::kFsCanary:
+      return "fs.canary";
     default:
       return "";
   }
@@ -228,6 +230,10 @@ Result<nlohmann::json> decode_message(const uint8_t* data, size_t len,
   }
   if (kind == wire::kNetDns) {
     ev["addresses"] = std::move(resolved);
+  }
+  if (kind == wire::kFsCanary && ev.contains("name")) {
+    ev["canary"] = std::move(ev["name"]);
+    ev.erase("name");
   }
   return ev;
 }

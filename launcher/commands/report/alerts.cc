@@ -34,12 +34,17 @@ std::string with_reason(std::string what, const nlohmann::json& ev) {
 std::optional<Alert> alert_of(const nlohmann::json& ev) {
   const std::string kind = str(ev, "kind");
   const std::string rule = str(ev, "rule"), reason = str(ev, "reason");
+  const std::string canary = text::one_line(str(ev, "canary"), 40);
   if (has(kind, "exfil")) {
-    return Alert{"exfil", with_reason("exfiltration attempt toward " + target(ev), ev)};
+    return Alert{"exfil", with_reason((canary.empty() ? "exfiltration attempt toward "
+                                                      : "canary " + canary + " sent toward ") +
+                                          target(ev),
+                                      ev)};
   }
   if (has(kind, "canary") || has(kind, "honeytoken")) {
     std::string what = str(ev, "path");
-    return Alert{"canary", "canary touched: " + text::one_line(what.empty() ? kind : what, 300)};
+    return Alert{"canary", "canary touched: " + (canary.empty() ? "" : canary + ": ") +
+                               text::one_line(what.empty() ? kind : what, 300)};
   }
   if (kind == "limit.hit") {
     std::string which = str(ev, "limit");

@@ -110,6 +110,7 @@ TEST(ReportBrowser, ScriptedSessionShowsLanesRowsAndAlerts) {
              "echo changed >> a.txt; echo new > c.txt; rm b.txt; mv d.txt e.txt\n"
              "mkdir -p .vscode && echo '{}' > .vscode/settings.json\n"
              "cat .env\n"
+             "cat ~/.aws/credentials > /dev/null\n"
              "curl -sS -m 20 -o /dev/null http://localhost:" +
                  port +
                  "/ok\n"
@@ -154,8 +155,12 @@ TEST(ReportBrowser, ScriptedSessionShowsLanesRowsAndAlerts) {
   ASSERT_NE(allowed, std::string::npos) << dom;
   EXPECT_LT(refused, allowed) << "refusals come first";
   EXPECT_NE(dom.find("<td class=\"process\">curl (pid ", allowed), std::string::npos);
-  // Alerts: the refused user namespace.
+  // Alerts: the refused user namespace, the canary read (a mark on the timeline too).
   EXPECT_NE(dom.find("<li class=\"alert\" data-category=\"process\""), std::string::npos);
+  size_t canary = dom.find("<li class=\"alert\" data-category=\"canary\"");
+  ASSERT_NE(canary, std::string::npos) << dom;
+  EXPECT_NE(dom.find("canary touched: aws: ", canary), std::string::npos);
+  EXPECT_NE(dom.find("data-kind=\"fs.canary\""), std::string::npos);
   // Files: every kind of change, and the protected directory (refused by cordon-fs, or kept in
   // the session and flagged on kernel overlayfs).
   for (const char* change :
