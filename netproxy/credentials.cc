@@ -119,38 +119,31 @@ Status load_secrets(Context& ctx, std::string_view text) {
 
 std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at,
                                              http::request<http::buffer_body>& req) {
-  if (ctx.secrets.empty()) {
-    return std::nullopt;  // every request of every connection passes here
-  }
-  for (size_t i = 0; i < ctx.secrets.size(); ++i) {
-    const Secret& s = ctx.secrets[i];
+  // Every request of every connection passes here: each secret's binding is decided once.
+  std::vector<const Secret*> bound;
+  for (const Secret& s : ctx.secrets) {
     if (s.bound_to(at.name, at.port)) {
+      bound.push_back(&s);
       continue;
     }
     const std::string channel = channel_of(s.placeholder, req);
-    if (channel.empty()) {
-      continue;
+    if (!channel.empty()) {
+      return refuse_exfil(ctx, at, s, channel);
     }
-    return refuse_exfil(ctx, at, s, channel);
   }
-  const auto bound_here = [&](const Secret& s) { return s.bound_to(at.name, at.port); };
-  if (std::none_of(ctx.secrets.begin(), ctx.secrets.end(), bound_here)) {
+  if (bound.empty()) {
     return std::nullopt;  // nothing to put in: the request is not rebuilt
   }
   std::vector<std::pair<std::string, std::string>> fields;
   bool changed = false;
   std::string target(req.target());
-  for (const Secret& s : ctx.secrets) {
-    if (s.bound_to(at.name, at.port)) {
-      changed |= replace_all(target, s.placeholder, s.value);
-    }
+  for (const Secret* s : bound) {
+    changed |= replace_all(target, s->placeholder, s->value);
   }
   for (const auto& f : req) {
     std::string v(f.value());
-    for (const Secret& s : ctx.secrets) {
-      if (s.bound_to(at.name, at.port)) {
-        changed |= replace_all(v, s.placeholder, s.value);
-      }
+    for (const Secret* s : bound) {
+      changed |= replace_all(v, s->placeholder, s->value);
     }
     fields.emplace_back(std::string(f.name_string()), std::move(v));
   }
@@ -164,13 +157,13 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
       req.insert(name, value);
     }
   }
-  for (const Secret& s : ctx.secrets) {
-    if (!s.cred->header.empty() && s.bound_to(at.name, at.port)) {
-      const size_t colon = s.cred->header.find(':');
-      std::string value = s.cred->header.substr(colon + 1);
+  for (const Secret* s : bound) {
+    if (!s->cred->header.empty()) {
+      const size_t colon = s->cred->header.find(':');
+      std::string value = s->cred->header.substr(colon + 1);
       value.erase(0, value.find_first_not_of(' '));
-      replace_all(value, "{}", s.value);
-      req.set(s.cred->header.substr(0, colon), value);
+      replace_all(value, "{}", s->value);
+      req.set(s->cred->header.substr(0, colon), value);
     }
   }
   return std::nullopt;

@@ -38,8 +38,8 @@ class Timeline {
     std::string exe;
     nlohmann::json argv, argc, cred;  // as view_of shows them
     double t0 = 0, t1 = 0;
-    bool claimed =
-        false;  // pid and ppid as the process claimed them: gone before they were checked
+    // pid and ppid as the process claimed them: gone before they were checked
+    bool claimed = false;
   };
   // 0 when unknown. Lanes of claimed pids and of verified ones are looked up apart, so a process
   // that lies about its pid never lands on the lane of the process it names.
