@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "base/unique_fd.h"
+#include "preload_shim/wire.h"
 
 namespace cordon::launcher {
 namespace {
@@ -69,21 +70,6 @@ std::string ssh_key_marker(const std::string& pem) {
   return pem.substr(second + 1, kSshLine);
 }
 
-Status write_decoy(const std::string& path, const std::string& content, const LaunchPlan& plan) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd) {
-    return sys_error("open(\"" + path + "\", O_CREAT|O_EXCL) for a canary");
-  }
-  if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
-    return sys_error("write(\"" + path + "\") for a canary");
-  }
-  // As root the sandbox runs as another id: the decoy is its own file, as the real one would be.
-  if (!plan.ids.rootless && ::fchown(fd.get(), plan.ids.uid, plan.ids.gid) != 0) {
-    return sys_error("fchown(\"" + path + "\", " + std::to_string(plan.ids.uid) + ")");
-  }
-  return {};
-}
-
 // The mount of the plan that already shows `target`, other than the home's own empty tmpfs:
 // a grant beneath the home, or the workspace when it is the home itself. A decoy there would
 // hide the real file, or put its mount point into the workspace.
@@ -103,10 +89,8 @@ bool env_has(const LaunchPlan& plan, const std::string& name) {
 }
 
 struct Planter {
-  const std::string& dir;
   LaunchPlan& plan;
   PlantedCanaries& out;
-  std::string shim_decoys;  // CORDON_SHIM_DECOYS (preload_shim/config.cc)
 
   // Sets `name` in the sandbox's environment unless the host passes a real one.
   bool env(const std::string& name, const std::string& value) {
@@ -119,11 +103,18 @@ struct Planter {
     return true;
   }
 
-  // Writes the decoy file for `canary` and shows it at `~/rel`; false when it is not planted.
+  // Plans the decoy file for `canary` at `~/rel`; false when it is not planted.
   Result<bool> file(const std::string& canary, const std::string& rel, const std::string& content) {
     if (plan.home.empty() || plan.home == "/") {
       out.notes.push_back("canaries: ~/" + rel + " not planted: the sandbox has no home");
       return false;
+    }
+    const std::string base = rel.substr(rel.rfind('/') + 1);
+    if (std::none_of(std::begin(preload_shim::wire::kDecoyNames),
+                     std::end(preload_shim::wire::kDecoyNames),
+                     [&](const char* n) { return base == n; })) {
+      // The shim reports opens of these names only: a decoy by any other would go unattributed.
+      return make_error("canary file ~/" + rel + " is not named in wire::kDecoyNames");
     }
     const std::string target = plan.home + "/" + rel;
     if (const MountOp* op = shown_by_grant(plan, target)) {
@@ -131,20 +122,7 @@ struct Planter {
                           " the policy grants is shown there");
       return false;
     }
-    std::string name = rel;
-    std::replace(name.begin(), name.end(), '/', '_');
-    const std::string path = dir + "/" + name;
-    TRY(write_decoy(path, content, plan));
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-      return sys_error("stat(\"" + path + "\") for a canary");
-    }
-    // For the preload shim, which tells a decoy's opens apart by device and inode and names
-    // the process (canary_watch.h sees every open, but not who made it).
-    shim_decoys += (shim_decoys.empty() ? "" : ",") + std::to_string(st.st_dev) + ":" +
-                   std::to_string(st.st_ino) + ":" + rel.substr(rel.rfind('/') + 1) + ":" + canary;
-    plan.decoys.push_back({canary, path, target});
-    plan.mounts.push_back({MountKind::Decoy, path, target});
+    plan.decoys.push_back({canary, target, content});
     return true;
   }
 
@@ -200,17 +178,9 @@ Result<std::string> make_ssh_key() {
   return pem + "-----END OPENSSH PRIVATE KEY-----\n";
 }
 
-Result<PlantedCanaries> plant_canaries(const policy::Policy& p, const std::string& session_dir,
-                                       LaunchPlan& plan) {
+Result<PlantedCanaries> plant_canaries(const policy::Policy& p, LaunchPlan& plan) {
   PlantedCanaries out;
-  if (p.canaries.empty()) {
-    return out;
-  }
-  const std::string dir = session_dir + "/decoys";
-  if (::mkdir(dir.c_str(), 0700) != 0) {
-    return sys_error("mkdir(\"" + dir + "\") for the canaries");
-  }
-  Planter put{dir, plan, out, {}};
+  Planter put{plan, out};
   for (const auto& name : p.canaries) {
     std::vector<std::string> where;
     if (name == "aws") {
@@ -262,16 +232,7 @@ Result<PlantedCanaries> plant_canaries(const policy::Policy& p, const std::strin
       out.planted.push_back(name + " (" + w + ")");
     }
   }
-  if (!put.shim_decoys.empty()) {
-    plan.envp.push_back("CORDON_SHIM_DECOYS=" + put.shim_decoys);
-  }
   return out;
-}
-
-void remove_decoys(const LaunchPlan& plan) {
-  for (const auto& d : plan.decoys) {
-    ::unlink(d.host_path.c_str());
-  }
 }
 
 }  // namespace cordon::launcher

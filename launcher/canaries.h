@@ -28,13 +28,9 @@ struct PlantedCanaries {
 };
 
 // Makes the policy's canaries: environment decoys go into plan.envp where the variable is not
-// passed already; file decoys are written under `<session_dir>/decoys/` (owned by the sandbox's
-// id, 0600) and become plan.decoys, shown read-only at their home path unless a mount of the
-// plan already shows that path (a real file the policy grants wins).
-Result<PlantedCanaries> plant_canaries(const policy::Policy& p, const std::string& session_dir,
-                                       LaunchPlan& plan);
-
-// After the session: the decoy files go (the record keeps only their names).
-void remove_decoys(const LaunchPlan& plan);
+// passed already; file decoys become plan.decoys, which the sandbox's child writes into its home
+// (sandbox/decoys.h), unless a mount of the plan already shows that path (a real file the policy
+// grants wins). No decoy is written on the host.
+Result<PlantedCanaries> plant_canaries(const policy::Policy& p, LaunchPlan& plan);
 
 }  // namespace cordon::launcher

@@ -21,6 +21,8 @@ enum class MsgKind : uint32_t {
   NetSockets = 5,      // the capture sockets made in the sandbox's netns (netns.h); text = their
                        // roles, comma-separated, in the order of `fds` (SCM_RIGHTS)
   UsernsListener = 6,  // the program's seccomp listener for user namespaces (userns_listener.h)
+  Decoys = 7,          // the canaries' files written (sandbox/decoys.h): fd = their inotify
+                       // instance; text = "WD DEV INO" per decoy; value = how many
 };
 
 struct Msg {

@@ -63,8 +63,6 @@ enum class MountKind {
                // the launcher (cowfs_sidecar.h) and cloned onto the workspace path
   FsView,      // a read-write directory through a cordon-fs view in direct mode (fs_views.h):
                // LaunchPlan::views[i] with dir == target, cloned like CowFuse
-  Decoy,       // a canary's decoy file (LaunchPlan::decoys, canaries.h): the host file `source`,
-               // cloned by the child before it drops host ids, shown read-only at `target`
 };
 
 // A read-write host directory (a filesystem.write grant, or the workspace in rw mode) in which
@@ -78,12 +76,12 @@ struct FsView {
   std::string mountpoint;  // set once the view is mounted (fs_views.h)
 };
 
-// A canary's decoy file: written by cordon in the session directory, shown at `target` (in the
-// sandbox's home) and watched there for opens (canary_watch.h).
+// A canary's decoy file: written by the sandbox's child into its home (sandbox/decoys.h) and
+// watched there for opens (sidecars/canary_watch.h). It exists nowhere on the host.
 struct DecoyFile {
-  std::string canary;     // its policy name ("aws", "ssh", "dotenv")
-  std::string host_path;  // <session>/decoys/NAME
-  std::string target;     // inside the sandbox
+  std::string canary;   // its policy name ("aws", "ssh", "dotenv")
+  std::string target;   // inside the sandbox, under LaunchPlan::home
+  std::string content;  // the decoy itself
 };
 
 struct MountOp {
@@ -146,7 +144,7 @@ struct LaunchPlan {
   bool cow_fuse = false;
   std::string cow_mount;
   std::vector<FsView> views;      // MountKind::FsView's, in order
-  std::vector<DecoyFile> decoys;  // MountKind::Decoy's, in order (canaries.h)
+  std::vector<DecoyFile> decoys;  // the canaries' files (canaries.h)
   // filesystem.write entries the host does not have: not mounted, so what the program writes
   // there stays in the sandbox's own tmpfs and is gone at exit. Said at start.
   std::vector<std::string> absent_write_grants;

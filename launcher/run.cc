@@ -15,7 +15,6 @@
 #include "base/hardening.h"
 #include "launcher/agent_plan.h"
 #include "launcher/canaries.h"
-#include "launcher/canary_watch.h"
 #include "launcher/channel.h"
 #include "launcher/commands.h"
 #include "launcher/diagnostics.h"
@@ -37,6 +36,7 @@
 #include "launcher/session/prune.h"
 #include "launcher/session/session.h"
 #include "launcher/session/shim_attribution.h"
+#include "launcher/sidecars/canary_watch.h"
 #include "launcher/sidecars/cowfs_sidecar.h"
 #include "launcher/sidecars/credentials.h"
 #include "launcher/sidecars/fs_views.h"
@@ -111,7 +111,6 @@ int Wiring::finish(const Planned& p, int code) {
   finish_network(netproxy, session, end);
   canary_watch.drain(session.events());  // opens the loop had not read yet
   end.canaries_touched.insert(canary_watch.touched().begin(), canary_watch.touched().end());
-  remove_decoys(p.plan);
   end.duration = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
   cowfs.begin_stop();  // the daemon unmounts while the changes are counted
   for (auto& v : views) {
@@ -228,7 +227,7 @@ Result<std::unique_ptr<Wiring>> open_session(const policy::Policy& pol, const Ru
 // The policy's canaries: decoys into the plan, their values behind the credentials' for the
 // proxy, their files watched; with network.on_exfil: kill, the proxy's alarm pipe.
 Status plant_session_canaries(const policy::Policy& pol, LaunchPlan& plan, Wiring& w, bool quiet) {
-  ASSIGN_OR_RETURN(PlantedCanaries c, plant_canaries(pol, w.session.paths().dir, plan));
+  ASSIGN_OR_RETURN(PlantedCanaries c, plant_canaries(pol, plan));
   if (!c.handover.empty()) {
     nlohmann::json all = w.secrets.empty() ? nlohmann::json::array()
                                            : nlohmann::json::parse(w.secrets, nullptr, false);
@@ -237,7 +236,6 @@ Status plant_session_canaries(const policy::Policy& pol, LaunchPlan& plan, Wirin
     }
     w.secrets = all.dump();
   }
-  ASSIGN_OR_RETURN(w.canary_watch, CanaryWatch::start(plan.decoys));
   if (pol.network.kill_on_exfil) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -465,10 +463,28 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
       return make_error(np.error().to_string());
     }
     w.netproxy.emplace(std::move(*np));
-    // The proxy is ready: only now may the program start (netns.h, wait_for_proxy_in_child).
+  }
+  if (!lp.decoys.empty()) {
+    // The canaries' files, written and watched by the child: the collector learns which opens
+    // are of decoys before the program can make one.
+    auto watch = CanaryWatch::from_child(channel->parent.get(), lp.decoys);
+    if (!watch.ok()) {
+      return make_error("canaries: " + watch.error().to_string());
+    }
+    w.canary_watch = std::move(*watch);
+    if (w.shim) {
+      std::vector<preload_shim::Collector::DecoyId> ids;
+      for (const auto& d : w.canary_watch.watched()) {
+        ids.push_back({d.dev, d.ino, d.decoy.canary});
+      }
+      w.shim->set_decoys(std::move(ids));
+    }
+  }
+  if (lp.network || !lp.decoys.empty()) {
+    // The proxy is ready and the decoys known: only now may the program start (contain.cc).
     // EPIPE: the sandbox already ended with a setup error, which supervise reads and reports.
     if (auto s = release_child(channel->parent.get()); !s.ok() && s.error().code != EPIPE) {
-      return make_error("network: " + s.error().to_string());
+      return make_error("releasing the program: " + s.error().to_string());
     }
   }
   unreleased->release();

@@ -122,6 +122,7 @@ Outcome supervise(const SuperviseSpec& spec) {
             out.program_status = msg.value;
             break;
           case MsgKind::NetSockets:  // taken by run.cc before supervising; a late copy is dropped
+          case MsgKind::Decoys:
             break;
           case MsgKind::UsernsListener:
             if (msg.fd && !listener) {

@@ -41,48 +41,6 @@ void set_socket_path(const char* path) {
   g_config.have_socket = true;
 }
 
-// Copies the text up to the next ':' or ',' of `s` into `out` (NUL-terminated) and moves past
-// it; false when it is empty or does not fit.
-bool take_token(const char*& s, char* out, size_t cap) {
-  size_t n = strcspn(s, ":,");
-  if (n == 0 || n >= cap) {
-    return false;
-  }
-  memcpy(out, s, n);
-  out[n] = '\0';
-  s += n;
-  return true;
-}
-
-// CORDON_SHIM_DECOYS: "DEV:INO:NAME:CANARY" entries separated by ','; a malformed or
-// oversized entry ends the list (the launcher's inotify watch still sees every open).
-void parse_decoys(const char* s) {
-  constexpr int kMax = static_cast<int>(sizeof g_config.decoys / sizeof g_config.decoys[0]);
-  while (*s != '\0' && g_config.decoy_count < kMax) {
-    Config::Decoy d{};
-    char* end = nullptr;
-    d.dev = static_cast<dev_t>(strtoull(s, &end, 10));
-    if (end == s || *end != ':') {
-      return;
-    }
-    s = end + 1;
-    d.ino = static_cast<ino_t>(strtoull(s, &end, 10));
-    if (end == s || *end != ':') {
-      return;
-    }
-    s = end + 1;
-    if (!take_token(s, d.base, sizeof d.base) || *s++ != ':' ||
-        !take_token(s, d.canary, sizeof d.canary)) {
-      return;
-    }
-    g_config.decoys[g_config.decoy_count++] = d;
-    if (*s != ',') {
-      return;
-    }
-    ++s;
-  }
-}
-
 // Parses one allowlist literal: "1.2.3.4", "1.2.3.4:443", "[2001:db8::1]:443" or "::1".
 bool parse_allow(const char* s, size_t len, AllowEntry* out) {
   char host[64];
@@ -213,9 +171,6 @@ __attribute__((constructor)) void shim_init(int argc, char** argv, char** envp) 
     g_config.fs_events = strcmp(f, "all") == 0   ? FsEvents::kAll
                          : strcmp(f, "off") == 0 ? FsEvents::kOff
                                                  : FsEvents::kRefused;
-  }
-  if (const char* d = find_env(envp, "CORDON_SHIM_DECOYS")) {
-    parse_decoys(d);
   }
   if (const char* c = find_env(envp, "CORDON_SHIM_CONNECT_EVENTS")) {
     g_config.connect_events_all = strcmp(c, "all") == 0;

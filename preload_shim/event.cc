@@ -40,6 +40,8 @@ void Event::add_str(wire::Tag tag, const char* s, size_t max_len) {
 
 void Event::add_u32(wire::Tag tag, uint32_t v) { add(tag, &v, sizeof v); }
 
+void Event::add_u64(wire::Tag tag, uint64_t v) { add(tag, &v, sizeof v); }
+
 void Event::add_sockaddr(wire::Tag tag, const sockaddr* sa, socklen_t len) {
   if (sa != nullptr && len > 0) {
     add(tag, sa, len > sizeof(sockaddr_storage) ? sizeof(sockaddr_storage) : len);

@@ -33,34 +33,33 @@ __attribute__((noinline)) void send_open_event(const char* path, int flags, int 
   ev.send();
 }
 
-// A successful open of a canary's decoy: the fs.canary event naming this process. The file name
-// is compared first, so any other open costs no syscall.
+// A successful open of a file named like a canary's decoy (wire::kDecoyNames): its device and
+// inode go to the collector, which knows which are decoys. The file name is compared first, so
+// any other open costs no syscall.
 __attribute__((noinline)) void check_decoy(int fd, const char* path, const char* via) {
   const char* slash = strrchr(path, '/');
   const char* base = slash != nullptr ? slash + 1 : path;
-  for (int i = 0; i < g_config.decoy_count; ++i) {
-    const Config::Decoy& d = g_config.decoys[i];
-    if (strcmp(base, d.base) != 0) {
+  for (const char* name : wire::kDecoyNames) {
+    if (strcmp(base, name) != 0) {
       continue;
     }
     ErrnoGuard guard;
     struct stat st {};
-    if (fstat(fd, &st) != 0 || st.st_dev != d.dev || st.st_ino != d.ino) {
-      continue;
+    if (fstat(fd, &st) != 0) {
+      return;
     }
-    if (g_config.loaded && g_config.have_socket) {
-      Event ev(wire::kFsCanary);
-      ev.add_str(wire::kPath, path, wire::kMaxPathBytes);
-      ev.add_str(wire::kVia, via, 32);
-      ev.add_str(wire::kName, d.canary, sizeof d.canary);
-      ev.send();
-    }
+    Event ev(wire::kFsCanary);
+    ev.add_str(wire::kPath, path, wire::kMaxPathBytes);
+    ev.add_str(wire::kVia, via, 32);
+    ev.add_u64(wire::kDev, static_cast<uint64_t>(st.st_dev));
+    ev.add_u64(wire::kIno, static_cast<uint64_t>(st.st_ino));
+    ev.send();
     return;
   }
 }
 
 inline int finish_open(int rc, const char* path, int flags, const char* via) {
-  if (__builtin_expect(g_config.decoy_count > 0 && rc >= 0 && path != nullptr, 0)) {
+  if (rc >= 0 && path != nullptr && g_config.loaded && g_config.have_socket) {
     check_decoy(rc, path, via);
   }
   if (__builtin_expect(g_config.fs_events != FsEvents::kOff, 1)) {
@@ -73,7 +72,7 @@ inline int finish_open(int rc, const char* path, int flags, const char* via) {
 }
 
 inline FILE* finish_fopen(FILE* f, const char* path, const char* via) {
-  if (__builtin_expect(g_config.decoy_count > 0 && f != nullptr && path != nullptr, 0)) {
+  if (f != nullptr && path != nullptr && g_config.loaded && g_config.have_socket) {
     check_decoy(fileno(f), path, via);
   }
   if (__builtin_expect(g_config.fs_events != FsEvents::kOff, 1)) {

@@ -51,16 +51,6 @@ struct Config {
   uint8_t identity[wire::kMaxPathBytes + wire::kMaxArgvBytes + 16 * wire::kFieldHeaderSize]{};
   size_t identity_len = 0;
   char session[128]{};
-  // CORDON_SHIM_DECOYS: the canaries' decoy files (launcher/canaries.h), told apart after a
-  // successful open by file name first (no syscall for every other open), then by device and inode.
-  struct Decoy {
-    dev_t dev;
-    ino_t ino;
-    char base[32];    // the file name ("credentials", "id_ed25519", ".env")
-    char canary[16];  // its canary's name
-  };
-  Decoy decoys[4]{};
-  int decoy_count = 0;
 };
 extern Config g_config;
 
@@ -102,6 +92,7 @@ class Event {
   void add(wire::Tag tag, const void* data, size_t len);
   void add_str(wire::Tag tag, const char* s, size_t max_len);
   void add_u32(wire::Tag tag, uint32_t v);
+  void add_u64(wire::Tag tag, uint64_t v);
   void add_sockaddr(wire::Tag tag, const sockaddr* sa, socklen_t len);
   void add_identity();
   void add_argv(char* const argv[], wire::Tag arg_tag, wire::Tag truncated_tag);

@@ -26,6 +26,12 @@ inline constexpr size_t kMaxArgs = 8;
 inline constexpr size_t kMaxArgvBytes = 512;
 inline constexpr size_t kMaxPathBytes = 256;
 
+// The file names of the canaries' decoys (launcher/canaries.cc plants only these). A successful
+// open of any file so named is a kFsCanary message with its device and inode, whether or not the
+// session has canaries: the collector, which alone knows the decoys, keeps the ones that are and
+// drops the rest. Nothing in the sandbox can tell from the shim which files are decoys.
+inline constexpr const char* kDecoyNames[] = {"credentials", "id_ed25519", ".env"};
+
 enum Kind : uint8_t {
   kProcStart = 1,   // a dynamically linked image started (sent from the shim's constructor)
   kProcExec = 2,    // exec*/posix_spawn* called: the target program and its argv
@@ -37,7 +43,7 @@ enum Kind : uint8_t {
   kFsOpen = 8,      // open/openat/creat/fopen (failures with EACCES/EPERM by default)
   kHello = 9,       // first message on every connection: the image's exe/argv (not an event)
   kFsRefused = 10,  // --no-namespaces: a hooked path call refused by the file rules
-  kFsCanary = 11,   // a canary's decoy file opened (kPath, kVia, kName: the canary)
+  kFsCanary = 11,   // a file named like a canary's decoy opened (kPath, kVia, kDev, kIno)
   kKindMax = 11,
 };
 
@@ -67,7 +73,9 @@ enum Tag : uint8_t {
   kOp = 21,                   // string: read, write, create, exec, rename, unlink, ...
   kHostPath = 22,             // string: the resolved absolute path
   kChannelFd = 23,            // u32: the sender's fd number of this connection (kHello)
-  kTagMax = 23,
+  kDev = 24,                  // u64: st_dev of an opened file (kFsCanary)
+  kIno = 25,                  // u64: st_ino of an opened file (kFsCanary)
+  kTagMax = 25,
 };
 
 // Header offsets.

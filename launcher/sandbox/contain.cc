@@ -7,6 +7,7 @@
 
 #include "launcher/channel.h"
 #include "launcher/run_options.h"
+#include "launcher/sandbox/decoys.h"
 #include "launcher/sandbox/exec.h"
 #include "launcher/sandbox/init.h"
 #include "launcher/sandbox/mounts.h"
@@ -53,6 +54,23 @@ Result<UniqueFd> open_terminal(const ContainContext& c) {
   return std::move(pty.slave);
 }
 
+// Right before the program is spawned, with network on or canaries planted: blocks until cordon
+// sends the second release byte, once the proxy serving the capture sockets is ready (so the
+// program's first connection never waits on a proxy that may yet fail to start) and the decoys
+// are known to it (so no open of one goes unmatched). Cordon dying or failing the launch instead
+// ends the wait with an error: the program does not start without them.
+Status wait_for_program_release(const ContainContext& c) {
+  if (!c.plan.network && c.plan.decoys.empty()) {
+    return {};
+  }
+  if (!wait_for_release(c.report_fd)) {
+    return make_error(
+        "cordon did not report cordon-netproxy and the canaries' watch ready; the program is not "
+        "started");
+  }
+  return {};
+}
+
 Status contain_steps(const ContainContext& c) {
   if (!wait_for_release(c.report_fd)) {
     ::_exit(kExitCordonFailed);  // cordon died before writing our id maps
@@ -68,9 +86,10 @@ Status contain_steps(const ContainContext& c) {
   TRY(capture_network_in_child(c.plan.network, c.plan.proxy_env, c.plan.loopback_services,
                                c.report_fd));
   TRY(compose_root_in_child(c.plan, std::move(cow)));
+  TRY(plant_decoys_in_child(c.plan, c.report_fd));
   ASSIGN_OR_RETURN(UniqueFd slave, open_terminal(c));
   TRY(prepare_init_signals());
-  TRY(wait_for_proxy_in_child(c.plan.network, c.report_fd));
+  TRY(wait_for_program_release(c));
   ASSIGN_OR_RETURN(pid_t program, spawn_program({c.plan, c.limits, c.seccomp, c.report_fd,
                                                  slave.get(), c.host_mask}));
   slave.reset();  // only the program holds the terminal: its hangup must reach cordon

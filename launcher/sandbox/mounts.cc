@@ -348,23 +348,6 @@ Status mount_fs_view(const MountOp& op, const std::string& dst, const LaunchPlan
   return make_error("cordon-fs view of " + op.target + " was not opened (internal error)");
 }
 
-// A decoy file in the sandbox's home, read-only: the program cannot change what it would send.
-Status mount_decoy(const MountOp& op, const std::string& dst, const LaunchPlan& plan,
-                   const CowLayers& cow) {
-  for (size_t i = 0; i < plan.decoys.size() && i < cow.decoys.size(); ++i) {
-    if (plan.decoys[i].target == op.target) {
-      TRY(ensure_mountpoint(dst, false));
-      if (::move_mount(cow.decoys[i].get(), "", AT_FDCWD, dst.c_str(), MOVE_MOUNT_F_EMPTY_PATH) !=
-          0) {
-        return sys_error("move_mount(canary " + op.source + ", \"" + dst + "\")");
-      }
-      return set_attrs(
-          dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false);
-    }
-  }
-  return make_error("canary file " + op.target + " was not opened (internal error)");
-}
-
 // Names in a directory (without "." and ".."), sorted. A missing directory reads as empty when
 // `missing_ok`: a staged subdirectory need not exist on the host, nor the other way round.
 Result<std::vector<std::string>> list_dir(const std::string& path, bool missing_ok) {
@@ -568,8 +551,6 @@ Status apply(const MountOp& op, const LaunchPlan& plan, const CowLayers& cow) {
     case MountKind::FsView:
       TRY(mount_fs_view(op, dst, plan, cow));
       return noexec != 0 ? set_attrs(dst, noexec, false) : Status{};
-    case MountKind::Decoy:
-      return mount_decoy(op, dst, plan, cow);
   }
   return make_error("unknown mount kind");
 }
@@ -636,10 +617,6 @@ Result<CowLayers> open_cow_layers_in_child(const LaunchPlan& plan) {
   for (const auto& v : plan.views) {
     ASSIGN_OR_RETURN(UniqueFd fd, clone_view(v.mountpoint, v.dir));
     cow.views.push_back(std::move(fd));
-  }
-  for (const auto& d : plan.decoys) {
-    ASSIGN_OR_RETURN(UniqueFd fd, clone_view(d.host_path, "the " + d.canary + " canary"));
-    cow.decoys.push_back(std::move(fd));
   }
   if (plan.mode != policy::WorkspaceMode::Cow) {
     return cow;

@@ -16,8 +16,7 @@ struct CowLayers {
   UniqueFd upper;
   UniqueFd work;
   UniqueFd fuse_view;  // cow through cordon-fs: a detached clone of the host mount (open_tree)
-  std::vector<UniqueFd> views;   // LaunchPlan::views' mounts, cloned the same way, in order
-  std::vector<UniqueFd> decoys;  // LaunchPlan::decoys' files, cloned the same way, in order
+  std::vector<UniqueFd> views;  // LaunchPlan::views' mounts, cloned the same way, in order
 };
 
 // Parent side, once the session exists (cow mode only; a no-op otherwise): hands upper/ and work/

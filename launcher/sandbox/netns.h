@@ -55,11 +55,6 @@ Status capture_network_in_child(bool network, bool explicit_proxy,
 // copies are closed by the caller dropping `s`.
 Status send_capture_sockets(int report_fd, const CaptureSockets& s);
 
-// Child side, right before the program is spawned: with network on, blocks until cordon says the
-// proxy serving the sockets is ready (the second release byte on the report channel), so the
-// program's first connection never waits in a listen queue for a proxy that may yet fail to
-// start. Cordon dying or failing the launch instead ends the wait with an error.
-Status wait_for_proxy_in_child(bool network, int report_fd);
 
 // Parent side: rebuilds CaptureSockets from a NetSockets message's roles and fds.
 Result<CaptureSockets> capture_sockets_from_msg(const std::string& roles, UniqueFd first,

@@ -257,6 +257,12 @@ Result<std::unique_ptr<ShimSession>> prepare_shim_from_parent(const std::string&
   return std::make_unique<ShimSession>(std::move(s));
 }
 
+void ShimSession::set_decoys(std::vector<preload_shim::Collector::DecoyId> decoys) {
+  if (collector_) {
+    collector_->set_decoys(std::move(decoys));
+  }
+}
+
 uint64_t ShimSession::events_written() const {
   return collector_ ? collector_->stats().events.load() : 0;
 }

@@ -57,6 +57,10 @@ class ShimSession {
   // Stops the thread (it drains what is queued first) and joins it. Idempotent.
   void stop();
 
+  // The canaries' decoys, which the collector tells apart from files of the same name
+  // (Collector::set_decoys).
+  void set_decoys(std::vector<preload_shim::Collector::DecoyId> decoys);
+
   uint64_t events_written() const;
   // Where the collector listens and the library the sandbox's id can read, on the host (the
   // --no-namespaces run points the program at them directly).

@@ -243,6 +243,9 @@ void Collector::handle(Connection& conn, const uint8_t* data, size_t len, const 
       (void)send(conn.fd.get(), &ack, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
       return;
     }
+    if ((*ev)["kind"] == "fs.canary" && !match_decoy(*ev)) {
+      return;  // a file named like a decoy that is not one
+    }
     conn.sender.apply(*ev, *cred, passed);
     if (auto it = ev->find("dropped_before"); it != ev->end()) {
       stats_.dropped.fetch_add(it->get<uint64_t>(), std::memory_order_relaxed);
@@ -252,6 +255,30 @@ void Collector::handle(Connection& conn, const uint8_t* data, size_t len, const 
     // Exception firewall: json can throw on allocation failure; this loop must survive it.
     stats_.malformed.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void Collector::set_decoys(std::vector<DecoyId> decoys) {
+  std::lock_guard<std::mutex> lock(decoys_mu_);
+  decoys_ = std::move(decoys);
+}
+
+bool Collector::match_decoy(nlohmann::json& ev) {
+  const auto dev = ev.find("dev"), ino = ev.find("ino");
+  if (dev == ev.end() || ino == ev.end() || !dev->is_number_unsigned() ||
+      !ino->is_number_unsigned()) {
+    return false;
+  }
+  const uint64_t d = dev->get<uint64_t>(), i = ino->get<uint64_t>();
+  std::lock_guard<std::mutex> lock(decoys_mu_);
+  for (const auto& decoy : decoys_) {
+    if (decoy.dev == d && decoy.ino == i) {
+      ev["canary"] = decoy.canary;
+      ev.erase("dev");
+      ev.erase("ino");
+      return true;
+    }
+  }
+  return false;
 }
 
 void Collector::flush_pending() {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
@@ -47,6 +48,16 @@ class Collector {
   // ready.
   Status poll_once(int timeout_ms);
 
+  // The canaries' decoy files as the sandbox's kernel names them. A shim's fs.canary message (an
+  // open of a file named like a decoy, wire::kDecoyNames) becomes a record only when its device
+  // and inode are one of these, with that decoy's canary; the rest are dropped. Callable from
+  // any thread; set before the program starts, so none of its opens is judged without them.
+  struct DecoyId {
+    uint64_t dev = 0, ino = 0;
+    std::string canary;
+  };
+  void set_decoys(std::vector<DecoyId> decoys);
+
   int epoll_fd() const { return epoll_.get(); }
   const std::string& socket_path() const { return path_; }
   const Stats& stats() const { return stats_; }
@@ -82,6 +93,10 @@ class Collector {
     mmsghdr msgs[kSize];
   };
   std::unique_ptr<RecvBatch> batch_;  // receive buffers, allocated once
+  // Keeps an fs.canary record when it names a decoy (and says which); false: drop it.
+  bool match_decoy(nlohmann::json& ev);
+  std::mutex decoys_mu_;
+  std::vector<DecoyId> decoys_;
   Stats stats_;
 };
 

@@ -14,6 +14,12 @@ namespace cordon::preload_shim {
 
 namespace {
 
+uint64_t read_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 uint32_t read_u32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
@@ -141,6 +147,11 @@ Result<nlohmann::json> decode_message(const uint8_t* data, size_t len,
     bool is_u32 = tag == wire::kArgvTruncated || tag == wire::kErrno || tag == wire::kFlags ||
                   tag == wire::kBacklog || tag == wire::kGaiResult || tag == wire::kChildPid ||
                   tag == wire::kTargetArgvTruncated || tag == wire::kChannelFd;
+    const bool is_u64 = tag == wire::kDev || tag == wire::kIno;
+    if (is_u64 && flen != 8) {
+      return make_error("shim message field " + std::to_string(tag) + " must be 8 bytes, has " +
+                        std::to_string(flen));
+    }
     if (is_u32 && flen != 4) {
       return make_error("shim message field " + std::to_string(tag) + " must be 4 bytes, has " +
                         std::to_string(flen));
@@ -218,6 +229,12 @@ Result<nlohmann::json> decode_message(const uint8_t* data, size_t len,
       case wire::kChannelFd:
         ev["channel_fd"] = read_u32(v);
         break;
+      case wire::kDev:
+        ev["dev"] = read_u64(v);
+        break;
+      case wire::kIno:
+        ev["ino"] = read_u64(v);
+        break;
       default:
         break;  // a newer shim's field: skip it
     }
@@ -230,10 +247,6 @@ Result<nlohmann::json> decode_message(const uint8_t* data, size_t len,
   }
   if (kind == wire::kNetDns) {
     ev["addresses"] = std::move(resolved);
-  }
-  if (kind == wire::kFsCanary && ev.contains("name")) {
-    ev["canary"] = std::move(ev["name"]);
-    ev.erase("name");
   }
   return ev;
 }

@@ -142,8 +142,11 @@ TEST_F(CanaryRun, ReadingADecoyFileIsAnFsCanaryEventAndTheSummaryNamesIt) {
   ASSERT_EQ(end.size(), 1u);
   EXPECT_EQ(end[0]["canaries_touched"], nlohmann::json::array({"aws"}));
   EXPECT_THAT(f_.cordon_out({"log", "last"}), HasSubstr("fs.canary"));
-  // A session that reads none has none.
-  auto quiet = sh(p, "ls ~/.aws >/dev/null; test -f ~/.ssh/id_ed25519");
+  // A session that reads none has none, though it opens files of the decoys' names.
+  auto quiet = sh(p,
+                  "ls ~/.aws >/dev/null; test -f ~/.ssh/id_ed25519; mkdir /tmp/x; "
+                  "echo a > /tmp/x/credentials; cat /tmp/x/credentials /tmp/x/credentials; "
+                  "cp ~/.env /tmp/x/.env; cat /tmp/x/.env >/dev/null");
   ASSERT_EQ(quiet.exit_code(), 0) << quiet.err;
   EXPECT_EQ(f_.last_events("fs.canary").size(), 0u);
 }
@@ -231,8 +234,41 @@ TEST_F(CanaryRun, DiffNeverListsADecoyAndACopyIsTheProgramsOwnFile) {
   EXPECT_THAT(diff, Not(HasSubstr("id_ed25519")));
   EXPECT_THAT(diff, Not(HasSubstr(".aws")));
   EXPECT_FALSE(std::filesystem::exists(f_.ws() + "/copied.env"));  // nothing until commit
-  // The decoy files are gone with the session; only their names stay in the record.
-  EXPECT_FALSE(std::filesystem::exists(last_session_dir() + "/decoys/.aws_credentials"));
+  // The decoy files were never on the host; only their names are in the record.
+  EXPECT_FALSE(std::filesystem::exists(last_session_dir() + "/decoys"));
+}
+
+// A decoy is an ordinary file of the home: no variable, mount or path in the sandbox tells the
+// program which files are decoys, and nothing of them is on the host.
+TEST_F(CanaryRun, NothingInTheSandboxTellsADecoyApart) {
+  auto p = policy();
+  auto r = sh(p,
+              "env; echo ===; cat /proc/self/mountinfo; echo ===; "
+              "stat -c '%m %U %a' ~ ~/.aws ~/.aws/credentials ~/.ssh ~/.ssh/id_ed25519 ~/.env; "
+              "echo tamper >> ~/.env && echo writable");
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  const size_t a = r.out.find("===\n"), b = r.out.find("===\n", a + 4);
+  ASSERT_NE(b, std::string::npos) << r.out;
+  const std::string env = r.out.substr(0, a), mounts = r.out.substr(a + 4, b - a - 4);
+  for (const char* tell : {"DECOY", "decoy", "CANARY", "canary", ".aws", "id_ed25519", ".env"}) {
+    EXPECT_THAT(env, Not(HasSubstr(tell))) << tell;
+    EXPECT_THAT(mounts, Not(HasSubstr(tell))) << tell;
+  }
+  std::istringstream st(r.out.substr(b + 4));
+  std::string home_line, line;
+  std::getline(st, home_line);
+  const std::string home_mount = home_line.substr(0, home_line.find(' '));
+  const std::string user = home_line.substr(home_mount.size() + 1, home_line.rfind(' ') -
+                                                                        home_mount.size() - 1);
+  const char* modes[] = {"755", "600", "700", "600", "600"};
+  for (const char* mode : modes) {
+    ASSERT_TRUE(std::getline(st, line)) << r.out;
+    // On the home's own filesystem, the sandbox user's, as a real file would be.
+    EXPECT_EQ(line, home_mount + " " + user + " " + mode) << r.out;
+  }
+  ASSERT_TRUE(std::getline(st, line));
+  EXPECT_EQ(line, "writable");
+  EXPECT_FALSE(std::filesystem::exists(last_session_dir() + "/decoys"));
 }
 
 TEST_F(CanaryRun, CanariesFalsePlantsNothing) {

@@ -1,32 +1,47 @@
 // inotify on the canaries' decoy files (see canary_watch.h).
-#include "launcher/canary_watch.h"
+#include "launcher/sidecars/canary_watch.h"
 
 #include <sys/inotify.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <sstream>
+
+#include "launcher/channel.h"
 
 namespace cordon::launcher {
 
-Result<CanaryWatch> CanaryWatch::start(const std::vector<DecoyFile>& decoys) {
-  CanaryWatch w;
-  if (decoys.empty()) {
+Result<CanaryWatch> CanaryWatch::from_child(int channel, const std::vector<DecoyFile>& decoys) {
+  for (;;) {
+    auto m = recv_msg(channel);
+    if (!m.ok()) {
+      return std::move(m).error();
+    }
+    if (!m->has_value()) {
+      return make_error("the sandbox ended before it reported the canaries' files");
+    }
+    Msg& msg = **m;
+    if (msg.kind == MsgKind::SetupError) {
+      return make_error(msg.text);
+    }
+    if (msg.kind != MsgKind::Decoys) {
+      continue;  // nothing else comes before it; a stray message can only be dropped
+    }
+    CanaryWatch w;
+    std::istringstream in(msg.text);
+    for (const auto& d : decoys) {
+      Watched one{-1, 0, 0, d};
+      if (!(in >> one.wd >> one.dev >> one.ino) || one.wd < 0) {
+        return make_error("the sandbox's report on the canaries' files is malformed");
+      }
+      w.watched_.push_back(std::move(one));
+    }
+    if (!msg.fd || msg.value != static_cast<int32_t>(decoys.size())) {
+      return make_error("the sandbox's report on the canaries' files is malformed");
+    }
+    w.fd_ = std::move(msg.fd);
     return w;
   }
-  w.fd_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!w.fd_) {
-    return sys_error("inotify_init1() for the canaries' files",
-                     "raise fs.inotify.max_user_instances, or set \"canaries\": false");
-  }
-  for (const auto& d : decoys) {
-    const int wd = ::inotify_add_watch(w.fd_.get(), d.host_path.c_str(), IN_OPEN);
-    if (wd < 0) {
-      return sys_error("inotify_add_watch(\"" + d.host_path + "\", IN_OPEN) for a canary",
-                       "raise fs.inotify.max_user_watches, or set \"canaries\": false");
-    }
-    w.watched_.push_back({wd, d});
-  }
-  return w;
 }
 
 void CanaryWatch::drain(const record::EventLog& events) {
