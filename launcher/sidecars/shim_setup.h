@@ -5,15 +5,13 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "launcher/plan.h"
+#include "preload_shim/collector/collector.h"
 #include "record/limiter.h"
-
-namespace cordon::preload_shim {
-class Collector;
-}
 
 namespace cordon::launcher {
 
