@@ -146,7 +146,7 @@ TEST_F(CanaryRun, ReadingADecoyFileIsAnFsCanaryEventAndTheSummaryNamesIt) {
   auto quiet = sh(p,
                   "ls ~/.aws >/dev/null; test -f ~/.ssh/id_ed25519; mkdir /tmp/x; "
                   "echo a > /tmp/x/credentials; cat /tmp/x/credentials /tmp/x/credentials; "
-                  "cp ~/.env /tmp/x/.env; cat /tmp/x/.env >/dev/null");
+                  "echo b > /tmp/x/.env; cat /tmp/x/.env >/dev/null");
   ASSERT_EQ(quiet.exit_code(), 0) << quiet.err;
   EXPECT_EQ(f_.last_events("fs.canary").size(), 0u);
 }

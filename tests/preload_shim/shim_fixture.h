@@ -81,6 +81,7 @@ class ShimSession {
   const TempDir& dir() const { return dir_; }
   const std::string& socket_path() const { return socket_path_; }
   const preload_shim::Collector& collector() const { return *collector_; }
+  preload_shim::Collector& collector() { return *collector_; }
 
  private:
   void stop() {
