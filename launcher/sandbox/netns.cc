@@ -334,8 +334,8 @@ Status capture_network_in_child(bool network, bool explicit_proxy,
   ASSIGN_OR_RETURN(CaptureSockets s, open_capture_in_child(explicit_proxy, &plugin));
   // The sockets go to cordon before the ruleset is installed, so cordon-netproxy starts on the
   // host side while libnftables works here. Nothing runs in the sandbox yet to use them early,
-  // and the program starts only once both are done (contain.cc, wait_for_program_release): a ruleset that
-  // fails still fails the launch before the program exists.
+  // and the program starts only once both are done (contain.cc, wait_for_program_release): a
+  // ruleset that fails still fails the launch before the program exists.
   TRY(send_capture_sockets(report_fd, s));
   s = CaptureSockets();  // the proxy holds the only copies from now on
   // Last: from here on, whatever the sandbox sends is redirected to those sockets or dropped.

@@ -55,7 +55,6 @@ Status capture_network_in_child(bool network, bool explicit_proxy,
 // copies are closed by the caller dropping `s`.
 Status send_capture_sockets(int report_fd, const CaptureSockets& s);
 
-
 // Parent side: rebuilds CaptureSockets from a NetSockets message's roles and fds.
 Result<CaptureSockets> capture_sockets_from_msg(const std::string& roles, UniqueFd first,
                                                 std::vector<UniqueFd> rest);

@@ -258,8 +258,8 @@ TEST_F(CanaryRun, NothingInTheSandboxTellsADecoyApart) {
   std::string home_line, line;
   std::getline(st, home_line);
   const std::string home_mount = home_line.substr(0, home_line.find(' '));
-  const std::string user = home_line.substr(home_mount.size() + 1, home_line.rfind(' ') -
-                                                                        home_mount.size() - 1);
+  const std::string user =
+      home_line.substr(home_mount.size() + 1, home_line.rfind(' ') - home_mount.size() - 1);
   const char* modes[] = {"755", "600", "700", "600", "600"};
   for (const char* mode : modes) {
     ASSERT_TRUE(std::getline(st, line)) << r.out;
