@@ -136,7 +136,9 @@ TEST_F(InspectRun, TheCaKeyStaysOutsideAndTheBundleAddsTheCaToTheHosts) {
               "ls -R " +
                   state +
                   " 2>/dev/null | grep -c 'ca\\.key'; "
-                  "grep -rl 'PRIVATE KEY' /etc /tmp " +
+                  // The CA's key is PEM (PKCS#8 or SEC1); the ssh canary's decoy, an OpenSSH
+                  // key in the sandbox's home, is the sandbox's own.
+                  "grep -rlE 'BEGIN (EC )?PRIVATE KEY' /etc /tmp " +
                   state + " 2>/dev/null | head -3; true");
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   const size_t cut = r.out.find("---\n"), end = r.out.rfind("---\n");
