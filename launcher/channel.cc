@@ -108,6 +108,24 @@ Result<std::optional<Msg>> recv_msg(int sock) {
   return std::optional<Msg>(std::move(m));
 }
 
+Result<Msg> recv_until(int sock, MsgKind kind, const std::string& if_ended) {
+  for (;;) {
+    auto m = recv_msg(sock);
+    if (!m.ok()) {
+      return std::move(m).error();
+    }
+    if (!m->has_value()) {
+      return make_error(if_ended);
+    }
+    if ((*m)->kind == MsgKind::SetupError) {
+      return make_error((*m)->text);
+    }
+    if ((*m)->kind == kind) {
+      return std::move(**m);
+    }
+  }
+}
+
 Status release_child(int sock) {
   char go = 'g';
   if (::send(sock, &go, 1, MSG_NOSIGNAL) != 1) {

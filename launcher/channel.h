@@ -49,6 +49,10 @@ bool send_msg_fds(int sock, MsgKind kind, int32_t value, const char* text, const
 // Parent side: reads one message; std::nullopt at EOF (every child end closed).
 Result<std::optional<Msg>> recv_msg(int sock);
 
+// Parent side, during setup: reads until the child's message of `kind` (others sent before it
+// are dropped). The child's setup error before it is the error; the channel's end is `if_ended`.
+Result<Msg> recv_until(int sock, MsgKind kind, const std::string& if_ended);
+
 // The release handshake: parent writes one byte; the child blocks until it comes (false if the
 // parent died before releasing it).
 Status release_child(int sock);

@@ -475,7 +475,7 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
     if (w.shim) {
       std::vector<preload_shim::Collector::DecoyId> ids;
       for (const auto& d : w.canary_watch.watched()) {
-        ids.push_back({d.dev, d.ino, d.decoy.canary});
+        ids.push_back({d.dev, d.ino, d.canary});
       }
       w.shim->set_decoys(std::move(ids));
     }

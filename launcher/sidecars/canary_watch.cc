@@ -12,36 +12,22 @@
 namespace cordon::launcher {
 
 Result<CanaryWatch> CanaryWatch::from_child(int channel, const std::vector<DecoyFile>& decoys) {
-  for (;;) {
-    auto m = recv_msg(channel);
-    if (!m.ok()) {
-      return std::move(m).error();
-    }
-    if (!m->has_value()) {
-      return make_error("the sandbox ended before it reported the canaries' files");
-    }
-    Msg& msg = **m;
-    if (msg.kind == MsgKind::SetupError) {
-      return make_error(msg.text);
-    }
-    if (msg.kind != MsgKind::Decoys) {
-      continue;  // nothing else comes before it; a stray message can only be dropped
-    }
-    CanaryWatch w;
-    std::istringstream in(msg.text);
-    for (const auto& d : decoys) {
-      Watched one{-1, 0, 0, d};
-      if (!(in >> one.wd >> one.dev >> one.ino) || one.wd < 0) {
-        return make_error("the sandbox's report on the canaries' files is malformed");
-      }
-      w.watched_.push_back(std::move(one));
-    }
-    if (!msg.fd || msg.value != static_cast<int32_t>(decoys.size())) {
+  ASSIGN_OR_RETURN(Msg msg, recv_until(channel, MsgKind::Decoys,
+                                       "the sandbox ended before it reported the canaries' files"));
+  CanaryWatch w;
+  std::istringstream in(msg.text);
+  for (const auto& d : decoys) {
+    Watched one{-1, 0, 0, d.canary, d.target};
+    if (!(in >> one.wd >> one.dev >> one.ino) || one.wd < 0) {
       return make_error("the sandbox's report on the canaries' files is malformed");
     }
-    w.fd_ = std::move(msg.fd);
-    return w;
+    w.watched_.push_back(std::move(one));
   }
+  if (!msg.fd || msg.value != static_cast<int32_t>(decoys.size())) {
+    return make_error("the sandbox's report on the canaries' files is malformed");
+  }
+  w.fd_ = std::move(msg.fd);
+  return w;
 }
 
 void CanaryWatch::drain(const record::EventLog& events) {
@@ -62,13 +48,12 @@ void CanaryWatch::drain(const record::EventLog& events) {
       }
       for (const auto& w : watched_) {
         if (w.wd == ev->wd) {
-          touched_.insert(w.decoy.canary);
-          (void)events.emit("fs.canary",
-                            {{"canary", w.decoy.canary},
-                             {"path", w.decoy.target},
-                             {"via", "inotify"},
-                             {"reason", "the " + w.decoy.canary + " canary's decoy file " +
-                                            w.decoy.target + " was opened"}});
+          touched_.insert(w.canary);
+          (void)events.emit("fs.canary", {{"canary", w.canary},
+                                          {"path", w.target},
+                                          {"via", "inotify"},
+                                          {"reason", "the " + w.canary + " canary's decoy file " +
+                                                         w.target + " was opened"}});
         }
       }
     }

@@ -21,7 +21,8 @@ class CanaryWatch {
   struct Watched {
     int wd = -1;
     uint64_t dev = 0, ino = 0;  // the file in the sandbox
-    DecoyFile decoy;
+    std::string canary;         // DecoyFile's, without the decoy itself
+    std::string target;
   };
 
   CanaryWatch() = default;

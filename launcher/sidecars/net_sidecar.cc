@@ -351,30 +351,16 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
 }
 
 Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& net) {
-  CaptureSockets sockets;
-  for (;;) {
-    auto m = recv_msg(channel);
-    if (!m.ok()) {
-      return std::move(m).error();
-    }
-    if (!m->has_value()) {
-      return make_error("network: the sandbox ended before it handed over its network sockets");
-    }
-    Msg& msg = **m;
-    if (msg.kind == MsgKind::SetupError) {
-      Error e = make_error(msg.text);
-      return e;
-    }
-    if (msg.kind == MsgKind::NetSockets) {
-      auto s = capture_sockets_from_msg(msg.text, std::move(msg.fd), std::move(msg.fds));
-      if (!s.ok()) {
-        return std::move(s).error().with_context("network");
-      }
-      sockets = std::move(*s);
-      break;
-    }
-    // Nothing else is sent before the network step; anything that is can only be dropped.
+  auto msg = recv_until(channel, MsgKind::NetSockets,
+                        "network: the sandbox ended before it handed over its network sockets");
+  if (!msg.ok()) {
+    return std::move(msg).error();
   }
+  auto s = capture_sockets_from_msg(msg->text, std::move(msg->fd), std::move(msg->fds));
+  if (!s.ok()) {
+    return std::move(s).error().with_context("network");
+  }
+  CaptureSockets sockets = std::move(*s);
   NetproxySpawn spec;
   spec.policy_path = net.policy_path;
   spec.session_id = net.session_id;
