@@ -2,8 +2,17 @@
 // textContent and setAttribute only, so no byte of the record is ever parsed as markup.
 'use strict';
 (function () {
-  const started = performance.now();
+  // The page times itself from navigation start (see the end of this script): the time to load
+  // and parse the document, then each view's build.
+  const phases = ['html:' + Math.round(performance.now())];
+  let lap = performance.now();
+  function phase(name) {
+    const now = performance.now();
+    phases.push(name + ':' + Math.round(now - lap));
+    lap = now;
+  }
   const data = JSON.parse(document.getElementById('cordon-data').textContent);
+  phase('data');
   const $ = (id) => document.getElementById(id);
   const events = data.events;
   const lanes = data.lanes;
@@ -90,6 +99,8 @@
     $('record-note').hidden = false;
     $('record-note').textContent = notes.join('; ') + '. `cordon log ID --json` has every event.';
   }
+
+  phase('header');
 
   // Timeline: lanes in tree order. Spans and marks live in a nested SVG whose user units are
   // milliseconds across and pixels down: zooming and panning change its viewBox alone, and the
@@ -215,6 +226,8 @@
     if (i !== null && i !== undefined) select(Number(i), false);
   });
 
+  phase('timeline');
+
   // Network table, refusals first (the order the data comes in).
   const net = data.network;
   $('net-note').textContent = net.rows.length ? (net.more ? net.more + ' more events on further hosts are not listed' : '')
@@ -231,6 +244,8 @@
     tr.addEventListener('click', () => select(r.ev, true));
     $('net-table').tBodies[0].append(tr);
   }
+
+  phase('network');
 
   // Files.
   const files = data.files || {};
@@ -281,6 +296,11 @@
     tr.addEventListener('click', () => select(r.ev, true));
     $('fs-refusals').tBodies[0].append(tr);
   }
-  // How long the page took to build itself (bench/report reads it from Chromium's DOM).
-  document.body.setAttribute('data-render-ms', Math.round(performance.now() - started));
+  phase('files');
+  // Style and layout, which the browser would do before the first paint anyway, done now so the
+  // time below includes them. bench/report/open_time.py reads both attributes from Chromium's DOM.
+  document.documentElement.getBoundingClientRect();
+  phase('layout');
+  document.documentElement.setAttribute('data-rendered-ms', Math.round(performance.now()));
+  document.documentElement.setAttribute('data-render-phases', phases.join(' '));
 })();
