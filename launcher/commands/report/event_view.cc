@@ -8,8 +8,6 @@ namespace {
 
 constexpr int kMaxDepth = 4;
 
-std::string shown(const std::string& s) { return text::one_line(s, kMaxString); }
-
 nlohmann::json view_value(const nlohmann::json& v, int depth) {
   if (v.is_string()) {
     return shown(v.get_ref<const std::string&>());
@@ -44,6 +42,19 @@ nlohmann::json view_value(const nlohmann::json& v, int depth) {
 }
 
 }  // namespace
+
+std::string shown(std::string_view s, size_t max) {
+  if (s.size() <= max) {
+    bool plain = true;
+    for (char c : s) {
+      plain &= c >= 0x20 && c < 0x7f;  // escaped() passes exactly these bytes through as they are
+    }
+    if (plain) {
+      return std::string(s);
+    }
+  }
+  return text::one_line(s, max);
+}
 
 nlohmann::json view_of(const nlohmann::json& ev) {
   nlohmann::json out = view_value(ev, 0);

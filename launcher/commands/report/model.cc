@@ -169,6 +169,7 @@ nlohmann::json build_model(const SessionRecord& rec) {
   std::vector<unsigned> folded(events.size());
   std::vector<bool> alerted(events.size());
   double t_end = 0;
+  size_t all_whole = 0;
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& ev = events[i];
     const size_t lane = timeline.lane_of(i);
@@ -189,8 +190,9 @@ nlohmann::json build_model(const SessionRecord& rec) {
     t_end = std::max(t_end, t_ms[i]);
     views[i] = view_of(ev);
     folded[i] = timeline.fold(views[i], lane);
-    costs[i] = {kWrapperBytes + dumped_size(views[i]), kWrapperBytes + dumped_size(brief_of(ev)),
-                notable(ev, alert.has_value())};
+    costs[i].whole = kWrapperBytes + dumped_size(views[i]);
+    costs[i].notable = notable(ev, alert.has_value());
+    all_whole += costs[i].whole;
   }
   nlohmann::json model = {{"header", header(rec, start, end)},
                           {"policy", policy_lines(rec.policy_text)},
@@ -204,7 +206,15 @@ nlohmann::json build_model(const SessionRecord& rec) {
                           {"fs_refusals", std::move(refusals)}};
   // The events get what the rest of the page leaves of kPageBudget.
   const size_t rest = kPageOverhead + dumped_size(model);
-  const auto fit = fit_events(costs, rest < kPageBudget ? kPageBudget - rest : 0);
+  const size_t budget = rest < kPageBudget ? kPageBudget - rest : 0;
+  if (all_whole > budget) {
+    // Briefs are needed only now: making one for every event of a session that fits whole cost
+    // a tenth of the build.
+    for (size_t i = 0; i < events.size(); ++i) {
+      costs[i].brief = kWrapperBytes + dumped_size(brief_of(events[i]));
+    }
+  }
+  const auto fit = fit_events(costs, budget);
   nlohmann::json out_events = nlohmann::json::array();
   size_t summarized = 0, omitted = 0;
   for (size_t i = 0; i < events.size(); ++i) {

@@ -2,8 +2,19 @@
 // textContent and setAttribute only, so no byte of the record is ever parsed as markup.
 'use strict';
 (function () {
-  const started = performance.now();
+  // The page times itself from navigation start (see the end of this script): the time to read
+  // the file, to parse the document up to this script, then each view's build.
+  const nav = performance.getEntriesByType('navigation')[0];
+  const fetched = nav ? nav.responseEnd : 0;
+  let lap = performance.now();
+  const phases = ['fetch:' + Math.round(fetched), 'parse:' + Math.round(lap - fetched)];
+  function phase(name) {
+    const now = performance.now();
+    phases.push(name + ':' + Math.round(now - lap));
+    lap = now;
+  }
   const data = JSON.parse(document.getElementById('cordon-data').textContent);
+  phase('data');
   const $ = (id) => document.getElementById(id);
   const events = data.events;
   const lanes = data.lanes;
@@ -91,9 +102,13 @@
     $('record-note').textContent = notes.join('; ') + '. `cordon log ID --json` has every event.';
   }
 
+  phase('header');
+
   // Timeline: lanes in tree order. Spans and marks live in a nested SVG whose user units are
   // milliseconds across and pixels down: zooming and panning change its viewBox alone, and the
-  // marks are vertical lines whose strokes do not scale, so they stay thin at any zoom.
+  // marks are vertical strokes that do not scale, so they stay thin at any zoom. The marks of one
+  // lane, class and kind are one path (an element per event made the page slow to open); the
+  // pointer finds its event by time (markAt).
   const svg = $('tl');
   const NS = svg.namespaceURI;
   const LANE = 22, TOP = 20, LABEL = 300, RIGHT = 8;
@@ -119,13 +134,15 @@
   let v0 = 0, v1 = tEnd;
   const rowOf = new Map();
   lanes.forEach((l, i) => rowOf.set(l.id, i));
+  const rowY = (lane) => TOP + (rowOf.has(lane) ? rowOf.get(lane) : 0) * LANE;
   const height = TOP + lanes.length * LANE + 4;
   svg.setAttribute('height', height);
   const gGrid = sv('g'), gLanes = sv('g');
   const plot = sv('svg', { id: 'tl-plot', x: LABEL, y: 0, height: height, preserveAspectRatio: 'none' });
   const gSpans = sv('g'), gMarks = sv('g', { id: 'tl-marks' });
-  plot.append(gSpans, gMarks);
-  svg.append(gLanes, gGrid, plot);
+  const selMark = sv('line', { id: 'tl-sel', visibility: 'hidden', 'vector-effect': 'non-scaling-stroke' });
+  plot.append(gSpans, gMarks, selMark);
+  const laneFrag = document.createDocumentFragment(), spanFrag = document.createDocumentFragment();
   lanes.forEach((l, i) => {
     const y = TOP + i * LANE;
     const g = sv('g', { class: 'lane', 'data-lane': l.id, 'data-pid': l.pid, 'data-exe': l.exe });
@@ -136,16 +153,51 @@
       name.length > 44 - indent ? name.slice(0, 43 - indent) + '…' : name);
     label.append(sv('title', {}, name));
     g.append(label);
-    gLanes.append(g);
-    gSpans.append(sv('rect', { class: 'span', 'data-lane': l.id, x: l.t0, y: y + 3, height: LANE - 6,
+    laneFrag.append(g);
+    spanFrag.append(sv('rect', { class: 'span', 'data-lane': l.id, x: l.t0, y: y + 3, height: LANE - 6,
       width: Math.max(l.t1 - l.t0, tEnd / 1000) }));
   });
+  gLanes.append(laneFrag);
+  gSpans.append(spanFrag);
+  // One group per lane, class and kind: its events (indexes, in time order) and its path.
+  const CLASS_ORDER = ['other', 'proc', 'fs', 'dns', 'conn', 'http', 'refused', 'alert'];
+  const groups = new Map();
   events.forEach((ev, i) => {
     if (!ev) return;
-    const y = TOP + (rowOf.has(ev.l) ? rowOf.get(ev.l) : 0) * LANE;
-    gMarks.append(sv('line', { class: 'mark ' + markClass(ev), 'data-ev': i, 'data-kind': kindOf(ev),
-      'data-lane': ev.l, x1: ev.t, x2: ev.t, y1: y + 4, y2: y + LANE - 4, 'vector-effect': 'non-scaling-stroke' }));
+    const cls = markClass(ev), kind = kindOf(ev), key = ev.l + '\u0000' + cls + '\u0000' + kind;
+    let g = groups.get(key);
+    if (!g) groups.set(key, (g = { lane: ev.l, cls: cls, kind: kind, evs: [] }));
+    g.evs.push(i);
   });
+  const byPath = new Map();
+  const markFrag = document.createDocumentFragment();
+  // Refusals and alerts last, so they are drawn over the ordinary marks.
+  const ordered = [...groups.values()].sort((a, b) => CLASS_ORDER.indexOf(a.cls) - CLASS_ORDER.indexOf(b.cls));
+  for (const g of ordered) {
+    g.evs.sort((a, b) => events[a].t - events[b].t);
+    const y = rowY(g.lane) + 4, d = [];
+    for (const i of g.evs) d.push('M' + events[i].t + ' ' + y + 'v' + (LANE - 8));
+    const path = sv('path', { class: 'mark ' + g.cls, 'data-kind': g.kind, 'data-lane': g.lane,
+      'data-count': g.evs.length, d: d.join(''), 'vector-effect': 'non-scaling-stroke' });
+    byPath.set(path, g);
+    markFrag.append(path);
+  }
+  gMarks.append(markFrag);
+  svg.append(gLanes, gGrid, plot);
+  // The event of `g` nearest to the time under the pointer.
+  function markAt(e) {
+    const g = byPath.get(e.target);
+    if (!g) return null;
+    const x = e.clientX - svg.getBoundingClientRect().left - LABEL;
+    const t = v0 + (x / (width() - LABEL - RIGHT)) * (v1 - v0);
+    let lo = 0, hi = g.evs.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (events[g.evs[mid]].t < t) lo = mid + 1; else hi = mid;
+    }
+    if (lo > 0 && t - events[g.evs[lo - 1]].t < events[g.evs[lo]].t - t) lo--;
+    return g.evs[lo];
+  }
   function width() { return Math.max(600, svg.clientWidth || 1200); }
   function layout() {
     const w = width();
@@ -191,34 +243,43 @@
   for (const c of ['proc', 'conn', 'http', 'dns', 'fs', 'refused', 'alert']) {
     $('legend').append(el('span', { class: 'key ' + c }), document.createTextNode(c));
   }
-  gMarks.addEventListener('mouseover', (e) => {
-    const i = e.target.getAttribute && e.target.getAttribute('data-ev');
-    const ev = i === null || i === undefined ? null : events[Number(i)];
+  gMarks.addEventListener('mousemove', (e) => {
+    const i = markAt(e);
+    const ev = i === null ? null : events[i];
     if (ev) $('hover').textContent = kindOf(ev) + ' — ' + laneName(ev.l) + ' — ' + dur(ev.t);
   });
-  layout();
 
-  let selected = null;
   function select(i, scroll) {
     const ev = events[i];
     if (!ev) return;
-    if (selected) selected.classList.remove('sel');
-    selected = gMarks.querySelector('[data-ev="' + Number(i) + '"]');
-    if (selected) selected.classList.add('sel');
+    const y = rowY(ev.l);
+    for (const [k, v] of [['class', 'mark sel ' + markClass(ev)], ['data-ev', i], ['x1', ev.t], ['x2', ev.t],
+      ['y1', y + 2], ['y2', y + LANE - 2], ['visibility', 'visible']]) selMark.setAttribute(k, String(v));
     $('event-title').textContent = kindOf(ev) + ' — ' + laneName(ev.l) + ' — ' + dur(ev.t);
     $('event-json').textContent = JSON.stringify(whole(ev), null, 2) +
       (ev.c ? '\n(cut to fit the page: `cordon log ' + h.session + ' --json` has the whole event)' : '');
     if (scroll) $('event-box').scrollIntoView({ block: 'nearest' });
   }
   gMarks.addEventListener('click', (e) => {
-    const i = e.target.getAttribute && e.target.getAttribute('data-ev');
-    if (i !== null && i !== undefined) select(Number(i), false);
+    const i = markAt(e);
+    if (i !== null) select(i, false);
   });
+
+  phase('timeline');
 
   // Network table, refusals first (the order the data comes in).
   const net = data.network;
   $('net-note').textContent = net.rows.length ? (net.more ? net.more + ' more events on further hosts are not listed' : '')
     : 'No connections or lookups went through cordon\'s proxy.';
+  // Rows are built off the document and appended once; one listener per table finds the row's
+  // event.
+  function onRowClick(table) {
+    table.tBodies[0].addEventListener('click', (e) => {
+      const tr = e.target.closest('tr[data-ev]');
+      if (tr) select(Number(tr.getAttribute('data-ev')), true);
+    });
+  }
+  const netRows = document.createDocumentFragment();
   for (const r of net.rows) {
     const tr = el('tr', { class: 'net-row ' + r.decision, 'data-host': r.host, 'data-port': r.port,
       'data-decision': r.decision, 'data-ev': r.ev });
@@ -228,9 +289,12 @@
       el('td', {}, r.refused), el('td', {}, r.dns), el('td', {}, size(r.bytes_out)),
       el('td', {}, size(r.bytes_in)), el('td', { class: 'process' }, r.lane ? laneName(r.lane) : ''),
       el('td', {}, r.reason));
-    tr.addEventListener('click', () => select(r.ev, true));
-    $('net-table').tBodies[0].append(tr);
+    netRows.append(tr);
   }
+  $('net-table').tBodies[0].append(netRows);
+  onRowClick($('net-table'));
+
+  phase('network');
 
   // Files.
   const files = data.files || {};
@@ -245,6 +309,7 @@
       (files.running ? ' (the session still runs: this is its state now)' : '') + (files.note ? '. ' + files.note : '');
   }
   const types = { d: '/', l: ' (symlink)', p: ' (fifo)', s: ' (socket)', c: ' (device)', b: ' (device)' };
+  const changeRows = document.createDocumentFragment();
   for (const c of changes) {
     const tr = el('tr', { class: 'file-change' + (c.protected ? ' protected' : ''), 'data-kind': c.kind,
       'data-path': c.path, 'data-protected': c.protected ? 'yes' : 'no' });
@@ -255,7 +320,7 @@
     tr.append(el('td', {}, c.kind), el('td', { class: 'path' }, name), el('td', {}, sz), el('td', {}, mode),
       el('td', { class: 'flag' }, c.protected ? 'protected: ' + c.rule + ' (commit leaves it out unless named)'
         : c.binary ? 'binary' : ''));
-    $('file-changes').tBodies[0].append(tr);
+    changeRows.append(tr);
     if (typeof c.diff === 'string') {
       const td = el('td', { colspan: 5 });
       const det = el('details', { class: 'diff', 'data-path': c.path });
@@ -269,18 +334,28 @@
       td.append(det);
       const dr = el('tr', { class: 'diff-row' });
       dr.append(td);
-      $('file-changes').tBodies[0].append(dr);
+      changeRows.append(dr);
     }
   }
+  $('file-changes').tBodies[0].append(changeRows);
   const refusals = data.fs_refusals;
   $('fs-refusals-note').textContent = refusals.length ? '' : 'None.';
+  const refusalRows = document.createDocumentFragment();
   for (const r of refusals) {
     const tr = el('tr', { class: 'fs-refusal', 'data-path': r.path, 'data-ev': r.ev });
     tr.append(el('td', { class: 'path' }, r.path), el('td', {}, r.op), el('td', {}, r.rule),
       el('td', {}, laneName(r.lane)), el('td', {}, r.source));
-    tr.addEventListener('click', () => select(r.ev, true));
-    $('fs-refusals').tBodies[0].append(tr);
+    refusalRows.append(tr);
   }
-  // How long the page took to build itself (bench/report reads it from Chromium's DOM).
-  document.body.setAttribute('data-render-ms', Math.round(performance.now() - started));
+  $('fs-refusals').tBodies[0].append(refusalRows);
+  onRowClick($('fs-refusals'));
+  phase('files');
+  // The timeline's width needs a layout of the whole page: asked once, now that every view is
+  // built (asked before the tables, it cost a second one). That layout, and the style the browser
+  // would work out before the first paint anyway, is timed here too. bench/report/open_time.py
+  // reads both attributes below from Chromium's DOM.
+  layout();
+  phase('layout');
+  document.documentElement.setAttribute('data-rendered-ms', Math.round(performance.now()));
+  document.documentElement.setAttribute('data-render-phases', phases.join(' '));
 })();

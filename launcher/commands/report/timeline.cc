@@ -57,7 +57,7 @@ Timeline::Timeline(const std::vector<nlohmann::json>& events, const std::vector<
         l.pid = ids.pid;
         l.ppid = ids.ppid;
         l.claimed = ids.claimed;
-        l.exe = text::one_line(str(ev, "exe"), kMaxString);
+        l.exe = shown(str(ev, "exe"));
         auto a = ev.find("argv");
         l.argv = a != ev.end() && a->is_array() ? view_of(*a) : nlohmann::json::array();
         l.argc = ev.contains("argc") ? view_of(ev["argc"]) : nlohmann::json();
@@ -120,7 +120,7 @@ size_t Timeline::assign(const nlohmann::json& ev, double t) const {
     size_t own = find(pid, t, ids.claimed);
     // A forked child runs its parent's image until it execs (its proc.exec names the parent's
     // exe): such events belong on the parent's lane, not on the image the pid becomes.
-    const std::string exe = text::one_line(str(ev, "exe"), kMaxString);
+    const std::string exe = shown(str(ev, "exe"));
     if (own == 0 || (!exe.empty() && exe != lanes_[own].exe)) {
       size_t parent = find(ids.ppid, t, ids.claimed);
       if (parent != 0 || own == 0) {

@@ -177,6 +177,16 @@ TEST(ReportBrowser, ScriptedSessionShowsLanesRowsAndAlerts) {
   for (const char* tag : {"<img", "<iframe", "<link", "<object", "<embed"}) {
     EXPECT_EQ(dom.find(tag), std::string::npos) << tag;
   }
+  // The page says how long it took to open (bench/report/open_time.py reads it), every view
+  // timed.
+  std::smatch m;
+  const std::string html_tag = dom.substr(0, dom.find('>', dom.find("<html")));
+  ASSERT_TRUE(std::regex_search(html_tag, m, std::regex(" data-rendered-ms=\"([0-9]+)\"")))
+      << html_tag;
+  EXPECT_GT(std::stoi(m[1]), 0);
+  for (const char* phase : {"parse:", "data:", "timeline:", "network:", "files:", "layout:"}) {
+    EXPECT_NE(html_tag.find(phase), std::string::npos) << phase << " in " << html_tag;
+  }
 }
 
 TEST(ReportBrowser, HostileNamesArgvAndHostnamesStayText) {
