@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "fusefs/kernel/kernel_init.h"
 #include "fusefs/kernel/uring.h"
@@ -97,6 +98,11 @@ std::string ControlServer::handle(CowFs* fs, const std::string& snapshots_dir,
       reply["transport"] = io_uring_accepted() && ur.registered ? "io_uring" : "dev_fuse";
       reply["ring_requests"] = ur.ring_requests;
       reply["dev_requests"] = dev_requests_read();
+      nlohmann::json by_op = nlohmann::json::object();
+      for (const auto& [name, n] : requests_by_opcode()) {
+        by_op[name] = n;
+      }
+      reply["requests"] = std::move(by_op);
     } else if (op == "snapshot" || op == "rollback") {
       if (!(op == "rollback" && name.empty()) && !valid_snapshot_name(name)) {
         reply = {{"ok", false},

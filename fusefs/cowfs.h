@@ -74,6 +74,9 @@ class CowFs {
   };
   IoStats io_stats() const;
   const AccessControl& access() const { return access_; }
+  // Whether the view serves extended attributes: always for --direct (the host directory's own),
+  // for the copy-on-write view only when the policy's filesystem.xattrs says so.
+  bool keeps_xattrs() const { return config_.direct || config_.policy.xattrs; }
 
   // The ops, defined in cowfs_*.cc behind fusefs/cowfs_impl.h (public so the FUSE callbacks can
   // reach them; not an API).

@@ -269,6 +269,20 @@ bool CowFs::Impl::known_without_caps(CowFs* self, fuse_ino_t ino, const char* na
   return n != nullptr && self->table_.no_caps(n);
 }
 
+// A view that keeps no xattrs answers every xattr op ENOSYS, on which the kernel sets
+// no_setxattr/no_getxattr/no_listxattr/no_removexattr for the whole mount and never sends that op
+// again (fs/fuse/xattr.c). That is the point: the two security.capability GETXATTRs the capability
+// LSM asks for every written or chowned file are round trips no other answer stops. Userspace
+// sees EOPNOTSUPP from all four calls, this first one included (the kernel maps ENOSYS to it), and
+// the capability LSM reads EOPNOTSUPP as "no file capabilities". True when the op was answered.
+bool CowFs::Impl::refuse_xattrs(fuse_req_t req) {
+  if (fs(req)->keeps_xattrs()) {
+    return false;
+  }
+  fuse_reply_err(req, ENOSYS);
+  return true;
+}
+
 void CowFs::Impl::op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
                              fuse_file_info* fi) {
   struct stat st;
@@ -289,6 +303,9 @@ void CowFs::Impl::op_statfs(fuse_req_t req, fuse_ino_t) {
 
 void CowFs::Impl::op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
                               size_t size, int flags) {
+  if (refuse_xattrs(req)) {
+    return;
+  }
   CowFs* self = fs(req);
   serve(
       req,
@@ -307,6 +324,9 @@ void CowFs::Impl::op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, 
 }
 
 void CowFs::Impl::op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (refuse_xattrs(req)) {
+    return;
+  }
   CowFs* self = fs(req);
   std::vector<char> buf(size);
   ssize_t n = 0;
@@ -327,6 +347,9 @@ void CowFs::Impl::op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, 
 }
 
 void CowFs::Impl::op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  if (refuse_xattrs(req)) {
+    return;
+  }
   CowFs* self = fs(req);
   std::vector<char> buf(size);
   ssize_t n = 0;
@@ -348,6 +371,9 @@ void CowFs::Impl::op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void CowFs::Impl::op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  if (refuse_xattrs(req)) {
+    return;
+  }
   CowFs* self = fs(req);
   serve(
       req,

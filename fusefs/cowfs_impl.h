@@ -269,6 +269,7 @@ struct CowFs::Impl {
                        int flags);
   static int xattr_remove(const InodeView& v, const char* name);
   static bool known_without_caps(CowFs* self, fuse_ino_t ino, const char* name);
+  static bool refuse_xattrs(fuse_req_t req);
   static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
                          fuse_file_info* fi);
   static void op_statfs(fuse_req_t req, fuse_ino_t);

@@ -104,7 +104,8 @@ constexpr std::string_view kDefaultText =
     ],
     "deny_style": "eacces",           // denied workspace files: "eacces" (unreadable) or "hide"
     "quota": { "bytes": "1G", "inodes": 100000 },  // what the session may add to the workspace
-    "tmp": "64M"                      // size of the sandbox's private /tmp
+    "tmp": "64M",                     // size of the sandbox's private /tmp
+    "xattrs": false                   // keep extended attributes in the copy-on-write workspace
   },
 
   "process": {

@@ -397,6 +397,7 @@ class Loader {
         {"deny_style", "filesystem"},
         {"quota", "filesystem"},
         {"tmp", "filesystem"},
+        {"xattrs", "filesystem"},
         {"bytes", "filesystem.quota"},
         {"inodes", "filesystem.quota"},
         {"memory", "process"},
@@ -972,7 +973,7 @@ class Loader {
     expect_object(v, path);
     check_keys(v, path,
                {"workspace", "mode", "read", "write", "deny", "deny_write", "protect", "deny_style",
-                "quota", "tmp"});
+                "quota", "tmp", "xattrs"});
     if (const json* x = field(v, "workspace")) {
       std::string p = join_path(path, "workspace");
       std::string s = get_string(*x, p, "a directory path");
@@ -1041,6 +1042,9 @@ class Loader {
       // Below 1M most tools cannot even create their temp files; 0 leaves tmpfs unbounded (its
       // pages still count against process.memory).
       f.tmp = get_size(*x, join_path(path, "tmp"), true, 1ull << 20);
+    }
+    if (const json* x = field(v, "xattrs")) {
+      f.xattrs = get_bool(*x, join_path(path, "xattrs"));
     }
   }
 

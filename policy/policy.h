@@ -139,6 +139,11 @@ struct FilesystemPolicy {
   DenyStyle deny_style = DenyStyle::Eacces;
   QuotaPolicy quota;
   uint64_t tmp = 64ull << 20;  // size of the sandbox's /tmp tmpfs
+  // filesystem.xattrs: whether the copy-on-write workspace keeps extended attributes. Off, the
+  // cow view answers the xattr operations ENOSYS, which makes the kernel stop asking for the
+  // mount: no xattr can be set there (EOPNOTSUPP), none is seen (a lower file's own are
+  // hidden), and commit writes none. ro/rw views keep xattrs either way.
+  bool xattrs = false;
 
   // For a path relative to the workspace root ("src/a.c") or absolute on the host.
   // Deny wins; read is allowed otherwise (the workspace is readable by definition).

@@ -184,6 +184,7 @@ json to_json(const Policy& p) {
       {"deny_style", deny_style_name(f.deny_style)},
       {"quota", {{"bytes", size_json(f.quota.bytes)}, {"inodes", f.quota.inodes}}},
       {"tmp", size_json(f.tmp)},
+      {"xattrs", f.xattrs},
   };
   const ProcessPolicy& pr = p.process;
   json env = {
@@ -410,6 +411,13 @@ std::string explain(const Policy& p) {
   }
   lines.push_back("filesystem: workspace " + f.workspace + " " + mode +
                   (f.mode == WorkspaceMode::Ro ? "" : "; quota " + quota) + ws_rules);
+  if (f.mode == WorkspaceMode::Cow) {
+    lines.push_back(f.xattrs ? std::string("filesystem: extended attributes: kept in the workspace "
+                                           "and committed (filesystem.xattrs)")
+                             : std::string("filesystem: extended attributes: not kept (the view "
+                                           "answers ENOTSUP to setting one and shows none, not "
+                                           "even a workspace file's own; filesystem.xattrs)"));
+  }
   for (size_t i = 0; i < f.read.size(); ++i) {
     std::string line = "filesystem: read-only " + f.read[i].expanded + " (filesystem.read[" +
                        std::to_string(i) + "])";

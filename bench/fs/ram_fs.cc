@@ -22,8 +22,9 @@
 // index stays valid). Everything once looked up is answered from memory after; writes: EROFS.
 //
 // Supports what the floor workloads use (mkdir, create, open, write through passthrough,
-// setattr, getxattr, lookup, getattr, unlink, rmdir, readdir); without --host data is not kept
-// (reads return what the shared backing holds). Not a filesystem to use: a measuring instrument.
+// setattr, lookup, getattr, unlink, rmdir, readdir; the xattr ops answer ENOSYS); without --host
+// data is not kept (reads return what the shared backing holds). Not a filesystem to use: a
+// measuring instrument.
 //
 //   cordon-bench-ramfs MOUNTPOINT --backing FILE [--host DIR | --lower DIR] [--no-io-uring]
 //   (root: passthrough needs it)
@@ -421,17 +422,6 @@ void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 void op_fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
 
-void op_getxattr(fuse_req_t req, fuse_ino_t, const char*, size_t) {
-  fuse_reply_err(req, ENODATA);  // security.capability: none, answered from memory
-}
-void op_listxattr(fuse_req_t req, fuse_ino_t, size_t size) {
-  if (size == 0) {
-    fuse_reply_xattr(req, 0);
-  } else {
-    fuse_reply_buf(req, nullptr, 0);
-  }
-}
-
 void remove_child(fuse_req_t req, fuse_ino_t parent, const char* name, bool dir_wanted) {
   RamFs* fs = fs_of(req);
   std::lock_guard lk(fs->mu);
@@ -609,8 +599,8 @@ int main(int argc, char** argv) {
   ops.flush = op_flush;
   ops.release = op_release;
   ops.fsync = op_fsync;
-  ops.getxattr = op_getxattr;
-  ops.listxattr = op_listxattr;
+  // No xattr ops: libfuse answers them ENOSYS and the kernel stops sending them, as it does to
+  // cordon-fs's copy-on-write view under the default policy (filesystem.xattrs false).
   ops.unlink = op_unlink;
   ops.rmdir = op_rmdir;
   ops.opendir = op_opendir;

@@ -44,6 +44,9 @@ std::atomic<TmpfileHandler> g_tmpfile{nullptr};
 std::atomic<bool> g_want_uring{false};
 std::atomic<bool> g_uring_accepted{false};
 std::atomic<uint64_t> g_dev_requests{0};
+// Per opcode; slot 0 (no opcode uses it) counts the ones past the table.
+constexpr size_t kOpcodeSlots = 64;
+std::atomic<uint64_t> g_by_opcode[kOpcodeSlots];
 std::atomic<InitDoneHandler> g_init_done{nullptr};
 std::atomic<void*> g_init_done_ctx{nullptr};
 
@@ -328,6 +331,7 @@ bool dispatch_hooks(int dev_fd, const char* req, size_t len, void* userdata) {
     answer_tmpfile(dev_fd, h, req + sizeof(h), len - sizeof(h), userdata, tmpfile);
     return true;
   }
+  g_by_opcode[h.opcode < kOpcodeSlots ? h.opcode : 0].fetch_add(1, std::memory_order_relaxed);
   // The op runs and replies in this thread: its open reply can be patched by unique id.
   passthrough::note_request(h.unique);
   return false;
@@ -341,5 +345,80 @@ bool kernel_offered_io_uring() {
 bool io_uring_accepted() { return g_uring_accepted.load(); }
 
 uint64_t dev_requests_read() { return g_dev_requests.load(std::memory_order_relaxed); }
+
+std::vector<std::pair<std::string, uint64_t>> requests_by_opcode() {
+  // Names as in <linux/fuse.h> without the FUSE_ prefix; 52 is FUSE_STATX, newer than the header.
+  static constexpr std::pair<uint32_t, const char*> kNames[] = {
+      {FUSE_LOOKUP, "LOOKUP"},
+      {FUSE_FORGET, "FORGET"},
+      {FUSE_GETATTR, "GETATTR"},
+      {FUSE_SETATTR, "SETATTR"},
+      {FUSE_READLINK, "READLINK"},
+      {FUSE_SYMLINK, "SYMLINK"},
+      {FUSE_MKNOD, "MKNOD"},
+      {FUSE_MKDIR, "MKDIR"},
+      {FUSE_UNLINK, "UNLINK"},
+      {FUSE_RMDIR, "RMDIR"},
+      {FUSE_RENAME, "RENAME"},
+      {FUSE_LINK, "LINK"},
+      {FUSE_OPEN, "OPEN"},
+      {FUSE_READ, "READ"},
+      {FUSE_WRITE, "WRITE"},
+      {FUSE_STATFS, "STATFS"},
+      {FUSE_RELEASE, "RELEASE"},
+      {FUSE_FSYNC, "FSYNC"},
+      {FUSE_SETXATTR, "SETXATTR"},
+      {FUSE_GETXATTR, "GETXATTR"},
+      {FUSE_LISTXATTR, "LISTXATTR"},
+      {FUSE_REMOVEXATTR, "REMOVEXATTR"},
+      {FUSE_FLUSH, "FLUSH"},
+      {FUSE_INIT, "INIT"},
+      {FUSE_OPENDIR, "OPENDIR"},
+      {FUSE_READDIR, "READDIR"},
+      {FUSE_RELEASEDIR, "RELEASEDIR"},
+      {FUSE_FSYNCDIR, "FSYNCDIR"},
+      {FUSE_GETLK, "GETLK"},
+      {FUSE_SETLK, "SETLK"},
+      {FUSE_SETLKW, "SETLKW"},
+      {FUSE_ACCESS, "ACCESS"},
+      {FUSE_CREATE, "CREATE"},
+      {FUSE_INTERRUPT, "INTERRUPT"},
+      {FUSE_BMAP, "BMAP"},
+      {FUSE_DESTROY, "DESTROY"},
+      {FUSE_IOCTL, "IOCTL"},
+      {FUSE_POLL, "POLL"},
+      {FUSE_NOTIFY_REPLY, "NOTIFY_REPLY"},
+      {FUSE_BATCH_FORGET, "BATCH_FORGET"},
+      {FUSE_FALLOCATE, "FALLOCATE"},
+      {FUSE_READDIRPLUS, "READDIRPLUS"},
+      {FUSE_RENAME2, "RENAME2"},
+      {FUSE_LSEEK, "LSEEK"},
+      {FUSE_COPY_FILE_RANGE, "COPY_FILE_RANGE"},
+      {FUSE_SETUPMAPPING, "SETUPMAPPING"},
+      {FUSE_REMOVEMAPPING, "REMOVEMAPPING"},
+      {FUSE_SYNCFS, "SYNCFS"},
+      {FUSE_TMPFILE, "TMPFILE"},
+      {52, "STATX"},
+  };
+  std::vector<std::pair<std::string, uint64_t>> out;
+  uint64_t unnamed = g_by_opcode[0].load(std::memory_order_relaxed);
+  for (size_t op = 1; op < kOpcodeSlots; ++op) {
+    uint64_t n = g_by_opcode[op].load(std::memory_order_relaxed);
+    if (n == 0) {
+      continue;
+    }
+    auto it = std::find_if(std::begin(kNames), std::end(kNames),
+                           [op](const auto& e) { return e.first == op; });
+    if (it == std::end(kNames)) {
+      unnamed += n;
+    } else {
+      out.emplace_back(it->second, n);
+    }
+  }
+  if (unnamed != 0) {
+    out.emplace_back("OTHER", unnamed);
+  }
+  return out;
+}
 
 }  // namespace cordon::fusefs

@@ -8,6 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/result.h"
 
@@ -74,5 +77,9 @@ bool kernel_offered_io_uring();
 bool io_uring_accepted();
 // Requests read from /dev/fuse (INIT, FORGET, INTERRUPT, and all of them without the ring).
 uint64_t dev_requests_read();
+// Requests seen so far by either transport, per opcode ("LOOKUP", "GETXATTR", ...; opcodes this
+// build has no name for are counted under "OTHER"), only those seen at least once: what a
+// workload costs in round trips, op by op.
+std::vector<std::pair<std::string, uint64_t>> requests_by_opcode();
 
 }  // namespace cordon::fusefs

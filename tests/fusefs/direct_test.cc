@@ -7,9 +7,11 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "tests/fusefs/mount_fixture.h"
@@ -212,6 +214,24 @@ TEST(CowFsDirect, WorkspaceViewDecidesRelativeAndAbsoluteRules) {
   ASSERT_EQ(err(::mkdir(v.mnt(".git").c_str(), 0755)), 0);
   EXPECT_EQ(err(::mkdir(v.mnt(".git/hooks").c_str(), 0755)), EACCES);
   EXPECT_FALSE(exists(v.grant(".git/hooks")));
+}
+
+// filesystem.xattrs is about the copy-on-write view: a direct view is the host directory itself,
+// whose xattrs a program keeps using (the policy here leaves xattrs at its default, false).
+TEST(CowFsDirect, KeepsXattrsWhateverThePolicySays) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  DirectView v(R"({"filesystem": {"write": ["GRANT"], "deny": [], "protect": []}})");
+  write_file(v.grant("f"), "f");
+  ASSERT_EQ(::setxattr(v.grant("f").c_str(), "user.host", "h", 1, 0), 0) << std::strerror(errno);
+  ASSERT_EQ(v.start(), "");
+  char buf[16];
+  ASSERT_EQ(::getxattr(v.mnt("f").c_str(), "user.host", buf, sizeof buf), 1);
+  EXPECT_EQ(buf[0], 'h');
+  ASSERT_EQ(err(::setxattr(v.mnt("f").c_str(), "user.view", "v", 1, 0)), 0);
+  ASSERT_EQ(::getxattr(v.grant("f").c_str(), "user.view", buf, sizeof buf), 1);
+  EXPECT_EQ(buf[0], 'v');
+  EXPECT_EQ(err(::removexattr(v.mnt("f").c_str(), "user.host")), 0);
+  EXPECT_LT(::getxattr(v.grant("f").c_str(), "user.host", buf, sizeof buf), 0);
 }
 
 TEST(CowFsDirect, RefusesOptionsThatMakeNoSense) {

@@ -20,6 +20,9 @@ namespace cordon::fusefs::testing {
 namespace {
 
 constexpr const char* kOpenPolicy = R"({"filesystem": {"deny": [], "protect": []}})";
+// With xattrs kept (filesystem.xattrs): what an agent may set then.
+constexpr const char* kXattrPolicy =
+    R"({"filesystem": {"deny": [], "protect": [], "xattrs": true}})";
 constexpr uid_t kNobody = 65534;
 constexpr uid_t kOther = 4242;
 
@@ -365,7 +368,7 @@ TEST(CowFsIdMap, RootlessDaemonGivesTheAgentItsCopyOfARootOwnedWorkspace) {
 TEST(CowFsIdMap, AgentsBytesNeverStayInASetIdFileAndItsAclsAreRefused) {
   CORDON_REQUIRE_ROOT();
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  MountedFs m(kOpenPolicy);
+  MountedFs m(kXattrPolicy);
   const std::string script = "#!/bin/sh\necho root\n";
   for (const char* name : {"su-write", "su-copy", "su-mmap", "su-punch", "sg-mmap"}) {
     write_file(m.lower(name), script);

@@ -21,6 +21,9 @@ namespace cordon::fusefs::testing {
 namespace {
 
 constexpr const char* kOpenPolicy = R"({"filesystem": {"deny": [], "protect": []}})";
+// The view keeps xattrs only when the policy says so (xattrs_test.cc has the default, off).
+constexpr const char* kXattrPolicy =
+    R"({"filesystem": {"deny": [], "protect": [], "xattrs": true}})";
 
 std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> out;
@@ -195,7 +198,7 @@ TEST(CowFsLayers, CopyUpPreservesModeTimesXattrsAndRecordsOrigin) {
 TEST(CowFsLayers, CapabilitiesOfANewFileAreSeenAndKilledByWrite) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
   CORDON_REQUIRE(::geteuid() == 0, "setting security.capability needs CAP_SETFCAP (run as root)");
-  MountedFs m(kOpenPolicy);
+  MountedFs m(kXattrPolicy);
   ASSERT_EQ(m.start(), "");
   int fd = ::open(m.mnt("tool").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
   ASSERT_GE(fd, 0) << std::strerror(errno);
@@ -230,7 +233,7 @@ TEST(CowFsLayers, CapabilitiesOfANewFileAreSeenAndKilledByWrite) {
 TEST(CowFsLayers, CapabilityAnswersStayExactAcrossLinksRemovalAndRollback) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
   CORDON_REQUIRE(::geteuid() == 0, "setting security.capability needs CAP_SETFCAP (run as root)");
-  MountedFs m(kOpenPolicy);
+  MountedFs m(kXattrPolicy);
   ASSERT_EQ(m.start(), "");
   const unsigned char caps[20] = {0x01, 0, 0, 0x02, 0, 0x20, 0, 0, 0, 0,
                                   0,    0, 0, 0,    0, 0,    0, 0, 0, 0};

@@ -369,15 +369,17 @@ void same_results_as_native(const std::string& policy) {
   EXPECT_EQ(tree_manifest(m.mnt()), tree_manifest(native));
 }
 
+// With xattrs kept (filesystem.xattrs), as a local filesystem keeps them.
 TEST(CowFsOps, SameResultsAsNativeDirectory) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  same_results_as_native(R"({"filesystem": {"deny": [], "protect": []}})");
+  same_results_as_native(R"({"filesystem": {"deny": [], "protect": [], "xattrs": true}})");
 }
 
 // Without a byte quota, writers use FUSE passthrough (as root): the same results.
 TEST(CowFsOps, SameResultsAsNativeDirectoryWithoutByteQuota) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  same_results_as_native(R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": 0}}})");
+  same_results_as_native(
+      R"({"filesystem": {"deny": [], "protect": [], "quota": {"bytes": 0}, "xattrs": true}})");
 }
 
 TEST(CowFsOps, DirectoryWithLowerContentRenameIsExdev) {

@@ -12,6 +12,9 @@ namespace cordon::fusefs::testing {
 namespace {
 
 constexpr const char* kOpenPolicy = R"({"filesystem": {"deny": [], "protect": []}})";
+// xattrs kept (filesystem.xattrs): the xattr ops reach the daemon, which must act on the link.
+constexpr const char* kXattrPolicy =
+    R"({"filesystem": {"deny": [], "protect": [], "xattrs": true}})";
 constexpr uid_t kNobody = 65534;
 
 // Races a writer against a swapper that exchanges a directory with a symlink to `outside`, as an
@@ -104,7 +107,7 @@ TEST(CowFsSecurity, LinksAndRenamesAcrossTheBoundaryFail) {
 TEST(CowFsSecurity, CopyUpOfASymlinkCopiesTheLinkNotItsTarget) {
   CORDON_REQUIRE_ROOT();
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
-  MountedFs m(kOpenPolicy);
+  MountedFs m(kXattrPolicy);
   std::string outside = m.base("outside");
   ::mkdir(outside.c_str(), 0755);
   write_file(outside + "/target", "outside data");

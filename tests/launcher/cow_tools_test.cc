@@ -1,13 +1,17 @@
 // Real tools inside the sandbox, on the copy-on-write workspace served by cordon-fs: git
 // (init, add, commit, branch, checkout, clone), tar of 2000 files and back, a python venv,
-// sqlite3 in WAL mode, make of a small C project (and an incremental rebuild). Each result is
-// checked inside; the real workspace stays empty until `cordon commit last`, after which the
-// host's own git reads the committed repository. tests/fusefs/tools_test.cc runs the same tools
-// on a bare mount.
+// sqlite3 in WAL mode, make of a small C project (and an incremental rebuild); xattrs as
+// filesystem.xattrs says. Each result is checked inside; the real workspace stays empty until
+// `cordon commit last`, after which the host's own git reads the committed repository.
+// tests/fusefs/tools_test.cc runs the same tools on a bare mount.
 #include <gtest/gtest.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "tests/launcher/sandbox_fixture.h"
 
@@ -105,6 +109,57 @@ TEST(CowTools, GitTarVenvSqliteAndMakeInsideTheSandbox) {
                   RunSpec{.env = f.env()});
   EXPECT_EQ(fsck.exit_code(), 0) << fsck.err;
   EXPECT_EQ(read_text(f.ws() + "/u/t/d7/42"), "7/42\n");
+}
+
+// filesystem.xattrs through `cordon run` and `cordon commit`: off (the default), setting an
+// xattr in the workspace is refused as unsupported, none is listed, and the committed file has
+// none; with "xattrs": true the xattr is there inside and on the host after the commit.
+constexpr const char* kXattrScript = R"PY(
+import os
+open("f", "w").write("data\n")
+for what, call in (("set", lambda: os.setxattr("f", "user.x", b"1")),
+                   ("get", lambda: os.getxattr("f", "user.x")),
+                   ("list", lambda: os.listxattr("f"))):
+    try:
+        print(what, call())
+    except OSError as e:
+        print(what, e.strerror)
+)PY";
+
+std::vector<std::string> host_xattrs(const std::string& path) {
+  char buf[1024];
+  ssize_t n = ::llistxattr(path.c_str(), buf, sizeof buf);
+  if (n < 0) {
+    return {"ERROR " + std::to_string(errno)};
+  }
+  std::vector<std::string> out;
+  for (ssize_t i = 0; i < n; i += static_cast<ssize_t>(std::strlen(buf + i)) + 1) {
+    out.emplace_back(buf + i);
+  }
+  return out;
+}
+
+TEST(CowTools, XattrsAreRefusedUnlessThePolicyKeepsThem) {
+  CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
+  for (bool keep : {false, true}) {
+    SCOPED_TRACE(keep ? "xattrs: true" : "xattrs: default");
+    SandboxFixture f;
+    f.make_workspace_owned();
+    write_text(f.home() + "/p.json", std::string(R"({"version": 1, "filesystem": {"mode": "cow")") +
+                                         (keep ? R"(, "xattrs": true}})" : "}}"));
+    RunResult r = f.run({"-q", "--policy", f.home() + "/p.json"}, {"python3", "-c", kXattrScript});
+    ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+    EXPECT_EQ(r.out, keep ? "set None\nget b'1'\nlist ['user.x']\n"
+                          : "set Operation not supported\nget Operation not supported\n"
+                            "list Operation not supported\n")
+        << r.err;
+    RunResult c =
+        run_program({cordon_bin(), "commit", "last"}, RunSpec{.env = f.env(), .cwd = f.ws()});
+    ASSERT_EQ(c.exit_code(), 0) << c.err;
+    EXPECT_EQ(read_text(f.ws() + "/f"), "data\n");
+    EXPECT_EQ(host_xattrs(f.ws() + "/f"),
+              keep ? std::vector<std::string>{"user.x"} : std::vector<std::string>{});
+  }
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ TEST(DefaultPolicy, TextIsCommentedJson) {
                           "\"bytes\"",
                           "\"inodes\"",
                           "\"tmp\"",
+                          "\"xattrs\"",
                           "\"memory\"",
                           "\"cpus\"",
                           "\"pids\"",

@@ -42,6 +42,7 @@ TEST(ParsePolicy, EmptyObjectKeepsDefaults) {
   EXPECT_EQ(p.filesystem.protect, default_protected());
   EXPECT_EQ(p.filesystem.deny, default_denied("/home/alice"));
   EXPECT_FALSE(p.filesystem.deny.empty());
+  EXPECT_FALSE(p.filesystem.xattrs);  // the workspace keeps no extended attributes
 }
 
 TEST(ParsePolicy, ReadsEveryField) {
@@ -63,7 +64,8 @@ TEST(ParsePolicy, ReadsEveryField) {
     "filesystem": {
       "workspace": "~/proj", "mode": "ro", "read": ["~/.gitconfig"], "write": ["/tmp/out"],
       "deny": ["**/*.pem"], "deny_write": ["vendor"], "protect": [".envrc"],
-      "deny_style": "hide", "quota": {"bytes": "2G", "inodes": 0}, "tmp": "128M"
+      "deny_style": "hide", "quota": {"bytes": "2G", "inodes": 0}, "tmp": "128M",
+      "xattrs": true
     },
     "process": {
       "memory": "512M", "cpus": 0.5, "pids": 0, "nofile": 4096, "fsize": "1G",
@@ -102,6 +104,7 @@ TEST(ParsePolicy, ReadsEveryField) {
   EXPECT_EQ(f.quota.bytes, 2ull << 30);
   EXPECT_EQ(f.quota.inodes, 0u);
   EXPECT_EQ(f.tmp, 128ull << 20);
+  EXPECT_TRUE(f.xattrs);
   const ProcessPolicy& pr = p.process;
   EXPECT_EQ(pr.memory, 512ull << 20);
   EXPECT_DOUBLE_EQ(pr.cpus, 0.5);
@@ -295,6 +298,9 @@ TEST(ParsePolicy, EveryErrorNamesFieldPathValueAndWhatIsAccepted) {
        {"expected a size like \"512M\", got true"}},
       {R"({"filesystem": {"quota": {"inodes": -1}}})", "filesystem.quota.inodes", {"-1"}},
       {R"({"filesystem": {"tmp": "1K"}})", "filesystem.tmp", {"\"1K\"", "too small", "1M"}},
+      {R"({"filesystem": {"xattrs": "no"}})", "filesystem.xattrs", {"\"no\"", "true or false"}},
+      {R"({"filesystem": {"xattrs": 1}})", "filesystem.xattrs", {"got 1", "true or false"}},
+      {R"({"xattrs": true})", "xattrs", {"belongs in `filesystem` (`filesystem.xattrs`)"}},
       {R"({"filesystem": {"workspace": ""}})", "filesystem.workspace", {"\"\""}},
       {R"({"filesystem": {"workspace": 7}})",
        "filesystem.workspace",

@@ -29,7 +29,7 @@ constexpr std::string_view kRich = R"({
     "workspace": "~/proj", "mode": "rw", "read": ["~/.gitconfig", "/opt/data"],
     "write": ["/tmp/out"], "deny": ["**/*.pem", "~/.ssh"], "deny_write": ["vendor/**"],
     "protect": [], "deny_style": "hide", "quota": {"bytes": 0, "inodes": 12345},
-    "tmp": "unlimited"
+    "tmp": "unlimited", "xattrs": true
   },
   "process": {
     "memory": "3M", "cpus": 0.25, "pids": 0, "nofile": 2048, "fsize": 123457,
@@ -63,6 +63,7 @@ TEST(ToJson, RoundTripsARichPolicy) {
   EXPECT_EQ(j["network"]["resolve"]["multi.test"][1], "127.0.0.2");
   EXPECT_EQ(j["filesystem"]["quota"]["bytes"], 0);
   EXPECT_EQ(j["filesystem"]["protect"], nlohmann::json::array());
+  EXPECT_EQ(j["filesystem"]["xattrs"], true);
   EXPECT_EQ(j["process"]["timeout"], "1d2h3m4s5ms");
   EXPECT_EQ(j["process"]["cpus"], 0.25);
   EXPECT_EQ(j["version"], 1);
@@ -94,6 +95,8 @@ TEST(Explain, DefaultPolicyInPlainWords) {
            "environment: keeps PATH, HOME, LANG",
            "strips *TOKEN*, *SECRET*",
            "filesystem: /tmp 64 MiB\n",
+           "filesystem: extended attributes: not kept (the view answers ENOTSUP to setting one "
+           "and shows none, not even a workspace file's own; filesystem.xattrs)\n",
            "record: events.jsonl at most 256 MiB (record.max_bytes); 1000 events per second per "
            "writer and kind family, the rest counted (record.events_per_second)\n",
            "~/.ssh",
@@ -102,6 +105,18 @@ TEST(Explain, DefaultPolicyInPlainWords) {
     EXPECT_NE(e.find(line), std::string::npos) << "missing [" << line << "] in:\n" << e;
   }
   EXPECT_EQ(e.find("network: allow"), std::string::npos);
+}
+
+// Only the copy-on-write view can drop xattrs: an rw or ro workspace is the host's own directory.
+TEST(Explain, SaysWhetherTheCowWorkspaceKeepsXattrs) {
+  std::string kept = explain(parse_policy(R"({"filesystem": {"xattrs": true}})", opts()));
+  EXPECT_NE(kept.find("filesystem: extended attributes: kept in the workspace and committed "
+                      "(filesystem.xattrs)\n"),
+            std::string::npos)
+      << kept;
+  EXPECT_EQ(kept.find("not kept"), std::string::npos) << kept;
+  std::string rw = explain(parse_policy(R"({"filesystem": {"mode": "rw"}})", opts()));
+  EXPECT_EQ(rw.find("extended attributes"), std::string::npos) << rw;
 }
 
 TEST(Explain, NamesEachRuleWithItsPath) {
