@@ -36,7 +36,12 @@ Result<DaemonOptions> parse_daemon_options(int argc, char** argv, int* exit_code
   app.add_option("--mountpoint", o.mountpoint, "where to mount the view")->required();
   app.add_option("--policy", o.policy_file, "policy file (default: the embedded default policy)");
   app.add_option("--events", o.events_file, "append events (JSON lines) to this file");
-  app.add_option("--events-fd", o.events_fd, "append events to this inherited O_APPEND fd");
+  auto* ev_fd =
+      app.add_option("--events-fd", o.events_fd, "append events to this inherited O_APPEND fd");
+  app.add_option("--events-head-fd", o.events_head_fd,
+                 "the record's head (events.jsonl.head, inherited fd) to chain --events-fd's "
+                 "lines through with the record's other writers")
+      ->needs(ev_fd);
   app.add_option("--session", o.session, "session id written into every event");
   app.add_option("--control", o.control, "control socket for snapshot/rollback while mounted");
   app.add_option("--snapshots", o.snapshots, "snapshot directory (default: <upper>/../snapshots)");
@@ -240,7 +245,8 @@ int run_daemon(const DaemonOptions& o) {
   const auto record_limits = record::RecordLimits::from(pol.record);
   record::EventLog events;
   if (o.events_fd >= 0) {
-    events = record::EventLog::adopt(UniqueFd(o.events_fd), o.session, "fusefs", record_limits);
+    events = record::EventLog::adopt(UniqueFd(o.events_fd), o.session, "fusefs", record_limits,
+                                     UniqueFd(o.events_head_fd));
   } else if (!o.events_file.empty()) {
     auto ev = record::EventLog::open(o.events_file, o.session, "fusefs", record_limits);
     if (!ev.ok()) {

@@ -21,6 +21,7 @@ struct DaemonOptions {
   std::string policy_file;  // --policy: a policy JSON; default: the embedded default policy
   std::string events_file;  // --events: append events.jsonl here
   int events_fd = -1;       // --events-fd: an inherited O_APPEND fd instead
+  int events_head_fd = -1;  // --events-head-fd: the record's head, with --events-fd
   std::string session = "standalone";  // --session: the id put in every event
   std::string control;                 // --control: unix socket for snapshot/rollback while mounted
   std::string snapshots;       // --snapshots: where snapshots go (default: <upper>/../snapshots)

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   std::vector<int> listen_fds, transparent_fds, dns_fds, dns_tcp_fds;
   int events_fd = -1, ready_fd = -1, nflog_fd = -1, policy_fd = -1, handoff_fd = -1;
   int ca_cert_fd = -1, ca_key_fd = -1, credentials_fd = -1, exfil_alarm_fd = -1;
+  int events_head_fd = -1;
   size_t handoff_count = 0;
   auto* pol_file = app.add_option("--policy,-p", policy_file,
                                   "Policy file (JSON with comments); its network "
@@ -125,8 +126,13 @@ int main(int argc, char** argv) {
                  "net.refused event (rate-bounded, the excess summarised)");
   auto* ev_file = app.add_option("--events", events_file,
                                  "Append events (JSON Lines) to FILE, created mode 0600");
-  app.add_option("--events-fd", events_fd, "Append events to this inherited O_APPEND fd")
-      ->excludes(ev_file);
+  auto* ev_fd =
+      app.add_option("--events-fd", events_fd, "Append events to this inherited O_APPEND fd")
+          ->excludes(ev_file);
+  app.add_option("--events-head-fd", events_head_fd,
+                 "The record's head (events.jsonl.head, inherited fd) that --events-fd's lines are "
+                 "chained through with the other writers of the record")
+      ->needs(ev_fd);
   app.add_option("--session", session, "Session id written in every event");
   app.add_option("--ca-dir", ca_dir,
                  "Directory of the session's TLS inspection CA (ca.pem, ca.key; made when "
@@ -211,7 +217,8 @@ int main(int argc, char** argv) {
     }
     events = std::move(opened).value();
   } else if (events_fd >= 0) {
-    events = record::EventLog::adopt(UniqueFd(events_fd), session, "netproxy", record_limits);
+    events = record::EventLog::adopt(UniqueFd(events_fd), session, "netproxy", record_limits,
+                                     UniqueFd(events_head_fd));
   }
 
   netproxy::Proxy proxy(std::move(pol.network), std::move(events));

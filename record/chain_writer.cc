@@ -1,4 +1,5 @@
-// ChainWriter: flock, find the previous line's chain value, seal, one write(2), unlock.
+// ChainWriter: exclude the other writers (the head's mutex, or flock), find the previous line's
+// chain value, seal, one write(2), unlock.
 #include "record/chain_writer.h"
 
 #include <fcntl.h>
@@ -7,8 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 #include "record/chain.h"
+#include "record/chain_head.h"
 
 namespace cordon::record {
 
@@ -38,7 +41,28 @@ class FileLock {
   int rc_ = -1;
 };
 
+class HeadLock {
+ public:
+  explicit HeadLock(ChainHead& head) : head_(head), st_(head.lock()) {}
+  ~HeadLock() {
+    if (st_.ok()) {
+      head_.unlock();
+    }
+  }
+  HeadLock(const HeadLock&) = delete;
+  HeadLock& operator=(const HeadLock&) = delete;
+  const Status& status() const { return st_; }
+
+ private:
+  ChainHead& head_;
+  Status st_;
+};
+
 }  // namespace
+
+ChainWriter::ChainWriter() = default;
+ChainWriter::ChainWriter(std::unique_ptr<ChainHead> head) : head_(std::move(head)) {}
+ChainWriter::~ChainWriter() = default;
 
 int ChainWriter::read_fd(int fd) {
   if (reader_) {
@@ -103,6 +127,56 @@ Result<std::string> ChainWriter::last_chain(int fd, uint64_t size, bool* torn) {
 
 Result<bool> ChainWriter::append(int fd, std::string_view object, const Pad& pad) {
   std::lock_guard guard(mu_);
+  if (head_) {
+    return append_head(fd, object, pad);
+  }
+  return append_flock(fd, object, pad);
+}
+
+Result<bool> ChainWriter::append_head(int fd, std::string_view object, const Pad& pad) {
+  HeadLock lock(*head_);
+  if (!lock.status().ok()) {
+    std::fprintf(stderr, "cordon: %s: chaining events.jsonl under flock(2) from here on\n",
+                 lock.status().error().to_string().c_str());
+    head_.reset();
+    return append_flock(fd, object, pad);
+  }
+  // The file's size, not the head's word for it: a line appended without the head (or a torn one
+  // a writer left when it died) moved the end, and the head's chain value is then not the last
+  // line's. lseek(SEEK_END) reads the size at half an fstat's cost; the fd is O_APPEND, so its
+  // offset means nothing to the writes.
+  off_t at = ::lseek(fd, 0, SEEK_END);
+  if (at < 0) {
+    return sys_error("lseek(events.jsonl, 0, SEEK_END)");
+  }
+  const uint64_t size = static_cast<uint64_t>(at);
+  bool torn = false;
+  std::string read_back;
+  std::string_view prev;  // into the head's mapping, or read_back
+  if (size == 0) {
+    prev = kChainStart;
+  } else if (size == head_->end()) {
+    prev = head_->chain();
+  } else {
+    end_ = UINT64_MAX;  // this writer's own memory of the end is no better than the head's
+    auto last = last_chain(fd, size, &torn);
+    if (!last.ok()) {
+      return std::move(last).error();
+    }
+    read_back = std::move(last).value();
+    prev = read_back;
+  }
+  head_->forget();  // until the line is written and the head says where it ends
+  auto wrote = append_locked(fd, size, prev, torn, object, pad);
+  if (wrote.ok() && *wrote) {
+    head_->set(end_, chain_);
+  } else if (wrote.ok() && !torn) {
+    head_->set(size, prev);  // nothing written: the head stands as it was
+  }
+  return wrote;
+}
+
+Result<bool> ChainWriter::append_flock(int fd, std::string_view object, const Pad& pad) {
   FileLock lock(fd);
   if (!lock.ok()) {
     return sys_error("flock(events.jsonl, LOCK_EX)");
@@ -117,6 +191,11 @@ Result<bool> ChainWriter::append(int fd, std::string_view object, const Pad& pad
   if (!prev.ok()) {
     return std::move(prev).error();
   }
+  return append_locked(fd, size, *prev, torn, object, pad);
+}
+
+Result<bool> ChainWriter::append_locked(int fd, uint64_t size, std::string_view prev, bool torn,
+                                        std::string_view object, const Pad& pad) {
   size_t spaces = 0;
   if (pad) {
     auto p = pad(size, object.size() + kSealOverhead + (torn ? 1 : 0));
@@ -125,7 +204,7 @@ Result<bool> ChainWriter::append(int fd, std::string_view object, const Pad& pad
     }
     spaces = *p;
   }
-  std::string line = seal(object, *prev, spaces);
+  std::string line = seal(object, prev, spaces);
   if (torn) {
     // A writer stopped mid-line: end its fragment, or it would swallow this line.
     line.insert(line.begin(), '\n');

@@ -8,13 +8,33 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <mutex>
 
 #include "record/chain.h"
+#include "record/chain_head.h"
 
 namespace cordon::record {
 
 namespace {
 constexpr size_t kMaxField = 4096;
+
+// The writer of a record with the head `head` (an open of events.jsonl.head; invalid: none, the
+// flock(2) path). A head that is there but not usable is said once per process.
+std::unique_ptr<ChainWriter> chain_writer(UniqueFd head, const std::string& source) {
+  if (!head) {
+    return std::make_unique<ChainWriter>();
+  }
+  auto mapped = ChainHead::map(std::move(head));
+  if (!mapped.ok()) {
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      std::fprintf(stderr, "cordon (%s): %s: chaining events.jsonl under flock(2)\n",
+                   source.c_str(), mapped.error().to_string().c_str());
+    });
+    return std::make_unique<ChainWriter>();
+  }
+  return std::make_unique<ChainWriter>(std::move(mapped).value());
+}
 
 // Truncates long strings so one event always fits in one atomic write.
 void clamp_strings(nlohmann::json& j) {
@@ -93,14 +113,22 @@ Result<EventLog> EventLog::open(const std::string& path, std::string session, st
   if (fd < 0) {
     return sys_error("open(\"" + path + "\", O_APPEND|O_CREAT)");
   }
-  return adopt(UniqueFd(fd), std::move(session), std::move(source), limits);
+  UniqueFd efd(fd);
+  auto head = open_head_file(AT_FDCWD, path + std::string(kHeadSuffix));
+  if (!head.ok()) {
+    std::fprintf(stderr, "cordon (%s): %s: chaining events.jsonl under flock(2)\n", source.c_str(),
+                 head.error().to_string().c_str());
+    return adopt(std::move(efd), std::move(session), std::move(source), limits);
+  }
+  return adopt(std::move(efd), std::move(session), std::move(source), limits,
+               std::move(head).value());
 }
 
-EventLog EventLog::adopt(UniqueFd fd, std::string session, std::string source,
-                         RecordLimits limits) {
+EventLog EventLog::adopt(UniqueFd fd, std::string session, std::string source, RecordLimits limits,
+                         UniqueFd head) {
   EventLog log;
   log.fd_ = std::move(fd);
-  log.chain_ = std::make_unique<ChainWriter>();
+  log.chain_ = chain_writer(std::move(head), source);
   log.session_ = std::move(session);
   log.source_ = std::move(source);
   if (limits.max_bytes > 0 || limits.events_per_second > 0) {

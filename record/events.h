@@ -32,13 +32,18 @@ inline constexpr size_t kMaxLine = 64 * 1024;
 class EventLog {
  public:
   EventLog() = default;  // a disabled log: write() is a no-op
-  // Opens (creating, mode 0600) `path` for appending. Each writer opens the file itself (or is
-  // given its own open of it): the cap's one limit.hit relies on flock, which works between
-  // distinct opens of the file.
+  // Opens (creating, mode 0600) `path` for appending, and its head `path`.head (created too when
+  // absent; record/chain_head.h). Each writer opens the file itself (or is given its own open of
+  // it): without a head, writers exclude each other with flock, which works between distinct opens
+  // of the file only. A head that cannot be opened is said once on stderr; lines are then chained
+  // under flock(2).
   static Result<EventLog> open(const std::string& path, std::string session, std::string source,
                                RecordLimits limits);
-  // Adopts an already-open O_APPEND fd (a daemon handed one by the launcher).
-  static EventLog adopt(UniqueFd fd, std::string session, std::string source, RecordLimits limits);
+  // Adopts an already-open O_APPEND fd (a daemon handed one by the launcher) and the record's head
+  // (`head`: an open of events.jsonl.head, handed over with it; invalid: flock(2), said on stderr
+  // when a head was given but is not usable).
+  static EventLog adopt(UniqueFd fd, std::string session, std::string source, RecordLimits limits,
+                        UniqueFd head = {});
 
   // Adds ts, session and source (unless already set), serialises to one line, writes it with one
   // write(2). A line is at most kMaxLine: longer string fields are truncated, never split. An
@@ -56,6 +61,8 @@ class EventLog {
   uint64_t dropped() const { return limiter_ ? limiter_->dropped_total() : 0; }
 
   bool enabled() const { return fd_.valid(); }
+  // Whether lines are chained through the record's head (false: flock(2), or disabled).
+  bool has_head() const { return chain_ && chain_->has_head(); }
   int fd() const { return fd_.get(); }
   const std::string& session() const { return session_; }
   const std::string& source() const { return source_; }

@@ -60,10 +60,10 @@ class RecordLimiter {
   Verdict admit(std::string_view kind, size_t len, Tier tier, int fd);
 
   // Appends `hit` (the cap's limit.hit, one JSON object) through `writer` unless another writer
-  // already did: under the writer's exclusive flock of the file (each writer has its own open
-  // file description, so writers exclude each other), and padded with spaces so that the file then
-  // ends kClosedMargin past the normal part, which every writer's next admit() sees. Returns true
-  // if written.
+  // already did: while the writer excludes every other (the record head's mutex, or its flock of
+  // its own open file description), and padded with spaces so that the file then ends
+  // kClosedMargin past the normal part, which every writer's next admit() sees. Returns true if
+  // written.
   bool close_normal_part(ChainWriter& writer, int fd, std::string_view hit);
   // How far past the normal part the closing limit.hit makes the file end: more than the lines
   // other writers can have in flight when they all pass the check at once, plus what each of

@@ -2,7 +2,7 @@
 // load: every event is written, so only the checks themselves are measured) and off. Two paths:
 // emit() (a JSON object built and dumped: launcher, cordon-fs, the shim's collector) and append()
 // of a line built beforehand (netproxy's hand-built hot events), where the checks weigh most.
-// Then the hash chain's own cost (chain_round_ns).
+// Then the hash chain's own cost (chain_round_ns): under flock(2) and through the record's head.
 //   cordon-bench-record DIR [EVENTS] [ROUNDS]: DIR on a tmpfs; prints one line per configuration
 //   with the median over ROUNDS interleaved rounds.
 #include <fcntl.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "record/chain.h"
+#include "record/chain_head.h"
 #include "record/chain_writer.h"
 #include "record/events.h"
 
@@ -74,32 +75,50 @@ double round_ns(const std::string& path, const RecordLimits& limits, long n, boo
   return t / n * 1e9;
 }
 
+// How the chained rounds exclude the other writers.
+enum class Chain { kPlain, kFlock, kHead };
+
 // The hash chain alone, in ns per event: one line appended with a plain write(2) (as before the
-// chain) against the same object sealed and appended by a ChainWriter (flock, fstat, SHA-256,
-// write). `writers` ChainWriters on their own opens take turns, so with 2 every line follows
-// another writer's and the previous chain value is read back from the file.
-double chain_round_ns(const std::string& path, long n, int writers, double* cpu_ns) {
+// chain) against the same object sealed and appended by ChainWriters, either under flock(2) (fstat,
+// and the previous chain value read back from the file when another writer wrote last) or through
+// the record's head (its mutex, lseek, the chain value kept in the head). `writers` writers on
+// their own opens take turns, so with 2 every line follows another writer's.
+double chain_round_ns(const std::string& path, long n, Chain how, int writers, double* cpu_ns) {
   ::unlink(path.c_str());
+  const std::string head_path = path + std::string(cordon::record::kHeadSuffix);
+  ::unlink(head_path.c_str());
   const std::string object =
       R"({"client":"10.0.2.1:40000","kind":"net.http","method":"GET","name":"api.test",)"
       R"("port":80,"session":"20261126-120000-abcdef","source":"netproxy","status":200,)"
       R"("ts":"2026-11-26T12:00:00.000000Z","url":"http://api.test/x"})";
   std::vector<cordon::UniqueFd> fds;
   std::vector<std::unique_ptr<cordon::record::ChainWriter>> ws;
-  for (int w = 0; w < std::max(writers, 1); ++w) {
+  for (int w = 0; w < writers; ++w) {
     fds.emplace_back(::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
-    ws.push_back(std::make_unique<cordon::record::ChainWriter>());
+    std::unique_ptr<cordon::record::ChainHead> head;
+    if (how == Chain::kHead) {
+      auto fd = cordon::record::open_head_file(AT_FDCWD, head_path);
+      auto mapped =
+          fd.ok() ? cordon::record::ChainHead::map(std::move(fd).value()) : std::move(fd).error();
+      if (!mapped.ok()) {
+        std::fprintf(stderr, "%s\n", mapped.error().to_string().c_str());
+        std::exit(1);
+      }
+      head = std::move(mapped).value();
+    }
+    ws.push_back(std::make_unique<cordon::record::ChainWriter>(std::move(head)));
   }
   const std::string plain =
       object + std::string(cordon::record::kSealOverhead - 1, ' ') + "\n";  // same size
   double t0 = now_s();
   double c0 = cpu_s();
   for (long i = 0; i < n; ++i) {
-    if (writers == 0) {
-      if (::write(fds[0].get(), plain.data(), plain.size()) != static_cast<ssize_t>(plain.size())) {
+    const size_t w = static_cast<size_t>(i % writers);
+    if (how == Chain::kPlain) {
+      if (::write(fds[w].get(), plain.data(), plain.size()) != static_cast<ssize_t>(plain.size())) {
         std::exit(1);
       }
-    } else if (!ws[i % writers]->append(fds[i % writers].get(), object).ok()) {
+    } else if (!ws[w]->append(fds[w].get(), object).ok()) {
       std::exit(1);
     }
   }
@@ -136,23 +155,32 @@ int main(int argc, char** argv) {
     std::printf("%-7s %8.0f ns/event without limits, %8.0f with: %+5.0f ns (%+.1f%%)\n",
                 prebuilt ? "append" : "emit", a, b, b - a, (b - a) / a * 100);
   }
-  std::vector<double> plain, one, two, plain_cpu, one_cpu, two_cpu;
+  // Rounds interleaved, medians reported: plain write(2), then each way of chaining with 1 and 2
+  // writers, in wall time and in the process's CPU time.
+  struct Config {
+    const char* name;
+    Chain how;
+    int writers;
+    std::vector<double> wall, cpu;
+  };
+  std::vector<Config> configs = {{"plain write(2)", Chain::kPlain, 1, {}, {}},
+                                 {"flock chain, 1 writer", Chain::kFlock, 1, {}, {}},
+                                 {"flock chain, 2 writers", Chain::kFlock, 2, {}, {}},
+                                 {"head chain, 1 writer", Chain::kHead, 1, {}, {}},
+                                 {"head chain, 2 writers", Chain::kHead, 2, {}, {}}};
   for (int r = 0; r < rounds; ++r) {
-    double cpu = 0;
-    plain.push_back(chain_round_ns(path, n, 0, &cpu));
-    plain_cpu.push_back(cpu);
-    one.push_back(chain_round_ns(path, n, 1, &cpu));
-    one_cpu.push_back(cpu);
-    two.push_back(chain_round_ns(path, n / 4, 2, &cpu));
-    two_cpu.push_back(cpu);
+    for (Config& c : configs) {
+      double cpu = 0;
+      c.wall.push_back(chain_round_ns(path, n, c.how, c.writers, &cpu));
+      c.cpu.push_back(cpu);
+    }
   }
-  for (bool cpu : {false, true}) {
-    double a = median(cpu ? plain_cpu : plain), b = median(cpu ? one_cpu : one),
-           c = median(cpu ? two_cpu : two);
-    std::printf(
-        "chain   %s: %6.0f ns/event plain write(2), %6.0f chained (%+5.0f ns); two writers "
-        "taking turns: %6.0f (%+5.0f ns)\n",
-        cpu ? "cpu " : "wall", a, b, b - a, c, c - a);
+  const double plain_wall = median(configs[0].wall), plain_cpu = median(configs[0].cpu);
+  std::printf("%-24s %10s %10s %10s %10s\n", "chain (ns/event)", "wall", "added", "cpu", "added");
+  for (const Config& c : configs) {
+    double wall = median(c.wall), cpu = median(c.cpu);
+    std::printf("%-24s %10.0f %+10.0f %10.0f %+10.0f\n", c.name, wall, wall - plain_wall, cpu,
+                cpu - plain_cpu);
   }
   return 0;
 }

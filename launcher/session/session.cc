@@ -23,6 +23,7 @@
 #include "launcher/session/session_store.h"
 #include "launcher/session/session_text.h"
 #include "policy/serialize.h"
+#include "record/chain_head.h"
 
 namespace cordon::launcher {
 
@@ -392,7 +393,8 @@ Result<Session> Session::create(const policy::Policy& effective,
 
   // On failure below, remove the half-made directory so `cordon ls` does not list a ghost.
   auto fail = [&](Error e) -> Error {
-    for (const char* name : {"events.jsonl", "policy.json", "upper", "work", "snapshots"}) {
+    for (const char* name :
+         {"events.jsonl", "events.jsonl.head", "policy.json", "upper", "work", "snapshots"}) {
       ::unlinkat(root_fd.get(), (id + "/" + name).c_str(), 0);
       ::unlinkat(root_fd.get(), (id + "/" + name).c_str(), AT_REMOVEDIR);
     }
@@ -425,8 +427,16 @@ Result<Session> Session::create(const policy::Policy& effective,
   if (efd < 0) {
     return fail(sys_error("openat(\"events.jsonl\", O_APPEND|O_CREAT|O_EXCL)"));
   }
-  s.events_ = record::EventLog::adopt(UniqueFd(efd), id, "launcher",
-                                      record::RecordLimits::from(effective.record));
+  UniqueFd events_fd(efd);
+  // The record's head (record/chain_head.h): every writer of the record chains through it, the
+  // sidecars by an open of it handed over with events.jsonl's.
+  auto head = record::open_head_file(dfd, "events.jsonl" + std::string(record::kHeadSuffix));
+  if (!head.ok()) {
+    return fail(std::move(head).error());
+  }
+  s.events_ = record::EventLog::adopt(std::move(events_fd), id, "launcher",
+                                      record::RecordLimits::from(effective.record),
+                                      std::move(head).value());
   if (sink) {
     auto shipping = start_event_sink(s.paths_.events, std::move(*sink));
     if (!shipping.ok()) {

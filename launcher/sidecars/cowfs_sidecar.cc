@@ -25,6 +25,7 @@
 #include "launcher/plan.h"
 #include "launcher/session/session.h"
 #include "launcher/session/session_store.h"
+#include "record/chain_head.h"
 
 namespace cordon::launcher {
 namespace {
@@ -267,7 +268,7 @@ Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s) {
   }
   UniqueFd ready_r(ready[0]), ready_w(ready[1]);
 
-  // Fixed fd numbers in the daemon: 3 = ready pipe, 4 = events.jsonl.
+  // Fixed fd numbers in the daemon: 3 = ready pipe, 4 = events.jsonl, 5 = its head.
   std::vector<std::string> args = {
       s.binary,    "--mountpoint", mnt,          "--policy", s.session_dir + "/policy.json",
       "--session", s.session_id,   "--ready-fd", "3",        "-f"};
@@ -287,6 +288,9 @@ Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s) {
   }
   if (s.events_fd >= 0) {
     args.insert(args.end(), {"--events-fd", "4"});
+    if (s.events_head_fd >= 0) {
+      args.insert(args.end(), {"--events-head-fd", "5"});
+    }
   }
   if (s.allow_other) {
     args.push_back("--allow-other");
@@ -297,12 +301,13 @@ Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s) {
   }
   argv.push_back(nullptr);
   const pid_t parent = ::getpid();
-  // Sources moved above the target numbers (0-4) first, so no dup2 below clobbers another's
+  // Sources moved above the target numbers (0-5) first, so no dup2 below clobbers another's
   // source (events.jsonl's fd may well be 3 in cordon).
   auto high = [](int fd) { return UniqueFd(fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 10)); };
   UniqueFd log_hi = high(log_fd.get()), ready_hi = high(ready_w.get()),
-           events_hi = high(s.events_fd);
-  if (!log_hi || !ready_hi || (s.events_fd >= 0 && !events_hi)) {
+           events_hi = high(s.events_fd), head_hi = high(s.events_head_fd);
+  if (!log_hi || !ready_hi || (s.events_fd >= 0 && !events_hi) ||
+      (s.events_head_fd >= 0 && !head_hi)) {
     return sys_error("fcntl(F_DUPFD_CLOEXEC) for cordon-fs's fds");
   }
 
@@ -324,10 +329,11 @@ Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s) {
     int null = ::open("/dev/null", O_RDONLY);
     if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(log_hi.get(), 1) < 0 ||
         ::dup2(log_hi.get(), 2) < 0 || ::dup2(ready_hi.get(), 3) < 0 ||
-        (events_hi && ::dup2(events_hi.get(), 4) < 0)) {
+        (events_hi && ::dup2(events_hi.get(), 4) < 0) ||
+        (events_hi && head_hi && ::dup2(head_hi.get(), 5) < 0)) {
       ::_exit(126);
     }
-    ::close_range(5, ~0u, 0);
+    ::close_range(6, ~0u, 0);
     int pf = ::open(pidfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (pf >= 0) {
       char num[24];
@@ -432,12 +438,15 @@ Result<CowFsProcess> start_cow_backend(const Session& session, LaunchPlan& plan)
   if (!events) {
     return sys_error("open(\"" + p.events + "\", O_APPEND) for cordon-fs");
   }
+  ASSIGN_OR_RETURN(UniqueFd head,
+                   record::open_head_file(AT_FDCWD, p.events + std::string(record::kHeadSuffix)));
   CowFsSpawn s;
   s.binary = find_cowfs_binary();
   s.lower = plan.workspace;
   s.session_dir = p.dir;
   s.session_id = session.id();
   s.events_fd = events.get();
+  s.events_head_fd = head.get();
   // The daemon runs as us; a sandbox of another uid reaches the view only with allow_other
   // (root may set it; the session directory's 0700 keeps everyone else out on the host).
   s.allow_other = plan.ids.uid != ::geteuid();

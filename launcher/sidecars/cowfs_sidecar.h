@@ -39,6 +39,7 @@ struct CowFsSpawn {
   std::string session_dir;  // upper/, snapshots/, mnt/, control.sock, policy.json live here
   std::string session_id;
   int events_fd = -1;        // O_APPEND fd of events.jsonl; dup'ed into the daemon
+  int events_head_fd = -1;   // events.jsonl.head (record/chain_head.h), with events_fd
   bool allow_other = false;  // the sandbox's uid differs from ours
   // The ids the sandbox runs as: cordon-fs shows them the workspace owner's files as theirs
   // (--agent-ids), so the copy-on-write workspace is the agent's to change.

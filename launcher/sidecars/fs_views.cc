@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "record/chain_head.h"
+
 namespace cordon::launcher {
 
 std::string fs_views_unavailable_reason() { return cordon_fs_unavailable_reason(); }
@@ -23,11 +25,14 @@ Result<std::vector<CowFsProcess>> start_fs_views(const Session& session, LaunchP
     if (!events) {
       return sys_error("open(\"" + p.events + "\", O_APPEND) for cordon-fs views");
     }
+    ASSIGN_OR_RETURN(UniqueFd head,
+                     record::open_head_file(AT_FDCWD, p.events + std::string(record::kHeadSuffix)));
     CowFsSpawn s;
     s.binary = find_cowfs_binary();
     s.session_dir = p.dir;
     s.session_id = session.id();
     s.events_fd = events.get();
+    s.events_head_fd = head.get();
     s.allow_other = plan.ids.uid != ::geteuid();
     s.home = plan.home;
     s.direct_dir = v.dir;

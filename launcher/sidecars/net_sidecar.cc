@@ -22,6 +22,7 @@
 #include "launcher/companion.h"
 #include "launcher/sandbox/netns.h"
 #include "launcher/session/session_text.h"
+#include "record/chain_head.h"
 
 namespace cordon::launcher {
 namespace {
@@ -182,13 +183,16 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
       return sys_error("open(\"" + spec.log_path + "\") for cordon-netproxy's diagnostics");
     }
   }
-  UniqueFd events;
+  UniqueFd events, events_head;
   if (!spec.events_path.empty()) {
     events.reset(::open(spec.events_path.c_str(),
                         O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!events) {
       return sys_error("open(\"" + spec.events_path + "\", O_APPEND) for cordon-netproxy");
     }
+    ASSIGN_OR_RETURN(
+        events_head,
+        record::open_head_file(AT_FDCWD, spec.events_path + std::string(record::kHeadSuffix)));
   }
 
   // Handed over once the proxy is undumpable: its stdout first, then each socket as fd 4, 5, ...
@@ -209,6 +213,7 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   }
   if (events) {
     add_fd_args(argv, "--events-fd", {events.get()}, sources, next);
+    add_fd_args(argv, "--events-head-fd", {events_head.get()}, sources, next);
   }
   UniqueFd ca_cert, ca_key;
   if (!spec.ca_cert_path.empty()) {
@@ -305,6 +310,7 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   ready_w.reset();
   out_w.reset();
   events.reset();
+  events_head.reset();
 
   // Ready byte, or the proxy's exit, or the deadline.
   auto deadline = std::chrono::steady_clock::now() + spec.ready_timeout;

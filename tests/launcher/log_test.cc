@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -441,6 +442,74 @@ TEST_F(LogTest, EndToEndRefusedPlainHttpGetIsCountedByLogNet) {
   EXPECT_NE(net.out.find("Methods:\n  GET       1\n"), std::string::npos) << net.out;
   EXPECT_NE(net.out.find("403 (refused by cordon) 1"), std::string::npos) << net.out;
   EXPECT_NE(net.out.find("by curl (pid "), std::string::npos) << net.out;
+  if (sink) {
+    EXPECT_EQ(sink->hits(), 0);
+  }
+}
+
+// A real `cordon run` whose record has three writers at once (the launcher, cordon-netproxy
+// refusing plain-HTTP GETs, cordon-fs refusing the workspace's .env where it serves cow): all of
+// them chain through the record's head, and `cordon log last --verify` accepts every line.
+TEST_F(LogTest, EndToEndEveryWriterChainsThroughTheHeadAndTheRecordVerifies) {
+  std::string cordon = cordon::testing::build_path("launcher/cordon");
+  CORDON_REQUIRE(::access(cordon.c_str(), X_OK) == 0, "the cordon binary built");
+  std::unique_ptr<cordon::testing::SinkNetns> sink;
+  if (::geteuid() == 0) {
+    sink = std::make_unique<cordon::testing::SinkNetns>();
+    CORDON_REQUIRE(sink->ok(), "the sink network namespace (ip, nft)");
+  }
+  TempDir ws;
+  { std::ofstream(ws / ".env") << "SECRET=1\n"; }
+  std::string policy = tmp_ / "p.json";
+  { std::ofstream(policy) << R"({"version": 1, "network": {"allow": ["api.test:9"]}})"; }
+  cordon::testing::RunSpec spec;
+  spec.deadline = std::chrono::seconds(90);
+  auto run = cordon::testing::run_program(
+      {cordon, "run", "-q", "--mode", "cow", "-w", ws.path(), "--policy", policy, "--", "sh", "-c",
+       "for i in 1 2 3 4 5 6 7 8; do curl -sS -m 10 --noproxy '*' http://198.51.100.7/$i "
+       ">/dev/null 2>&1 & for j in 1 2 3 4 5; do cat .env >/dev/null 2>&1; done; done; wait; "
+       // The record and its head stay outside: no fd or mapping of them in here.
+       "ls -l /proc/[0-9]*/fd 2>/dev/null | grep -c events.jsonl; "
+       "cat /proc/[0-9]*/maps 2>/dev/null | grep -c events.jsonl; echo done"},
+      spec);
+  ASSERT_FALSE(run.timed_out);
+  ASSERT_EQ(run.exit_code(), 0) << run.out << run.err;
+  EXPECT_EQ(run.out, "0\n0\ndone\n") << run.err;
+
+  auto last = resolve_session(root_, "last");
+  ASSERT_TRUE(last.ok()) << last.error().to_string();
+  const std::string dir = root_ + "/" + *last;
+  struct stat st;
+  ASSERT_EQ(::stat((dir + "/events.jsonl.head").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  // Every writer mapped the head: none fell back to flock(2), which each would say on its stderr.
+  for (const std::string& err :
+       {run.err, slurp(dir + "/netproxy.log"), slurp(dir + "/cordon-fs.log")}) {
+    EXPECT_EQ(err.find("under flock(2)"), std::string::npos) << err;
+  }
+  std::map<std::string, size_t> by_source;
+  for (const auto& l : lines_of(slurp(dir + "/events.jsonl"))) {
+    json j = json::parse(l, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << l;
+    ++by_source[j.value("source", "")];
+  }
+  EXPECT_GE(by_source["launcher"], 2u);
+  EXPECT_GE(by_source["netproxy"], 8u);  // a refusal per GET
+  json sum = json::parse(slurp(dir + "/summary.json"));
+  if (sum.value("cow_backend", "") == "cordon-fs") {
+    EXPECT_GE(by_source["fusefs"], 40u);  // a refusal per cat
+  } else {
+    EXPECT_EQ(by_source["fusefs"], 0u);  // kernel overlayfs: no cordon-fs (rootless, no FUSE)
+  }
+  auto verify = cordon::testing::run_program({cordon, "log", "last", "--verify"}, spec);
+  EXPECT_EQ(verify.exit_code(), 0) << verify.out << verify.err;
+  size_t total = 0;
+  for (const auto& [source, n] : by_source) {
+    total += n;
+  }
+  EXPECT_NE(verify.out.find("verifies: " + std::to_string(total) + " lines"), std::string::npos)
+      << verify.out << verify.err;
+  EXPECT_EQ(verify.out.find("torn"), std::string::npos) << verify.out;
   if (sink) {
     EXPECT_EQ(sink->hits(), 0);
   }
