@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <chrono>
 #include <list>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -20,6 +21,7 @@ struct ssl_ctx_st;
 
 namespace cordon::netproxy {
 
+class BodyScanner;
 class CertAuthority;
 
 namespace asio = boost::asio;
@@ -64,7 +66,8 @@ struct Context {
   // when the policy inspects nothing.
   CertAuthority* ca = nullptr;
   ssl_ctx_st* upstream_tls = nullptr;
-  std::vector<Secret> secrets;    // one per policy.credentials, then the canaries' (load_secrets)
+  std::vector<Secret> secrets;  // one per policy.credentials, then the canaries' (load_secrets)
+  std::shared_ptr<const BodyScanner> scanner;  // the secrets' forms (body_scan.h), or null
   int exfil_alarm_fd = -1;        // network.on_exfil: kill: a byte here per net.exfil (main.cc)
   PipePool pipes;                 // for the splice(2) data path (splice.h)
   std::list<IdleWatch*> watched;  // for the one idle-timeout sweeper (upstream.cc)

@@ -9,6 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "netproxy/body_guard.h"
+#include "netproxy/body_scan.h"
+
 namespace cordon::netproxy {
 namespace {
 
@@ -48,36 +51,6 @@ std::string hosts_of(const policy::Credential& c) {
   return hosts;
 }
 
-// The 403 and net.exfil event for `s`'s placeholder found in `channel` of a request to `at`.
-RuleRefusal refuse_exfil(Context& ctx, const RequestSite& at, const Secret& s,
-                         const std::string& channel) {
-  const std::string head = "cordon: " + std::string(at.method) + " to " + std::string(at.name) +
-                           " refused: its " + channel + " carries ";
-  RuleRefusal refusal{
-      http::status::forbidden,
-      s.cred == nullptr
-          ? head + "the " + s.canary + " canary, a decoy secret that goes nowhere (canaries)"
-          : head + "the placeholder of credential " + s.cred->env + ", which goes only to " +
-                hosts_of(*s.cred) + " (network.credentials)"};
-  nlohmann::json fields = {
-      {"name", at.name},       {"port", at.port},
-      {"channel", channel},    {"mode", at.mode},
-      {"client", at.client},   {"method", at.method},
-      {"url", at.url},         {"rule", s.cred == nullptr ? "canaries" : "network.credentials"},
-      {"reason", refusal.line}};
-  if (s.cred == nullptr) {
-    fields["canary"] = s.canary;
-  } else {
-    fields["credential"] = s.cred->env;
-  }
-  ctx.emit("net.exfil", std::move(fields));
-  if (ctx.exfil_alarm_fd >= 0) {
-    // network.on_exfil: kill: cordon ends the session on this byte, the event above recorded.
-    (void)!::write(ctx.exfil_alarm_fd, "x", 1);
-  }
-  return refusal;
-}
-
 }  // namespace
 
 Status load_secrets(Context& ctx, std::string_view text) {
@@ -111,10 +84,50 @@ Status load_secrets(Context& ctx, std::string_view text) {
     }
     ctx.secrets.push_back({nullptr, value, "", name});
   }
+  if (!ctx.secrets.empty()) {
+    std::vector<std::string> forms;
+    for (const Secret& s : ctx.secrets) {
+      forms.push_back(s.placeholder);
+    }
+    ctx.scanner = std::make_shared<const BodyScanner>(forms);
+  }
   if (j.size() != ctx.secrets.size()) {
     return make_error("--credentials-fd names a secret network.credentials does not");
   }
   return {};
+}
+
+RuleRefusal refuse_exfil(Context& ctx, const RequestSite& at, const Secret& s,
+                         const std::string& channel, const std::string& encoding) {
+  const std::string head = "cordon: " + std::string(at.method) + " to " + std::string(at.name) +
+                           " refused: its " + channel +
+                           (encoding.empty() ? "" : " (" + encoding + ")") + " carries ";
+  RuleRefusal refusal{
+      http::status::forbidden,
+      s.cred == nullptr
+          ? head + "the " + s.canary + " canary, a decoy secret that goes nowhere (canaries)"
+          : head + "the placeholder of credential " + s.cred->env + ", which goes only to " +
+                hosts_of(*s.cred) + " (network.credentials)"};
+  nlohmann::json fields = {
+      {"name", at.name},       {"port", at.port},
+      {"channel", channel},    {"mode", at.mode},
+      {"client", at.client},   {"method", at.method},
+      {"url", at.url},         {"rule", s.cred == nullptr ? "canaries" : "network.credentials"},
+      {"reason", refusal.line}};
+  if (!encoding.empty()) {
+    fields["encoding"] = encoding;
+  }
+  if (s.cred == nullptr) {
+    fields["canary"] = s.canary;
+  } else {
+    fields["credential"] = s.cred->env;
+  }
+  ctx.emit("net.exfil", std::move(fields));
+  if (ctx.exfil_alarm_fd >= 0) {
+    // network.on_exfil: kill: cordon ends the session on this byte, the event above recorded.
+    (void)!::write(ctx.exfil_alarm_fd, "x", 1);
+  }
+  return refusal;
 }
 
 std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at,
@@ -171,21 +184,12 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
 
 std::optional<RuleRefusal> apply_credentials_to_body(Context& ctx, const RequestSite& at,
                                                      char* body, size_t size) {
-  const std::string_view text(body, size);
-  for (const Secret& s : ctx.secrets) {
-    if (!s.bound_to(at.name, at.port) && text.find(s.placeholder) != std::string_view::npos) {
-      return refuse_exfil(ctx, at, s, "body");
-    }
+  BodyGuard guard(ctx, at);
+  const auto out = guard.pass(std::string_view(body, size), true);
+  if (!out) {
+    return guard.refusal();
   }
-  for (const Secret& s : ctx.secrets) {
-    if (!s.bound_to(at.name, at.port)) {
-      continue;
-    }
-    for (size_t i = text.find(s.placeholder); i != std::string_view::npos;
-         i = text.find(s.placeholder, i + s.value.size())) {
-      std::copy(s.value.begin(), s.value.end(), body + i);
-    }
-  }
+  std::copy(out->begin(), out->end(), body);  // the same bytes, bound placeholders replaced
   return std::nullopt;
 }
 

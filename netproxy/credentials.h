@@ -28,30 +28,48 @@ struct RequestSite {
 std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at,
                                              http::request<http::buffer_body>& req);
 
-// Request bodies larger than this, and chunked ones, pass unscanned (docs/policy.md says so):
-// a scanned body is held whole in memory before any of it is forwarded.
+// The 403 and net.exfil event for `s`'s placeholder (or canary) found in `channel` of a request to
+// `at`, `encoding` ("", "base64", "url-encoded hex", ...) saying in what form; network.on_exfil:
+// kill is told. The line and event name the secret, never its value.
+RuleRefusal refuse_exfil(Context& ctx, const RequestSite& at, const Secret& s,
+                         const std::string& channel, const std::string& encoding = "");
+
+// Request bodies of Content-Length up to this are read whole before any of them is forwarded,
+// so a refusal reaches the server as nothing at all; longer and chunked ones stream through a
+// BodyGuard (body_guard.h), and a refusal ends them on their way.
 constexpr uint64_t kMaxScannedBody = 1 << 20;
 
 // The same for a whole request body (`size` bytes at `body`, changed in place): the channel in
-// the refusal and event is "body".
+// the refusal and event is "body"; the secrets' encodings are looked for as by a BodyGuard.
 std::optional<RuleRefusal> apply_credentials_to_body(Context& ctx, const RequestSite& at,
                                                      char* body, size_t size);
 
-// With credentials in the policy, a request body of Content-Length up to kMaxScannedBody is read
-// whole into `buf` (behind any of it already there) and judged by apply_credentials_to_body
-// before the relay forwards it from `buf` as usual; other bodies are left to stream. A refusal
-// leaves the body unread past `buf`: the caller closes the connection. `ec` is set when reading
-// the body failed (the caller ends the connection without an answer).
+// Whether scan_request_body judges this request's body whole (secrets in the policy, a
+// Content-Length body of 1 to kMaxScannedBody bytes). A body that needs judging and is not judged
+// whole has to go through a BodyGuard.
+inline bool scans_body_whole(const Context& ctx, const http::request_parser<http::buffer_body>& p) {
+  const auto length = p.content_length();
+  return !ctx.secrets.empty() && !p.is_done() && !p.chunked() && length && *length > 0 &&
+         *length <= kMaxScannedBody;
+}
+inline bool needs_body_guard(const Context& ctx, const http::request_parser<http::buffer_body>& p) {
+  return !ctx.secrets.empty() && !p.is_done() && !scans_body_whole(ctx, p);
+}
+
+// A request body that scans_body_whole is read whole into `buf` (behind any of it already there)
+// and judged by apply_credentials_to_body before the relay forwards it from `buf` as usual;
+// other bodies are left to stream. A refusal leaves the body unread past `buf`: the caller closes
+// the connection. `ec` is set when reading the body failed (the caller ends the connection
+// without an answer).
 template <class Stream>
 asio::awaitable<std::optional<RuleRefusal>> scan_request_body(
     Context& ctx, Stream& in, beast::flat_buffer& buf,
     const http::request_parser<http::buffer_body>& p, const RequestSite& at, Millis timeout,
     beast::error_code& ec, Clock::time_point* watched = nullptr) {
-  const auto length = p.content_length();
-  if (ctx.secrets.empty() || p.is_done() || p.chunked() || !length || *length == 0 ||
-      *length > kMaxScannedBody) {
+  if (!scans_body_whole(ctx, p)) {
     co_return std::nullopt;
   }
+  const auto length = p.content_length();
   const auto want = static_cast<size_t>(*length);
   while (buf.size() < want) {
     set_deadline(in, timeout);

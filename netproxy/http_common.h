@@ -63,18 +63,24 @@ inline void touch(Clock::time_point* watched) {
   }
 }
 
+// What a relay does with each piece of a request body before writing it (BodyGuard::pass): the
+// piece in, with whether the body ends with it; out, the bytes to write now (fewer, more or others
+// than came in), or nullopt to stop the message where it is.
+using BodyFilter = std::function<std::optional<std::string_view>(std::string_view, bool)>;
+
 // Streams a message (head already parsed into `p`, not yet written) from `in` to `out` through a
 // bounded buffer, the shape of Beast's relay example: for chunked bodies the framing has to be
 // parsed to find the message's end, and a TLS stream cannot splice. `on_body` (may be empty) sees
-// each piece of body as it passes, in order. Counts bytes written; `outbound` says which byte
-// budget they are charged to. Returns an error, or a cap name in *cut when a budget ran out.
+// each piece of body as it passes, in order; then `filter` (may be empty) decides what of it is
+// written (a stop is an operation_aborted error). Counts bytes written; `outbound` says which
+// byte budget they are charged to. Returns an error, or a cap name in *cut when a budget ran out.
 // `watched`: see relay_message.
 template <bool isRequest, class Stream>
 asio::awaitable<beast::error_code> relay_parsed(
     Context& ctx, Stream& in, beast::flat_buffer& buf,
     http::parser<isRequest, http::buffer_body>& p, Stream& out, bool outbound, uint64_t* written,
     std::string* cut, Clock::time_point* watched,
-    const std::function<void(std::string_view)>& on_body = {}) {
+    const std::function<void(std::string_view)>& on_body = {}, const BodyFilter& filter = {}) {
   http::serializer<isRequest, http::buffer_body> sr{p.get()};
   std::array<char, 16 * 1024> chunk;
   const auto timeout = ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
@@ -97,6 +103,16 @@ asio::awaitable<beast::error_code> relay_parsed(
       p.get().body().more = !p.is_done();
       if (on_body) {
         on_body(std::string_view(chunk.data(), p.get().body().size));
+      }
+      if (filter) {
+        const auto out = filter(std::string_view(chunk.data(), p.get().body().size), p.is_done());
+        if (!out) {
+          co_return beast::error_code(asio::error::operation_aborted);
+        }
+        // The serializer only reads through the pointer. Nothing to write is a null buffer: a
+        // chunked serializer would frame an empty one as "0\r\n\r\n", the end of the body.
+        p.get().body().data = out->empty() ? nullptr : const_cast<char*>(out->data());
+        p.get().body().size = out->size();
       }
     } else {
       p.get().body().data = nullptr;

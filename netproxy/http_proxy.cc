@@ -6,6 +6,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/http.hpp>
 
+#include "netproxy/body_guard.h"
 #include "netproxy/credentials.h"
 #include "netproxy/decide.h"
 #include "netproxy/first_flight.h"
@@ -37,6 +38,13 @@ asio::awaitable<void> send_refusal(Context& ctx, Stream& s, unsigned version, ht
   res.prepare_payload();
   set_deadline(s, ctx.handshake_timeout);
   co_await http::async_write(s, res, use_nothrow);
+}
+
+// Closes `s` with a reset (SO_LINGER 0): the peer sees the connection fail, not end.
+void reset_socket(tcp::socket& s) {
+  beast::error_code ignored;
+  s.set_option(asio::socket_base::linger(true, 0), ignored);
+  s.close(ignored);
 }
 
 http::status status_for(Failure f) {
@@ -132,7 +140,8 @@ asio::awaitable<beast::error_code> read_head(Stream& in, beast::flat_buffer& buf
 // Forwards one message whose head was just parsed into `p` (body bytes already read sit in
 // `buf`): the head as Beast serialises it, then a body of known length (Content-Length, or a
 // response running to EOF) by splice(2) with nothing copied through user space; chunked bodies
-// go through relay_parsed. *to_eof: the body ended with the connection (no keep-alive).
+// go through relay_parsed, and so do bodies with a `filter` (a BodyGuard judging them: splice
+// would pass them unseen). *to_eof: the body ended with the connection (no keep-alive).
 // `client_closes`: for a response, the client's request asked to close the connection after it.
 // `watched`: the connection is under the idle sweeper (IdleWatch), which closes it after the
 // idle timeout: no deadline per operation, and *watched is set after each move. nullptr: each
@@ -143,9 +152,11 @@ asio::awaitable<beast::error_code> relay_message(Context& ctx, Stream& in, beast
                                                  Stream& out, bool outbound, uint64_t* written,
                                                  std::string* cut, bool* to_eof = nullptr,
                                                  bool client_closes = false,
-                                                 Clock::time_point* watched = nullptr) {
-  if (p.chunked()) {
-    co_return co_await relay_parsed(ctx, in, buf, p, out, outbound, written, cut, watched);
+                                                 Clock::time_point* watched = nullptr,
+                                                 const BodyFilter& filter = {}) {
+  if (p.chunked() || (filter && !p.is_done())) {
+    co_return co_await relay_parsed(ctx, in, buf, p, out, outbound, written, cut, watched, {},
+                                    filter);
   }
   // No body: HEAD, 204, 304, Content-Length 0, a bodiless request.
   const bool bodiless = p.is_done();
@@ -446,11 +457,27 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     if (body_ec) {
       break;
     }
+    std::optional<BodyGuard> guard;
+    BodyFilter filter;
+    if (needs_body_guard(ctx, p)) {
+      guard.emplace(ctx, RequestSite{host, port, who, method, url, "http"});
+      filter = [&](std::string_view piece, bool last) { return guard->pass(piece, last); };
+    }
     uint64_t req_bytes = 0, resp_bytes = 0;
     std::string cut;
-    auto rec =
-        co_await relay_message<true>(ctx, client, buf, p, *up_stream, true, &req_bytes, &cut);
+    auto rec = co_await relay_message<true>(ctx, client, buf, p, *up_stream, true, &req_bytes, &cut,
+                                            nullptr, false, nullptr, filter);
     up.bytes_out += req_bytes;
+    if (guard && guard->refusal()) {
+      // Part of the body went: the server's connection is reset so it never sees the message
+      // end, and the program gets the 403.
+      up.end = "exfil";
+      reset_socket(up_stream->socket());
+      close_upstream();
+      co_await send_refusal(ctx, client, version, guard->refusal()->status, guard->refusal()->line,
+                            false);
+      break;
+    }
     if (rec) {
       up.end = cut.empty() ? "reset" : cut;
       if (!cut.empty()) {
@@ -591,11 +618,25 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
       break;
     }
     const bool client_keep = req.keep_alive();
+    std::optional<BodyGuard> guard;
+    BodyFilter filter;
+    if (needs_body_guard(ctx, p)) {
+      guard.emplace(ctx, RequestSite{site, up.port, up.client, method, url, "transparent"});
+      filter = [&](std::string_view piece, bool last) { return guard->pass(piece, last); };
+    }
     uint64_t req_bytes = 0, resp_bytes = 0;
     std::string cut;
     auto rec = co_await relay_message<true>(ctx, client, buf, p, upstream, true, &req_bytes, &cut,
-                                            nullptr, false, watched);
+                                            nullptr, false, watched, filter);
     up.bytes_out += req_bytes;
+    if (guard && guard->refusal()) {
+      // As in serve_http_proxy: the server's connection reset mid-body, the program's 403.
+      up.end = "exfil";
+      reset_socket(upstream);
+      co_await send_refusal(ctx, client, req.version(), guard->refusal()->status,
+                            guard->refusal()->line, false);
+      break;
+    }
     if (rec) {
       up.end = cut.empty() ? "reset" : cut;
       break;

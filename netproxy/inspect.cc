@@ -10,6 +10,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "netproxy/body_guard.h"
 #include "netproxy/credentials.h"
 #include "netproxy/http_common.h"
 #include "netproxy/request_hook.h"
@@ -168,12 +169,29 @@ asio::awaitable<void> serve_requests(Context& ctx, TlsStream& cs, TlsStream& us,
     if (body_ec) {
       co_return;
     }
+    std::optional<BodyGuard> guard;
+    BodyFilter filter;
+    if (needs_body_guard(ctx, p)) {
+      guard.emplace(ctx, RequestSite{r.name, r.port, r.client, r.method, r.url, "inspect"});
+      filter = [&](std::string_view piece, bool last) { return guard->pass(piece, last); };
+    }
     uint64_t req_bytes = 0, resp_bytes = 0;
     std::string cut;
-    auto rec =
-        co_await relay_parsed(ctx, cs, cbuf, p, us, true, &req_bytes, &cut, nullptr,
-                              [&](std::string_view piece) { on_request_body(ctx, r, piece); });
+    auto rec = co_await relay_parsed(
+        ctx, cs, cbuf, p, us, true, &req_bytes, &cut, nullptr,
+        [&](std::string_view piece) { on_request_body(ctx, r, piece); }, filter);
     up.bytes_out += req_bytes;
+    if (guard && guard->refusal()) {
+      // Part of the body may have gone: the server's connection is reset (no close_notify), so
+      // it never sees the message end; the program gets the 403.
+      up.end = "exfil";
+      beast::error_code ignored;
+      auto& raw = beast::get_lowest_layer(us).socket();
+      raw.set_option(asio::socket_base::linger(true, 0), ignored);
+      raw.close(ignored);
+      co_await send_line(ctx, cs, guard->refusal()->status, guard->refusal()->line, false);
+      co_return;
+    }
     if (rec) {
       up.end = cut.empty() ? "reset" : cut;
       co_return;

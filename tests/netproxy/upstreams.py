@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Loopback upstream servers for the netproxy tests. Prints one JSON line with the ports, then
 serves until stdin closes. Every server binds 127.0.0.1:0 (or the address given) only."""
-import http.server, json, os, socket, socketserver, ssl, sys, threading
+import hashlib, http.server, json, os, socket, socketserver, ssl, sys, threading
 
 args = dict(a.split("=", 1) for a in sys.argv[1:])
 root = args.get("root", ".")
@@ -56,20 +56,56 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         self.log_request_head()
         with lock:
             stats["posts"] += 1
+        digest = hashlib.sha256()
+        data = bytearray()
+        keep = not self.path.startswith("/sha256")  # /sha256: digest only, any size
+
+        def take(n):
+            # bodylog=FILE: every body byte as it arrives, even of a body that never ends.
+            try:
+                got = self.rfile.read(n)
+            except OSError:
+                got = b""  # reset mid-body: what arrived is logged, the request ends
+            if "bodylog" in args and got:
+                with lock, open(args["bodylog"], "ab") as f:
+                    f.write(got)
+            digest.update(got)
+            if keep:
+                data.extend(got)
+            return len(got)
+
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            data = b""
             while True:
-                size = int(self.rfile.readline().split(b";")[0], 16)
-                data += self.rfile.read(size)
+                try:
+                    line = self.rfile.readline()
+                except OSError:
+                    return
+                if not line:
+                    return
+                size = int(line.split(b";")[0], 16)
+                last = size == 0
+                while size > 0:
+                    got = take(min(size, 65536))
+                    if got == 0:
+                        return
+                    size -= got
                 self.rfile.readline()
-                if size == 0:
+                if last:
                     break
         else:
-            data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        if "reqlog" in args:
-            with lock, open(args["reqlog"], "a") as f:
-                f.write("body: " + data.decode(errors="replace") + "\n")
-        body = ("got %d bytes\n" % len(data)).encode()
+            left = int(self.headers.get("Content-Length", "0"))
+            while left > 0:
+                got = take(min(left, 65536))
+                if got == 0:
+                    return
+                left -= got
+        if not keep:
+            body = ("sha256 %s\n" % digest.hexdigest()).encode()
+        else:
+            if "reqlog" in args:
+                with lock, open(args["reqlog"], "a") as f:
+                    f.write("body: " + data.decode(errors="replace") + "\n")
+            body = ("got %d bytes\n" % len(data)).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
