@@ -366,9 +366,9 @@ std::string explain(const Policy& p) {
         "cordon's environment, never written to disk) in place of the placeholder in the URL, "
         "headers and body of requests to " +
         join(hosts) + (c.header.empty() ? std::string() : " and sets \"" + c.header + "\" there") +
-        ", and refuses with 403 (a net.exfil event) any request to another host whose URL, "
-        "headers or body carry the placeholder; chunked bodies and bodies over 1 MiB are not "
-        "scanned (network.credentials)");
+        ", and refuses with 403 (a net.exfil event) any request to another host whose URL or "
+        "headers carry the placeholder, or whose body carries it as is, in hex, base64 or "
+        "URL-encoded (network.credentials)");
   }
   if (n.kill_on_exfil) {
     lines.push_back(
