@@ -53,13 +53,21 @@ bool ChildProcess::wait_for(std::chrono::milliseconds timeout) {
   }
   // A pidfd reads ready once the child has ended, before it is reaped.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Rounded up and polled again until the deadline has passed: poll's whole milliseconds must not
+  // cut the grace short.
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return false;
+    }
     pollfd p{pidfd_.get(), POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
-    if (r >= 0 || errno != EINTR) {
-      return r > 0;
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r > 0) {
+      return true;
+    }
+    if (r < 0 && errno != EINTR) {
+      return false;
     }
   }
 }

@@ -66,6 +66,10 @@ Status prepare(const ProgramContext& ctx, int& report_fd) {
   if (ctx.tty_slave >= 0) {
     TRY(attach_terminal_in_program(ctx.tty_slave));
   }
+  // Before the limits: RLIMIT_NOFILE refuses any new fd numbered at or above it, and what cordon
+  // held when it cloned init (the record, its head, sidecar pipes) would push Landlock's rule fds
+  // over a small --nofile.
+  TRY(close_inherited_fds(report_fd));
   TRY(ctx.limits.apply_rlimits_in_child());
   TRY(drop_privileges());
   TRY(apply_landlock_in_program(ctx.plan.landlock));  // needs no_new_privs; before seccomp
@@ -81,7 +85,6 @@ Status prepare(const ProgramContext& ctx, int& report_fd) {
     listener.reset();
     userns = UsernsCheck::Probed;
   }
-  TRY(close_inherited_fds(report_fd));
   TRY(verify_sandbox_holds(userns));
   return {};
 }
