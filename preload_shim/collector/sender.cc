@@ -77,6 +77,9 @@ void Sender::verify(pid_t host_pid) {
   // sent. (Any socket of its own would do for that proof; a genuine shim passes its end of the
   // connection.)
   std::string exe = read_exe(host_pid);
+  // Its pids too, while it is there to read: a short-lived sender is often gone by the time its
+  // next message is handled, and that message still needs them.
+  (void)pids_of(host_pid);
   // The shim's own bounds, so an unchanged argv reads the same from both.
   auto argv = read_cmdline(host_pid, wire::kMaxArgs, wire::kMaxArgvBytes);
   const bool holds = !exe.empty() && holds_same_file(host_pid, channel_fd_, channel_.get());
