@@ -141,9 +141,12 @@ TEST_F(NetproxyInspect, CurlGetIsInspectedLoggedAndSignedBySessionCa) {
   EXPECT_GT(http[0]["response_bytes"].get<int>(), 21);
   EXPECT_GT(http[0]["request_bytes"].get<int>(), 20);
   EXPECT_EQ(http[1]["url"], url("api.test", "/repo.git/HEAD"));
-  p->child().stop();
-  auto conns = events_of(p->events(), "net.connect");
+  // One connection for both requests, recorded once the proxy has seen curl close it (which can
+  // trail curl's exit), and no other after the proxy stops.
+  auto conns = wait_events(p->events(), "net.connect", 1);
   ASSERT_EQ(conns.size(), 1u) << dump_events(p->events());
+  p->child().stop();
+  EXPECT_EQ(events_of(p->events(), "net.connect").size(), 1u) << dump_events(p->events());
 }
 
 TEST_F(NetproxyInspect, NotInspectedHostIsATunnelWithTheServersOwnCertificate) {
