@@ -17,29 +17,18 @@
 
 #include "fusefs/commit.h"
 #include "tests/fusefs/commit_fixture.h"
+#include "tests/support/xattr_names.h"
 
 namespace cordon::fusefs::testing {
 namespace {
+
+using cordon::testing::xattr_names;
 
 constexpr const char* kXattrsOff = R"({"filesystem": {"deny": [], "protect": []}})";
 constexpr const char* kXattrsOn = R"({"filesystem": {"deny": [], "protect": [], "xattrs": true}})";
 
 // errno of an xattr call, 0 when it succeeded.
 int err_of(ssize_t rc) { return rc >= 0 ? 0 : errno; }
-
-// The xattr names a host path has (its own, not followed), "" each; ["ERROR errno"] on failure.
-std::vector<std::string> names_on(const std::string& path) {
-  char buf[4096];
-  ssize_t n = ::llistxattr(path.c_str(), buf, sizeof buf);
-  if (n < 0) {
-    return {"ERROR " + std::to_string(errno)};
-  }
-  std::vector<std::string> out;
-  for (ssize_t i = 0; i < n; i += static_cast<ssize_t>(std::strlen(buf + i)) + 1) {
-    out.emplace_back(buf + i);
-  }
-  return out;
-}
 
 std::string value_of(const std::string& path, const char* name) {
   char buf[256];
@@ -127,10 +116,10 @@ TEST(CowFsXattrs, OffByDefaultNoneCanBeSetAndNoneIsShown) {
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   ASSERT_TRUE(r->conflicts.empty()) << ::testing::PrintToString(r->conflicts);
   EXPECT_EQ(read_file(m.lower("host.txt")), "host\nmore\n");
-  EXPECT_EQ(names_on(m.lower("host.txt")), std::vector<std::string>{"user.x"});
+  EXPECT_EQ(xattr_names(m.lower("host.txt")), std::vector<std::string>{"user.x"});
   EXPECT_EQ(value_of(m.lower("host.txt"), "user.x"), "1");
   EXPECT_EQ(read_file(m.lower("new.txt")), "new\n");
-  EXPECT_EQ(names_on(m.lower("new.txt")), std::vector<std::string>{});
+  EXPECT_EQ(xattr_names(m.lower("new.txt")), std::vector<std::string>{});
 }
 
 TEST(CowFsXattrs, KeptAndCommittedWhenThePolicySaysSo) {
@@ -142,18 +131,18 @@ TEST(CowFsXattrs, KeptAndCommittedWhenThePolicySaysSo) {
   write_file(m.mnt("new.txt"), "new\n");
   EXPECT_EQ(err_of(::setxattr(m.mnt("new.txt").c_str(), "user.y", "2", 1, 0)), 0);
   EXPECT_EQ(value_of(m.mnt("new.txt"), "user.y"), "2");
-  EXPECT_EQ(names_on(m.mnt("new.txt")), std::vector<std::string>{"user.y"});
+  EXPECT_EQ(xattr_names(m.mnt("new.txt")), std::vector<std::string>{"user.y"});
   EXPECT_EQ(value_of(m.mnt("host.txt"), "user.x"), "1");
   // A workspace file changed in the session: its xattrs as the view left them go with it (diff
   // and commit see a change of bytes or mode; an xattr change alone is not one).
   EXPECT_EQ(err_of(::removexattr(m.mnt("host.txt").c_str(), "user.x")), 0);
   EXPECT_EQ(err_of(::setxattr(m.mnt("host.txt").c_str(), "user.z", "3", 1, 0)), 0);
-  EXPECT_EQ(names_on(m.mnt("host.txt")), std::vector<std::string>{"user.z"});
+  EXPECT_EQ(xattr_names(m.mnt("host.txt")), std::vector<std::string>{"user.z"});
   {
     std::ofstream f(m.mnt("host.txt"), std::ios::app);
     f << "more\n";
   }
-  EXPECT_EQ(names_on(m.lower("host.txt")), std::vector<std::string>{"user.x"})
+  EXPECT_EQ(xattr_names(m.lower("host.txt")), std::vector<std::string>{"user.x"})
       << "the lower is never written";
   m.stop();
   auto r = commit_layers(m.lower(), m.upper(), commit_opts(m));
@@ -161,7 +150,7 @@ TEST(CowFsXattrs, KeptAndCommittedWhenThePolicySaysSo) {
   ASSERT_TRUE(r->conflicts.empty()) << ::testing::PrintToString(r->conflicts);
   EXPECT_EQ(value_of(m.lower("new.txt"), "user.y"), "2");
   EXPECT_EQ(read_file(m.lower("host.txt")), "host\nmore\n");
-  EXPECT_EQ(names_on(m.lower("host.txt")), std::vector<std::string>{"user.z"});
+  EXPECT_EQ(xattr_names(m.lower("host.txt")), std::vector<std::string>{"user.z"});
   EXPECT_EQ(value_of(m.lower("host.txt"), "user.z"), "3");
 }
 

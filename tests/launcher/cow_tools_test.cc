@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/launcher/sandbox_fixture.h"
+#include "tests/support/xattr_names.h"
 
 namespace cordon::testing {
 namespace {
@@ -126,19 +127,6 @@ for what, call in (("set", lambda: os.setxattr("f", "user.x", b"1")),
         print(what, e.strerror)
 )PY";
 
-std::vector<std::string> host_xattrs(const std::string& path) {
-  char buf[1024];
-  ssize_t n = ::llistxattr(path.c_str(), buf, sizeof buf);
-  if (n < 0) {
-    return {"ERROR " + std::to_string(errno)};
-  }
-  std::vector<std::string> out;
-  for (ssize_t i = 0; i < n; i += static_cast<ssize_t>(std::strlen(buf + i)) + 1) {
-    out.emplace_back(buf + i);
-  }
-  return out;
-}
-
 TEST(CowTools, XattrsAreRefusedUnlessThePolicyKeepsThem) {
   CORDON_REQUIRE(fuse_usable(), "/dev/fuse usable by this uid (cordon-fs)");
   for (bool keep : {false, true}) {
@@ -157,7 +145,7 @@ TEST(CowTools, XattrsAreRefusedUnlessThePolicyKeepsThem) {
         run_program({cordon_bin(), "commit", "last"}, RunSpec{.env = f.env(), .cwd = f.ws()});
     ASSERT_EQ(c.exit_code(), 0) << c.err;
     EXPECT_EQ(read_text(f.ws() + "/f"), "data\n");
-    EXPECT_EQ(host_xattrs(f.ws() + "/f"),
+    EXPECT_EQ(xattr_names(f.ws() + "/f"),
               keep ? std::vector<std::string>{"user.x"} : std::vector<std::string>{});
   }
 }
