@@ -73,6 +73,9 @@ struct Context {
   std::list<IdleWatch*> watched;  // for the one idle-timeout sweeper (upstream.cc)
   bool sweeping = false;
   uint32_t clients = 0;  // accepted sockets being served (bounded by kMaxClients)
+  // Set once the drain after a stop is over: a connection whose record is written from then on
+  // (its coroutine destroyed with the io_context) ends "stopped", not "closed".
+  bool stopped = false;
   static constexpr uint32_t kMaxClients = 8192;
   // How long to wait for a client's first bytes (transparent peek uses its own, shorter deadline).
   Millis handshake_timeout{std::chrono::seconds(30)};

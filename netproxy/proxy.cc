@@ -47,6 +47,14 @@ struct Proxy::Impl {
   std::optional<asio::signal_set> signals;
   std::unique_ptr<CertAuthority> ca;
   SslCtxPtr upstream_tls;
+  bool stopping = false;  // a stop (signal or stop()) has begun draining
+
+  // Stops accepting, then waits (bounded) for the served connections to end, then stops the
+  // loop. Their records (net.connect with bytes and end) are written as they end; those still
+  // open when the bound is over are written as the io_context destroys them (Upstream, Tunnel),
+  // with end "stopped". Idempotent.
+  void begin_stop();
+  asio::awaitable<void> drain_and_stop();
 };
 
 namespace {
@@ -289,10 +297,49 @@ std::vector<std::string> Proxy::listening() const {
   return out;
 }
 
+namespace {
+
+// How long a stop waits for the connections being served to end on their own. cordon run stops
+// the proxy after the program is gone, so its sockets are closed and most connections end within
+// a round trip; what is still open after this is recorded as ended by the stop. Well under the
+// launcher's 2 s grace before SIGKILL.
+constexpr Millis kDrainBound{250};
+
+}  // namespace
+
+asio::awaitable<void> Proxy::Impl::drain_and_stop() {
+  boost::system::error_code ignored;
+  for (auto* list : {&explicit_acceptors, &transparent_acceptors, &dns_tcp_acceptors}) {
+    for (auto& a : *list) {
+      a.close(ignored);
+    }
+  }
+  asio::steady_timer tick(*io);
+  const auto deadline = Clock::now() + kDrainBound;
+  while (ctx.clients > 0 && Clock::now() < deadline) {
+    tick.expires_after(std::chrono::milliseconds(5));
+    co_await tick.async_wait(use_nothrow);
+  }
+  if (ctx.clients > 0) {
+    spdlog::info("cordon-netproxy: {} connection(s) still open after {} ms: recorded as stopped",
+                 ctx.clients, kDrainBound.count());
+  }
+  ctx.stopped = true;
+  io->stop();
+}
+
+void Proxy::Impl::begin_stop() {
+  if (stopping) {
+    return;
+  }
+  stopping = true;
+  asio::co_spawn(*io, drain_and_stop(), [](std::exception_ptr e) { log_coroutine_end("stop", e); });
+}
+
 void Proxy::run() { impl_->io->run(); }
 
 void Proxy::stop() {
-  asio::post(*impl_->io, [im = impl_.get()] { im->io->stop(); });
+  asio::post(*impl_->io, [im = impl_.get()] { im->begin_stop(); });
 }
 
 void Proxy::handle_signals() {
@@ -301,7 +348,7 @@ void Proxy::handle_signals() {
   im.signals->async_wait([im = &im](const boost::system::error_code& ec, int sig) {
     if (!ec) {
       spdlog::info("cordon-netproxy: signal {}, stopping", sig);
-      im->io->stop();
+      im->begin_stop();
     }
   });
 }

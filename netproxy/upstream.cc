@@ -221,8 +221,15 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
   out.up.port = dest.port;
   out.up.rule = d.rule;
   out.up.start = Clock::now();
+  out.up.owner = RecordOwner(&ctx);
   out.socket.emplace(std::move(sock));
   co_return out;
+}
+
+Upstream::~Upstream() {
+  if (Context* ctx = owner.get()) {
+    finish_upstream(*ctx, *this);
+  }
 }
 
 void finish_upstream(Context& ctx, Upstream& up) {
@@ -230,6 +237,9 @@ void finish_upstream(Context& ctx, Upstream& up) {
     return;
   }
   up.finished = true;
+  if (ctx.stopped && up.end == "closed") {
+    up.end = "stopped";
+  }
   up.slot.release();
   if (!ctx.events.enabled()) {
     return;  // nothing to log: skip building the per-connection event

@@ -5,13 +5,38 @@
 #include <boost/asio/awaitable.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "netproxy/context.h"
 
 namespace cordon::netproxy {
 
-// One upstream connection, for its net.connect event at close.
+// Points at the Context an opened Upstream must be recorded in; a move leaves the source empty, so
+// exactly one Upstream owns the record.
+class RecordOwner {
+ public:
+  RecordOwner() = default;
+  explicit RecordOwner(Context* c) : ctx_(c) {}
+  RecordOwner(RecordOwner&& o) noexcept : ctx_(std::exchange(o.ctx_, nullptr)) {}
+  RecordOwner& operator=(RecordOwner&& o) noexcept {
+    ctx_ = std::exchange(o.ctx_, nullptr);
+    return *this;
+  }
+  Context* get() const { return ctx_; }
+
+ private:
+  Context* ctx_ = nullptr;
+};
+
+// One upstream connection, for its net.connect event at close. Once opened (open_upstream
+// succeeded) it writes that event when it is destroyed unfinished, so a connection whose
+// coroutine is destroyed with the io_context at a stop is still recorded.
 struct Upstream {
+  Upstream() = default;
+  Upstream(Upstream&&) noexcept = default;
+  Upstream& operator=(Upstream&&) noexcept = default;
+  ~Upstream();
+
   std::string mode;  // http | connect | socks5 | transparent
   std::string name;  // the name decided on; empty for a raw-IP destination
   std::string sni;
@@ -22,10 +47,12 @@ struct Upstream {
   std::string rule;
   ConnSlot slot;
   Clock::time_point start = Clock::now();
-  uint64_t bytes_out = 0;      // sandbox -> upstream
-  uint64_t bytes_in = 0;       // upstream -> sandbox
-  std::string end = "closed";  // why it ended: closed | idle_timeout | network.max_bytes_out | ...
+  uint64_t bytes_out = 0;  // sandbox -> upstream
+  uint64_t bytes_in = 0;   // upstream -> sandbox
+  std::string end =
+      "closed";  // why it ended: closed | idle_timeout | stopped | network.max_bytes_out | ...
   bool finished = false;
+  RecordOwner owner;  // set by open_upstream on success
 };
 
 enum class Failure { None, Policy, Cap, Resolve, ConnectRefused, Unreachable };

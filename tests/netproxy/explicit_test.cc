@@ -486,6 +486,74 @@ TEST_F(NetproxyExplicit, Socks5HalfCloseIsPassedOn) {
   EXPECT_EQ(conns[0]["end"], "closed");
 }
 
+// A stop (SIGTERM) loses no connection: a tunnel still open is recorded with its bytes and
+// "stopped", and the proxy still exits 0 well within the launcher's 2 s grace.
+TEST_F(NetproxyExplicit, StopRecordsATunnelStillOpenAsStopped) {
+  ProxyUnderTest proxy(dir_, policy(), {"--listen", "127.0.0.1:0"});
+  int fd = -1;
+  ASSERT_EQ(socks5_connect(proxy.port(), 3, "echo.test", up_->port("echo"), &fd), 0);
+  ASSERT_TRUE(send_all(fd, "ping!"));
+  ASSERT_EQ(recv_n(fd, 5), "ping!");
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(proxy.child().pid(), SIGTERM), 0);
+  int st = proxy.child().wait(std::chrono::seconds(2));
+  auto took = std::chrono::steady_clock::now() - t0;
+  close(fd);
+  ASSERT_NE(st, -1) << "the proxy did not exit within 2 s of SIGTERM";
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_LT(took, std::chrono::milliseconds(1500));
+  auto conns = events_of(proxy.events(), "net.connect");
+  ASSERT_EQ(conns.size(), 1u) << dump_events(proxy.events());
+  EXPECT_EQ(conns[0]["end"], "stopped");
+  EXPECT_EQ(conns[0]["bytes_out"], 5);
+  EXPECT_EQ(conns[0]["bytes_in"], 5);
+}
+
+// The same for a plain-HTTP keep-alive connection between requests: its upstream leg lives in
+// the request loop's frame, not in a tunnel, and is recorded when that frame is destroyed.
+TEST_F(NetproxyExplicit, StopRecordsAKeepAliveHttpUpstreamAsStopped) {
+  ProxyUnderTest proxy(dir_, policy(), {"--listen", "127.0.0.1:0"});
+  int fd = tcp_connect("127.0.0.1", proxy.port());
+  ASSERT_GE(fd, 0);
+  const std::string host = "api.test:" + std::to_string(up_->port("http"));
+  ASSERT_TRUE(
+      send_all(fd, "GET http://" + host + "/hello.txt HTTP/1.1\r\nHost: " + host + "\r\n\r\n"));
+  std::string got;
+  for (int i = 0; i < 50 && got.find("hello through cordon") == std::string::npos; ++i) {
+    got += recv_n(fd, 4096, 100);
+  }
+  ASSERT_NE(got.find("hello through cordon"), std::string::npos) << got;
+  ASSERT_EQ(kill(proxy.child().pid(), SIGTERM), 0);
+  int st = proxy.child().wait(std::chrono::seconds(2));
+  close(fd);
+  ASSERT_NE(st, -1) << "the proxy did not exit within 2 s of SIGTERM";
+  auto conns = events_of(proxy.events(), "net.connect");
+  ASSERT_EQ(conns.size(), 1u) << dump_events(proxy.events());
+  EXPECT_EQ(conns[0]["end"], "stopped");
+  EXPECT_EQ(conns[0]["mode"], "http");
+  EXPECT_GT(conns[0]["bytes_in"].get<int>(), 21);
+}
+
+// A connection the client has just closed when the stop comes is drained, not dropped: it is
+// recorded as "closed" with every byte, however soon the SIGTERM follows the close.
+TEST_F(NetproxyExplicit, StopRightAfterAClientClosesStillRecordsTheConnection) {
+  for (int round = 0; round < 5; ++round) {
+    TempDir dir;
+    ProxyUnderTest proxy(dir, policy(), {"--listen", "127.0.0.1:0"});
+    int fd = -1;
+    ASSERT_EQ(socks5_connect(proxy.port(), 3, "echo.test", up_->port("echo"), &fd), 0);
+    ASSERT_TRUE(send_all(fd, "bye"));
+    ASSERT_EQ(recv_n(fd, 3), "bye");
+    close(fd);
+    ASSERT_EQ(kill(proxy.child().pid(), SIGTERM), 0);
+    ASSERT_NE(proxy.child().wait(std::chrono::seconds(2)), -1);
+    auto conns = events_of(proxy.events(), "net.connect");
+    ASSERT_EQ(conns.size(), 1u) << "round " << round << "\n" << dump_events(proxy.events());
+    EXPECT_EQ(conns[0]["bytes_out"], 3);
+    EXPECT_EQ(conns[0]["bytes_in"], 3);
+  }
+}
+
 // Tunnels that carried data and went idle hold no pipe (the splice pipes are lent per chunk): the
 // proxy's pipe descriptors stay at its small pool, not two per tunnel.
 TEST_F(NetproxyExplicit, IdleTunnelsHoldNoPipes) {
