@@ -49,6 +49,7 @@ TEST(ShimAttribution, ConcurrentPythonClientsAreEachAttributed) {
     if (e.value("remote", "") != remote) {
       continue;
     }
+    ASSERT_TRUE(e.contains("pid")) << "a net.connect without the process's pid: " << e.dump();
     int pid = e["pid"];
     ASSERT_TRUE(by_pid.count(pid)) << "event for a pid the server never saw: " << e.dump();
     const auto& [peer_port, tag] = by_pid[pid];
