@@ -197,16 +197,24 @@ struct Splice {
   std::string text;
 };
 
-// The text of new members for `object` (the keys of `rest` below it), built recursively for
-// sections the file does not have yet.
+// New members ("key": [...]), comma-separated, each on its own line at indent `in`.
 std::string new_members(const std::map<std::string, std::vector<const PolicyAddition*>>& by_key,
                         const std::string& in) {
   std::string out;
   for (const auto& [key, adds] : by_key) {
-    out += "\n" + in + nlohmann::json(key).dump() + ": [" + elements_text(adds, in + "  ") + "\n" +
-           in + "],";
+    out += (out.empty() ? "\n" : ",\n") + in + nlohmann::json(key).dump() + ": [" +
+           elements_text(adds, in + "  ") + "\n" + in + "]";
   }
   return out;
+}
+
+// Members go after the object's last member (so a file's opening comment stays first), or into
+// an empty object.
+Splice append_members(const Node& object, const std::string& members, const std::string& in) {
+  if (object.elements == 0) {
+    return {object.begin + 1, members + "\n" + in};
+  }
+  return {object.last_end, "," + members};
 }
 
 }  // namespace
@@ -228,13 +236,11 @@ Result<std::string> add_to_policy_text(std::string_view text,
   }
   const Node& root = **doc;
   std::vector<Splice> splices;
-  std::string new_sections;
+  std::map<std::string, std::string> new_sections;  // section -> its members' text
   for (const auto& [section, lists] : plan) {
     const Node* sec = root.member(section);
     if (sec == nullptr) {
-      std::string body = new_members(lists, "    ");
-      body.pop_back();  // the last member's comma
-      new_sections += "\n  " + nlohmann::json(section).dump() + ": {" + body + "\n  },";
+      new_sections[section] = new_members(lists, "    ");
       continue;
     }
     if (sec->type != '{') {
@@ -254,18 +260,16 @@ Result<std::string> add_to_policy_text(std::string_view text,
       }
     }
     if (!missing.empty()) {
-      std::string body = new_members(missing, "    ");
-      if (sec->elements == 0) {
-        body.pop_back();
-      }
-      splices.push_back({sec->begin + 1, body});
+      splices.push_back(append_members(*sec, new_members(missing, "    "), "  "));
     }
   }
   if (!new_sections.empty()) {
-    if (root.elements == 0) {
-      new_sections.pop_back();
+    std::string members;
+    for (const auto& [section, body] : new_sections) {
+      members += (members.empty() ? "\n  " : ",\n  ") + nlohmann::json(section).dump() + ": {" +
+                 body + "\n  }";
     }
-    splices.push_back({root.begin + 1, new_sections});
+    splices.push_back(append_members(root, members, ""));
   }
   // From the end backwards, so every recorded offset still holds when it is used.
   std::sort(splices.begin(), splices.end(),

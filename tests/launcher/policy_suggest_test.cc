@@ -179,6 +179,27 @@ TEST(PolicySuggest, AppliedSuggestionsMakeTheSameRunPassWithNoRefusals) {
   EXPECT_EQ(tight["unused"][0]["entry"], "unused.test:443");
 }
 
+TEST(PolicySuggest, AnExecOutsideExecAllowIsSuggestedAsThatProgram) {
+  SandboxFixture f;
+  std::string p = f.home() + "/p.json";
+  write_text(p, "{\"version\": 1, \"process\": {\"exec_allow\": [\"/usr/bin\"]}}\n");
+  const std::vector<std::string> cmd{"/bin/sh", "-c", "/usr/sbin/ldconfig --version >/dev/null"};
+  auto r = f.run({"-q", "--mode", "cow", "--policy", p}, cmd);
+  EXPECT_NE(r.exit_code(), 0);
+  EXPECT_THAT(r.err, HasSubstr("not in process.exec_allow"));
+  auto s =
+      run_program({cordon_bin(), "policy", "suggest", "last", "--json"}, RunSpec{.env = f.env()});
+  ASSERT_EQ(s.exit_code(), 0) << s.err;
+  auto report = nlohmann::json::parse(s.out, nullptr, false);
+  using Entries = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(entries(report), (Entries{{"process.exec_allow", "/usr/sbin/ldconfig"}})) << s.out;
+  auto a = run_program({cordon_bin(), "policy", "suggest", "last", "--apply", p},
+                       RunSpec{.env = f.env()});
+  ASSERT_EQ(a.exit_code(), 0) << a.err;
+  auto again = f.run({"-q", "--mode", "cow", "--policy", p}, cmd);
+  EXPECT_EQ(again.exit_code(), 0) << again.err << read_text(p);
+}
+
 TEST(PolicySuggest, ASessionWithoutRefusalsSuggestsNothing) {
   SandboxFixture f;
   auto r = f.run({"-q", "--mode", "cow"}, {"/bin/sh", "-c", "echo fine"});
