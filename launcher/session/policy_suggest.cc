@@ -126,9 +126,10 @@ struct Gathered {
   std::set<size_t> allow_used;          // network.allow indices that allowed something
   std::map<std::string, FsAttempt> fs;  // by "r:path" / "w:path"
   std::set<std::string> canary_paths;
-  std::map<std::string, Evidence> execs;  // exec targets
-  std::set<std::string> opened;           // paths opened successfully (all-opens mode)
-  bool all_opens = false;                 // the shim recorded successful opens too
+  std::map<std::string, std::string> fs_refused_by;  // cordon-fs refusal's path -> process
+  std::map<std::string, Evidence> execs;             // exec targets
+  std::set<std::string> opened;                      // paths opened successfully (all-opens mode)
+  bool all_opens = false;                            // the shim recorded successful opens too
   std::string workspace;
 };
 
@@ -245,6 +246,11 @@ void gather_one(Gathered& g, const nlohmann::json& ev) {
     }
   } else if ((kind == "net.connect" || kind == "net.http") && source == "netproxy") {
     on_allowed(g, ev);
+  } else if (kind == "fs.attribution") {
+    // cordon-fs knows the caller's host pid only; the join names the sandbox process.
+    if (!str(ev, "exe").empty()) {
+      g.fs_refused_by.emplace(str(ev, "path"), process_of(ev));
+    }
   } else if (kind == "fs.refused" || kind == "fs.open" || kind == "fs.canary") {
     on_fs(g, ev, kind);
   } else if (kind == "proc.exec") {
@@ -311,6 +317,52 @@ std::string parent_domain(const std::string& name) {
   return parent.find('.') == std::string::npos ? "" : parent;
 }
 
+// The entries one refused destination calls for (none when `hold` is set).
+std::vector<Suggestion> net_entries(Gathered& g, const std::string& key, const NetRefusal& r) {
+  if (!r.from_dns) {
+    return {
+        {"network.allow", key,
+         with_port(r.name, r.port) + " is not in network.allow; the exact name and port refused",
+         r.ev}};
+  }
+  // Only the lookup was refused, so no connection says the port: getaddrinfo's service does.
+  const auto& ports = g.lookup_ports[r.name];
+  if (ports.empty()) {
+    return {{"network.allow", r.name,
+             "the lookup of " + r.name +
+                 " was refused before any connection, and the program named no port; this entry "
+                 "allows every port of that name",
+             r.ev}};
+  }
+  std::vector<Suggestion> out;
+  for (int64_t p : ports) {
+    out.push_back({"network.allow", with_port(r.name, p),
+                   "the lookup of " + r.name + " was refused (" + r.reason + "); port " +
+                       std::to_string(p) + " is the service the program asked for",
+                   r.ev});
+  }
+  return out;
+}
+
+// Many refused names under one domain: said, but each stays listed exactly.
+void subdomain_notes(const std::vector<Suggestion>& net, Report& rep) {
+  std::map<std::string, std::set<std::string>> by_parent;
+  for (const auto& s : net) {
+    std::string host = s.entry.substr(0, s.entry.rfind(':'));
+    if (std::string p = parent_domain(host); !p.empty()) {
+      by_parent[p].insert(host);
+    }
+  }
+  for (const auto& [parent, names] : by_parent) {
+    if (names.size() >= kSubdomainHint) {
+      rep.notes.push_back(std::to_string(names.size()) + " names under " + parent +
+                          " were refused; each is listed exactly. \"*." + parent +
+                          "\" would cover them and any other name under it: add it by hand only "
+                          "if that is what you mean");
+    }
+  }
+}
+
 void suggest_network(Gathered& g, Report& rep) {
   // A refused lookup whose name also had a refused connection (through the proxy settings) is
   // the same need: the connection's name:port says it exactly.
@@ -334,45 +386,10 @@ void suggest_network(Gathered& g, Report& rep) {
       rep.held_back.push_back({key, hold, r.ev});
       continue;
     }
-    if (!r.from_dns) {
-      net.push_back(
-          {"network.allow", key,
-           with_port(r.name, r.port) + " is not in network.allow; the exact name and port refused",
-           r.ev});
-      continue;
-    }
-    // Only the lookup was refused, so no connection says the port: getaddrinfo's service does.
-    const auto& ports = g.lookup_ports[r.name];
-    if (ports.empty()) {
-      net.push_back({"network.allow", r.name,
-                     "the lookup of " + r.name +
-                         " was refused before any connection, and the program named no port; "
-                         "this entry allows every port of that name",
-                     r.ev});
-    }
-    for (int64_t p : ports) {
-      net.push_back({"network.allow", with_port(r.name, p),
-                     "the lookup of " + r.name + " was refused (" + r.reason + "); port " +
-                         std::to_string(p) + " is the service the program asked for",
-                     r.ev});
-    }
+    auto entries = net_entries(g, key, r);
+    net.insert(net.end(), entries.begin(), entries.end());
   }
-  std::map<std::string, std::set<std::string>> by_parent;
-  for (const auto& s : net) {
-    std::string host = s.entry.substr(
-        0, s.entry.rfind(':') == std::string::npos ? std::string::npos : s.entry.rfind(':'));
-    if (std::string p = parent_domain(host); !p.empty()) {
-      by_parent[p].insert(host);
-    }
-  }
-  for (const auto& [parent, names] : by_parent) {
-    if (names.size() >= kSubdomainHint) {
-      rep.notes.push_back(std::to_string(names.size()) + " names under " + parent +
-                          " were refused; each is listed exactly. \"*." + parent +
-                          "\" would cover them and any other name under it: add it by hand "
-                          "only if that is what you mean");
-    }
-  }
+  subdomain_notes(net, rep);
   rep.add.insert(rep.add.end(), net.begin(), net.end());
   for (auto& h : g.exfil) {
     rep.held_back.push_back(std::move(h));
@@ -387,23 +404,28 @@ struct FsContext {
   const std::set<std::string>& canaries;
 };
 
-bool exists_on_host(const std::string& path, bool* is_dir = nullptr) {
+bool exists_on_host(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return false;
-  }
-  if (is_dir != nullptr) {
-    *is_dir = S_ISDIR(st.st_mode);
-  }
-  return true;
+  return ::stat(path.c_str(), &st) == 0;
 }
 
-// Why a refused host path gets no grant, or "" (also "" with *skip for noise that is not a
-// refusal at all: a path that does not exist on the host either).
-std::string fs_hold_reason(const FsContext& c, const FsAttempt& a, bool* skip) {
-  *skip = false;
+// Whether a failed open is noise rather than a refusal a grant answers: relative (workspace)
+// paths, the sandbox's own directories, and paths that exist nowhere on the host (probes).
+bool fs_noise(const FsContext& c, const FsAttempt& a) {
+  if (a.path.empty() || a.path[0] != '/' || composed_by_cordon(a.path) ||
+      (!c.workspace.empty() && beneath(a.path, c.workspace))) {
+    return true;
+  }
+  return !exists_on_host(a.path) && !(a.write && exists_on_host(parent_of(a.path)));
+}
+
+// Why a refused host path gets no grant, or "" when it should get one.
+std::string fs_hold_reason(const FsContext& c, const FsAttempt& a) {
   if (c.canaries.count(a.path) > 0) {
     return "a canary's decoy: never granted";
+  }
+  if (a.rule.rfind("filesystem.deny", 0) == 0 || a.rule.rfind("filesystem.protect", 0) == 0) {
+    return "refused by " + a.rule + "; deny rules win, so no grant is suggested";
   }
   const auto& fs = c.policy.filesystem;
   for (size_t i = 0; i < fs.deny.size(); ++i) {
@@ -412,17 +434,10 @@ std::string fs_hold_reason(const FsContext& c, const FsAttempt& a, bool* skip) {
              "); deny wins, so no grant is suggested";
     }
   }
-  if (a.rule.rfind("filesystem.deny", 0) == 0 || a.rule.rfind("filesystem.protect", 0) == 0) {
-    return "refused by " + a.rule + "; deny rules win, so no grant is suggested";
-  }
-  if (a.path.empty() || a.path[0] != '/' || composed_by_cordon(a.path) ||
+  if (a.path.empty() || a.path[0] != '/' ||
       (!c.workspace.empty() && beneath(a.path, c.workspace))) {
-    *skip = true;  // relative (workspace) paths and the sandbox's own directories
-    return {};
-  }
-  bool dir = false;
-  if (!exists_on_host(a.path, &dir) && !(a.write && exists_on_host(parent_of(a.path)))) {
-    *skip = true;  // missing on the host too: the program was probing, nothing was refused
+    return "refused inside the workspace by " + (a.rule.empty() ? std::string("cordon") : a.rule) +
+           "; suggest only grants host paths outside it";
   }
   return {};
 }
@@ -430,8 +445,7 @@ std::string fs_hold_reason(const FsContext& c, const FsAttempt& a, bool* skip) {
 // The entry for a refused path: the path itself when it exists on the host (a file or a
 // directory), its directory when a write would create it. Never "/" or the home directory itself.
 std::string fs_entry(const FsAttempt& a, const std::string& home) {
-  bool dir = false;
-  if (exists_on_host(a.path, &dir)) {
+  if (exists_on_host(a.path)) {
     return a.path;
   }
   std::string parent = parent_of(a.path);
@@ -441,15 +455,21 @@ std::string fs_entry(const FsAttempt& a, const std::string& home) {
 void suggest_filesystem(const Gathered& g, const Inputs& in, Report& rep) {
   FsContext c{*in.policy, in.workspace.empty() ? g.workspace : in.workspace, g.canary_paths};
   std::map<std::string, Suggestion> write, read;
-  for (const auto& [key, a] : g.fs) {
-    bool skip = false;
-    std::string hold = fs_hold_reason(c, a, &skip);
-    if (skip) {
+  for (auto [key, a] : g.fs) {
+    if (auto by = g.fs_refused_by.find(a.path); !a.rule.empty() && by != g.fs_refused_by.end()) {
+      a.ev.first_process = by->second;
+    }
+    // cordon-fs and the shim's file rules refused it (fs.refused): a refusal even where the
+    // path is not a grant's; a failed open the shim saw only when it is not noise.
+    if (a.rule.empty() && fs_noise(c, a)) {
       continue;
     }
-    if (!hold.empty()) {
+    if (std::string hold = fs_hold_reason(c, a); !hold.empty()) {
       rep.held_back.push_back({a.path, hold, a.ev});
       continue;
+    }
+    if (!exists_on_host(a.path) && !(a.write && exists_on_host(parent_of(a.path)))) {
+      continue;  // nothing there to grant
     }
     std::string entry = fs_entry(a, in.home);
     if (entry.empty()) {
@@ -579,6 +599,20 @@ Report build_report(int events_fd, const Inputs& in) {
   suggest_network(g, rep);
   suggest_filesystem(g, in, rep);
   suggest_exec(g, in, rep);
+  // Two refusals that call for the same entry (a lookup's port and a connection's, say) are one
+  // suggestion with both counted.
+  std::vector<Suggestion> unique;
+  for (auto& s : rep.add) {
+    auto same = std::find_if(unique.begin(), unique.end(), [&](const Suggestion& u) {
+      return u.field == s.field && u.entry == s.entry;
+    });
+    if (same == unique.end()) {
+      unique.push_back(std::move(s));
+    } else {
+      same->evidence.count += s.evidence.count;
+    }
+  }
+  rep.add = std::move(unique);
   if (in.tighten) {
     tighten(g, in, rep);
   }
