@@ -100,6 +100,18 @@ bool composed_by_cordon(const std::string& path) {
                      [&](const char* d) { return beneath(path, d); });
 }
 
+// A path that names exactly one file: absolute, no glob characters (a policy entry would read
+// them as a pattern), no "." or ".." segments. The record's paths come from the sandbox, so an
+// entry is only ever made of one of these.
+bool plain_path(const std::string& p) {
+  if (p.empty() || p[0] != '/' || p.find_first_of("*?[]{}") != std::string::npos) {
+    return false;
+  }
+  std::string with_slash = p + "/";
+  return with_slash.find("/./") == std::string::npos &&
+         with_slash.find("/../") == std::string::npos;
+}
+
 // One refused network destination, keyed by "name:port".
 struct NetRefusal {
   std::string name;
@@ -283,6 +295,15 @@ bool is_ip_literal(const std::string& name) { return policy::IpAddress::parse(na
 
 // Why a refused destination gets no allow entry, or "" when it should get one.
 std::string net_hold_reason(const NetRefusal& r) {
+  // The name comes from the program (a Host header, an SNI): only a plain name or address
+  // becomes an entry, never a pattern such as "*" or a CIDR.
+  std::string why;
+  auto pattern = policy::HostPattern::parse(with_port(r.name, r.port), &why);
+  if (!pattern || (pattern->kind != policy::HostPattern::Kind::Exact &&
+                   pattern->kind != policy::HostPattern::Kind::Ip)) {
+    return "not a plain host name or address" + (why.empty() ? "" : " (" + why + ")") +
+           "; not suggested";
+  }
   if (auto ip = policy::IpAddress::parse(r.name); ip && (ip->is_special() || ip->is_metadata())) {
     return std::string("refused by the built-in protection; not suggested: ") +
            (ip->is_metadata() ? "a cloud metadata address"
@@ -472,9 +493,17 @@ void suggest_filesystem(const Gathered& g, const Inputs& in, Report& rep) {
       continue;  // nothing there to grant
     }
     std::string entry = fs_entry(a, in.home);
-    if (entry.empty()) {
+    if (!plain_path(a.path)) {
       rep.held_back.push_back(
-          {a.path, "creating it would need its whole directory granted writable; not suggested",
+          {a.path, "not a plain path (glob characters, \".\" or \"..\"); not suggested", a.ev});
+      continue;
+    }
+    if (entry.empty() || (!in.home.empty() && beneath(in.home, entry))) {
+      rep.held_back.push_back(
+          {a.path,
+           "the entry would be " +
+               (entry.empty() ? std::string("/ or the home directory") : entry) +
+               ", which holds the home directory; not suggested",
            a.ev});
       continue;
     }
@@ -525,7 +554,10 @@ void suggest_exec(const Gathered& g, const Inputs& in, Report& rep) {
   for (const auto& [path, ev] : g.execs) {
     bool allowed = std::any_of(dirs->begin(), dirs->end(),
                                [&](const std::string& d) { return beneath(path, d); });
-    if (!allowed) {
+    if (!allowed && !plain_path(path)) {
+      rep.held_back.push_back(
+          {path, "not a plain path (glob characters, \".\" or \"..\"); not suggested", ev});
+    } else if (!allowed) {
       // Landlock refused it (EACCES): exec_allow is exactly what Landlock was given.
       rep.add.push_back({"process.exec_allow", path,
                          path + " is not beneath any process.exec_allow entry; the program itself",
@@ -636,7 +668,7 @@ std::string format_text(const Report& r) {
   if (!r.held_back.empty()) {
     out += "Not suggested:\n";
     for (const auto& h : r.held_back) {
-      out += "  " + text::one_line(h.what, kField) + ": " + h.reason + "\n";
+      out += "  " + text::one_line(h.what, kField) + ": " + text::one_line(h.reason, 600) + "\n";
       out += evidence_lines(h.evidence, "    ");
     }
   }
@@ -647,7 +679,7 @@ std::string format_text(const Report& r) {
     }
   }
   for (const auto& n : r.notes) {
-    out += "Note: " + n + "\n";
+    out += "Note: " + text::one_line(n, 600) + "\n";
   }
   if (r.truncated) {
     out += "(only the first 16 MiB of events.jsonl were read)\n";

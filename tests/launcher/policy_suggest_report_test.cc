@@ -184,6 +184,26 @@ TEST(PolicySuggestReport, PathsAreTheRefusedPathOrTheDirectoryAWriteNeeds) {
   EXPECT_EQ(r.held_back.size(), 2u);
 }
 
+// The record's names and paths come from the program: a pattern in one never becomes an entry.
+TEST(PolicySuggestReport, PatternsInTheRecordAreNeverSuggested) {
+  Record rec;
+  const std::string none = "network.allow (no match)";
+  rec.add(refused("*", 80, none));
+  rec.add(refused("*.example.com", 443, none));
+  rec.add(refused("10.0.0.0/8", 0, none));
+  rec.add(failed_open(rec.path("out/*"), ENOENT, O_WRONLY | O_CREAT));
+  rec.add(failed_open(rec.path("data/../data/f.csv"), ENOENT));
+  rec.add(failed_open(rec.home(), ENOENT));
+  rec.add(failed_open(rec.path("newfile"), ENOENT, O_WRONLY | O_CREAT));
+  Report r = rec.report();
+  EXPECT_EQ(entries(r), Entries{}) << format_text(r);
+  for (const auto& what :
+       {std::string("*:80"), std::string("*.example.com:443"), std::string("10.0.0.0/8"),
+        rec.path("out/*"), rec.path("data/../data/f.csv"), rec.home()}) {
+    EXPECT_NE(held(r, what), nullptr) << what << "\n" << format_text(r);
+  }
+}
+
 TEST(PolicySuggestReport, TightenListsTheAllowEntriesNothingUsed) {
   Record rec;
   rec.add({{"kind", "net.connect"},
