@@ -101,6 +101,7 @@ struct SessionRecord {
   std::string id;
   UniqueFd events;
   policy::Policy policy;
+  bool ended = false;  // summary.json is there: the record is complete
 };
 
 // The session's events and effective policy (its policy.json, "~" as `cordon run` read it).
@@ -120,8 +121,9 @@ Result<SessionRecord> open_record(const std::string& id_text) {
   policy::LoadOptions lo;
   lo.home = invoking_home(HostFacts::current());
   lo.source_name = "session " + id + ": policy.json";
+  const bool ended = store::open_file(dir.get(), "summary.json").ok();
   try {
-    return SessionRecord{id, std::move(*events), policy::parse_policy(*text, lo)};
+    return SessionRecord{id, std::move(*events), policy::parse_policy(*text, lo), ended};
   } catch (const policy::PolicyError& e) {
     return make_error(e.what());
   }
@@ -228,6 +230,11 @@ int policy_suggest_command(const SuggestOptions& opts) {
   in.home = invoking_home(HostFacts::current());
   in.tighten = opts.tighten;
   suggest::Report report = suggest::build_report(rec->events.get(), in);
+  if (!rec->ended) {
+    report.notes.push_back(
+        "the session has not ended (or cordon was killed): its record is incomplete, and "
+        "refusals are joined to the processes that made them only at the end");
+  }
   if (opts.json) {
     std::cout << suggest::to_json(report).dump(2) << "\n";
   } else {

@@ -1,7 +1,9 @@
 // Policy suggestions from a session's record: refusals grouped into the smallest allow entries.
 #include "launcher/session/policy_suggest.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -164,6 +166,26 @@ void on_net_refused(Gathered& g, const nlohmann::json& ev) {
         url.empty() ? "connection to " + with_port(name, port) : str(ev, "method") + " " + url);
 }
 
+// A getaddrinfo service as a TCP port: "8443", or a name from the host's services database
+// ("https"); 0 when it is neither.
+int64_t service_port(const std::string& service) {
+  if (service.empty() || service.size() > 32) {
+    return 0;
+  }
+  if (std::all_of(service.begin(), service.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    int64_t port = service.size() <= 5 ? std::stoll(service) : 0;
+    return port <= 65535 ? port : 0;
+  }
+  servent se{};
+  servent* found = nullptr;
+  char buf[1024];
+  if (::getservbyname_r(service.c_str(), "tcp", &se, buf, sizeof buf, &found) != 0 ||
+      found == nullptr) {
+    return 0;
+  }
+  return ntohs(static_cast<uint16_t>(found->s_port));
+}
+
 void on_dns(Gathered& g, const nlohmann::json& ev) {
   std::string name = str(ev, "name");
   if (name.empty()) {
@@ -171,10 +193,8 @@ void on_dns(Gathered& g, const nlohmann::json& ev) {
   }
   if (str(ev, "source") == "shim") {
     // getaddrinfo's service argument: the port the program meant to reach.
-    std::string service = str(ev, "service");
-    if (!service.empty() && service.size() <= 5 &&
-        std::all_of(service.begin(), service.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      g.lookup_ports[name].insert(std::stoll(service));
+    if (int64_t port = service_port(str(ev, "service")); port > 0) {
+      g.lookup_ports[name].insert(port);
     }
     g.lookup_process.emplace(name, process_of(ev));
     return;

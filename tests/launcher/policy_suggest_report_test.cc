@@ -121,6 +121,23 @@ TEST(PolicySuggestReport, NetworkRefusalsBecomeExactEntriesOrAreHeldBack) {
            {"service", "9000"},
            {"pid", 3},
            {"exe", "/usr/bin/wget"}});
+  // A service by name, as curl and Python pass it: the services database's port.
+  rec.add({{"kind", "net.dns"},
+           {"source", "netproxy"},
+           {"decision", "deny"},
+           {"name", "s.test"},
+           {"type", "A"},
+           {"rcode", "NXDOMAIN"},
+           {"rule", none}});
+  rec.add({{"kind", "net.dns"}, {"source", "shim"}, {"name", "s.test"}, {"service", "https"}});
+  // No service at all: the bare name, which the suggestion says allows every port.
+  rec.add({{"kind", "net.dns"},
+           {"source", "netproxy"},
+           {"decision", "deny"},
+           {"name", "n.test"},
+           {"type", "A"},
+           {"rcode", "NXDOMAIN"},
+           {"rule", none}});
   rec.add(refused("10.1.2.3", 5432,
                   "network: private/loopback/metadata address not named by "
                   "network.allow"));
@@ -140,7 +157,10 @@ TEST(PolicySuggestReport, NetworkRefusalsBecomeExactEntriesOrAreHeldBack) {
                                  {"network.allow", "api.test:8443"},
                                  {"network.allow", "b.cdn.example.com:443"},
                                  {"network.allow", "c.cdn.example.com:443"},
-                                 {"network.allow", "dl.test:9000"}}));
+                                 {"network.allow", "dl.test:9000"},
+                                 {"network.allow", "n.test"},
+                                 {"network.allow", "s.test:443"}}));
+  EXPECT_THAT(r.add[5].why, HasSubstr("allows every port"));
   ASSERT_EQ(r.add[1].entry, "api.test:8443");
   EXPECT_EQ(r.add[1].evidence.count, 2u);
   EXPECT_EQ(r.add[1].evidence.first_process, "curl (pid 12): curl https://api.test:8443/");
