@@ -14,6 +14,16 @@ int policy_default_command();             // policy_cmd.cc
 // `agent`: the preset the policy extends, as `cordon run --agent` would ("" for none).
 int policy_check_command(const std::string& file, const std::string& agent);    // policy_cmd.cc
 int policy_explain_command(const std::string& file, const std::string& agent);  // "" default
+// `cordon policy suggest ID`: the allow entries the session's refusals call for, with evidence.
+// Exit 0 (also when there is nothing to suggest), 125 on an unknown id, an unreadable record, or
+// an --apply that failed (the file is then left as it was).
+struct SuggestOptions {
+  std::string id;
+  bool json = false;
+  bool tighten = false;  // also list allow entries the session never used
+  std::string apply;     // a policy file to add the suggestions to ("" = only print)
+};
+int policy_suggest_command(const SuggestOptions& opts);  // policy_cmd.cc
 
 // The cow review workflow (workflow_cmd.cc). Exit 0 done, 1 refused (commit conflicts, session
 // still running, no such snapshot, not a cow session), 125 cordon failed (bad id, I/O error).

@@ -207,6 +207,33 @@ int main(int argc, char** argv) {
   pol_explain->add_option("FILE", pol_file, "Policy file; default: the embedded policy");
   pol_explain->add_option("--agent", pol_agent,
                           "With this agent preset (claude-code, codex, gemini, opencode)");
+  SuggestOptions suggest;
+  auto* pol_suggest = policy_cmd->add_subcommand(
+      "suggest",
+      "The smallest policy additions a session's refusals call for, each with its evidence");
+  pol_suggest->add_option("ID", suggest.id, "Session id, a unique prefix of one, or `last`")
+      ->required();
+  pol_suggest->add_flag("--json", suggest.json, "Print the suggestions as JSON");
+  pol_suggest->add_flag("--tighten", suggest.tighten,
+                        "Also list network.allow, filesystem.read and filesystem.write entries "
+                        "the session never used (listed, never removed)");
+  pol_suggest
+      ->add_option("--apply", suggest.apply,
+                   "Add the suggestions to this policy file (created if missing), each "
+                   "after a // comment saying when and why; the file's other content and "
+                   "comments are kept, and it is left unchanged unless the result passes "
+                   "`cordon policy check`")
+      ->type_name("FILE");
+  pol_suggest->footer(
+      "Suggested: hosts and ports refused for want of a network.allow entry (name:port exactly),\n"
+      "host paths outside the workspace that were refused (filesystem.read, or filesystem.write\n"
+      "for writes: the path itself, its directory when the write creates it), and programs\n"
+      "outside process.exec_allow. Never suggested, but listed with the reason: private,\n"
+      "loopback and metadata addresses, the policy's own deny rules, canaries and exfiltration.\n"
+      "A host path that is not granted is missing in the sandbox (ENOENT), which the record\n"
+      "keeps only when the run sets CORDON_SHIM_FS_EVENTS=all (--env-set, process.env.set).\n"
+      "Exit status: 0 (also when there is nothing to suggest); 125 for an unknown id, an\n"
+      "unreadable record or an --apply that failed. See docs/learn.md.");
 
   auto* ls_cmd = app.add_subcommand(
       "ls", "List sessions, newest last: how each ended, its size, whether changes are pending");
@@ -362,6 +389,9 @@ int main(int argc, char** argv) {
   }
   if (*pol_explain) {
     return policy_explain_command(pol_file, pol_agent);
+  }
+  if (*pol_suggest) {
+    return policy_suggest_command(suggest);
   }
   if (*completion_cmd) {
     return completion_command(app, completion_shell);

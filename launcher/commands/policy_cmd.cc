@@ -1,12 +1,24 @@
-// `cordon policy default | check FILE | explain [FILE]`, each optionally with --agent NAME.
+// `cordon policy default | check FILE | explain [FILE]`, each optionally with --agent NAME, and
+// `cordon policy suggest ID [--json] [--tighten] [--apply FILE]`.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "launcher/commands.h"
+#include "launcher/commands/policy_patch.h"
 #include "launcher/diagnostics.h"
 #include "launcher/identity.h"
 #include "launcher/sandbox/landlock.h"
 #include "launcher/sandbox/seccomp.h"
+#include "launcher/session/policy_suggest.h"
+#include "launcher/session/session.h"
+#include "launcher/session/session_store.h"
 #include "policy/loader.h"
 #include "policy/presets.h"
 #include "policy/serialize.h"
@@ -73,6 +85,175 @@ int policy_explain_command(const std::string& file, const std::string& agent) {
     say(e.what());
     return 1;
   }
+  return 0;
+}
+
+}  // namespace cordon::launcher
+
+namespace cordon::launcher {
+namespace {
+
+constexpr size_t kMaxPolicyBytes = 1u << 20;
+// A new policy file for --apply when FILE does not exist yet.
+constexpr char kFreshPolicy[] = "{\n  \"version\": 1\n}\n";
+
+struct SessionRecord {
+  std::string id;
+  UniqueFd events;
+  policy::Policy policy;
+  bool ended = false;  // summary.json is there: the record is complete
+};
+
+// The session's events and effective policy (its policy.json, "~" as `cordon run` read it).
+Result<SessionRecord> open_record(const std::string& id_text) {
+  const std::string root = sessions_root();
+  ASSIGN_OR_RETURN(std::string id, resolve_session(root, id_text));
+  ASSIGN_OR_RETURN(UniqueFd root_fd, store::open_root(root));
+  ASSIGN_OR_RETURN(UniqueFd dir, store::open_session_dir(root_fd.get(), id));
+  auto events = store::open_file(dir.get(), "events.jsonl");
+  if (!events.ok()) {
+    return std::move(events).error().with_context("session " + id + ": events.jsonl");
+  }
+  auto text = store::read_file(dir.get(), "policy.json", kMaxPolicyBytes);
+  if (!text.ok()) {
+    return std::move(text).error().with_context("session " + id + ": policy.json");
+  }
+  policy::LoadOptions lo;
+  lo.home = invoking_home(HostFacts::current());
+  lo.source_name = "session " + id + ": policy.json";
+  const bool ended = store::open_file(dir.get(), "summary.json").ok();
+  try {
+    return SessionRecord{id, std::move(*events), policy::parse_policy(*text, lo), ended};
+  } catch (const policy::PolicyError& e) {
+    return make_error(e.what());
+  }
+}
+
+std::string utc_date() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+Result<std::string> read_policy_text(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) {
+      return std::string(kFreshPolicy);
+    }
+    return sys_error("open(\"" + file + "\")");
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (s.str().size() > kMaxPolicyBytes) {
+    return make_error(file + ": larger than a policy can be (1 MiB)");
+  }
+  return s.str();
+}
+
+// Replaces `file` with `text` in one rename, keeping an existing file's mode, so that a crash
+// leaves either the old policy or the new one.
+Status write_policy_text(const std::string& file, const std::string& text) {
+  struct stat st {};
+  mode_t mode = ::stat(file.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
+  std::string tmp = file + ".cordon-suggest.tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) {
+    return sys_error("open(\"" + tmp + "\")");
+  }
+  UniqueFd out(fd);
+  if (::fchmod(out.get(), mode) != 0 ||
+      ::write(out.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+      ::fsync(out.get()) != 0) {
+    Error e = sys_error("writing \"" + tmp + "\"");
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    Error e = sys_error("rename(\"" + tmp + "\", \"" + file + "\")");
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  return {};
+}
+
+// The suggestions written into `file`, each after a `//` line saying when and why; the result
+// must pass what `cordon policy check` checks, or the file is left as it was.
+Status apply_suggestions(const suggest::Report& r, const std::string& file) {
+  std::vector<PolicyAddition> adds;
+  const std::string when = utc_date();
+  for (const auto& s : r.add) {
+    std::string why = "cordon policy suggest " + r.session + ", " + when + ": " +
+                      std::to_string(s.evidence.count) +
+                      (s.evidence.count == 1 ? " refusal" : " refusals") + " (" +
+                      s.evidence.example + ")";
+    // The process without its command line: the comment stays one readable line.
+    if (std::string by = s.evidence.first_process; !by.empty()) {
+      why += ", first by " + by.substr(0, by.find(": "));
+    }
+    adds.push_back({s.field, s.entry, why});
+  }
+  ASSIGN_OR_RETURN(std::string before, read_policy_text(file));
+  auto after = add_to_policy_text(before, adds);
+  if (!after.ok()) {
+    return std::move(after).error().with_context(file);
+  }
+  try {
+    policy::LoadOptions lo;
+    lo.home = invoking_home(HostFacts::current());
+    lo.source_name = file;
+    policy::Policy p = policy::parse_policy(*after, lo);
+    if (auto s = validate_for_run(p); !s.ok()) {
+      return std::move(s).error().with_context(file + " with the suggestions");
+    }
+  } catch (const policy::PolicyError& e) {
+    return make_error(std::string("with the suggestions, ") + e.what(),
+                      "the file was left unchanged");
+  }
+  return write_policy_text(file, *after);
+}
+
+}  // namespace
+
+int policy_suggest_command(const SuggestOptions& opts) {
+  auto rec = open_record(opts.id);
+  if (!rec.ok()) {
+    say_in("policy suggest", rec.error().to_string());
+    return kExitCordonFailed;
+  }
+  suggest::Inputs in;
+  in.session = rec->id;
+  in.policy = &rec->policy;
+  in.home = invoking_home(HostFacts::current());
+  in.tighten = opts.tighten;
+  suggest::Report report = suggest::build_report(rec->events.get(), in);
+  if (!rec->ended) {
+    report.notes.push_back(
+        "the session has not ended (or cordon was killed): its record is incomplete, and "
+        "refusals are joined to the processes that made them only at the end");
+  }
+  if (opts.json) {
+    std::cout << suggest::to_json(report).dump(2) << "\n";
+  } else {
+    std::cout << suggest::format_text(report);
+  }
+  if (opts.apply.empty()) {
+    return 0;
+  }
+  if (report.add.empty()) {
+    say_in("policy suggest", opts.apply + ": left unchanged (nothing to add)");
+    return 0;
+  }
+  if (auto s = apply_suggestions(report, opts.apply); !s.ok()) {
+    say_in("policy suggest", s.error().to_string());
+    return kExitCordonFailed;
+  }
+  say_in("policy suggest", opts.apply + ": added " + std::to_string(report.add.size()) +
+                               (report.add.size() == 1 ? " entry" : " entries") +
+                               "; `cordon policy check " + opts.apply + "` passes");
   return 0;
 }
 

@@ -1,0 +1,28 @@
+// Adding entries to a policy file's lists as text, so that the user's comments, key order and
+// layout survive (nlohmann drops comments on a round trip): `cordon policy suggest --apply`.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace cordon::launcher {
+
+// One entry to append to a list such as "network.allow" (a dotted path of objects, then the
+// array), preceded by a `//` line holding `comment` (made one line).
+struct PolicyAddition {
+  std::string field;
+  std::string entry;
+  std::string comment;
+};
+
+// Returns `text` (JSON with `//` and `/* */` comments, as the policy loader reads it) with each
+// addition inserted: after the list's last element, or as a new list (and a new section) at the
+// start of its parent object when there is none. Nothing else of the text changes. Fails when the
+// text is not a JSON object, or when a path through it is not an object or a list.
+Result<std::string> add_to_policy_text(std::string_view text,
+                                       const std::vector<PolicyAddition>& additions);
+
+}  // namespace cordon::launcher

@@ -1,0 +1,245 @@
+// suggest::build_report on a written record: which refusals become which entries, which are held
+// back and why, the subdomain note, and --tighten's unused entries. (policy_suggest_test.cc runs
+// the whole loop for real; this covers the cases a real run cannot stage safely.)
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/unique_fd.h"
+#include "launcher/session/policy_suggest.h"
+#include "policy/loader.h"
+#include "tests/launcher/sandbox_fixture.h"
+
+namespace cordon::launcher::suggest {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TempDir;
+using testing::write_text;
+using Entries = std::vector<std::pair<std::string, std::string>>;
+
+class Record {
+ public:
+  Record() {
+    ::mkdir((dir_.path() + "/data").c_str(), 0755);
+    ::mkdir((dir_.path() + "/out").c_str(), 0755);
+    ::mkdir((dir_.path() + "/home").c_str(), 0755);
+    ::mkdir((dir_.path() + "/home/.ssh").c_str(), 0755);
+    write_text(dir_.path() + "/data/f.csv", "a\n");
+    write_text(dir_.path() + "/data/decoy", "x\n");
+    write_text(dir_.path() + "/home/.ssh/id_ed25519", "k\n");
+    policy::LoadOptions lo;
+    lo.home = home();
+    policy_ = policy::parse_policy(
+        R"({"version": 1, "network": {"allow": ["unused.test:1", "used.test:443"],
+            "deny": ["evil.test"]}})",
+        lo);
+  }
+  std::string path(const std::string& rel) const { return dir_.path() + "/" + rel; }
+  std::string home() const { return dir_.path() + "/home"; }
+  void add(nlohmann::json ev) {
+    ev["ts"] = "2026-11-27T10:00:00.000000Z";
+    text_ += ev.dump() + "\n";
+  }
+  Report report(bool tighten = false) {
+    write_text(path("events.jsonl"), text_);
+    UniqueFd fd(::open(path("events.jsonl").c_str(), O_RDONLY | O_CLOEXEC));
+    Inputs in;
+    in.session = "20261127-100000-abcdef";
+    in.policy = &policy_;
+    in.workspace = path("ws");
+    in.home = home();
+    in.tighten = tighten;
+    return build_report(fd.get(), in);
+  }
+
+ private:
+  TempDir dir_;
+  policy::Policy policy_;
+  std::string text_;
+};
+
+nlohmann::json refused(const std::string& name, int port, const std::string& rule,
+                       const std::string& client = "") {
+  return {{"kind", "net.refused"}, {"source", "netproxy"}, {"name", name},    {"port", port},
+          {"rule", rule},          {"decision", "deny"},   {"client", client}};
+}
+
+nlohmann::json failed_open(const std::string& path, int err, int flags = O_RDONLY) {
+  return {{"kind", "fs.open"},
+          {"source", "shim"},
+          {"path", path},
+          {"errno", err},
+          {"flags", flags},
+          {"pid", 7},
+          {"exe", "/usr/bin/python3"}};
+}
+
+Entries entries(const Report& r) {
+  Entries out;
+  for (const auto& s : r.add) {
+    out.emplace_back(s.field, s.entry);
+  }
+  return out;
+}
+
+const HeldBack* held(const Report& r, const std::string& what) {
+  for (const auto& h : r.held_back) {
+    if (h.what == what) {
+      return &h;
+    }
+  }
+  return nullptr;
+}
+
+TEST(PolicySuggestReport, NetworkRefusalsBecomeExactEntriesOrAreHeldBack) {
+  Record rec;
+  const std::string none = "network.allow (no match)";
+  rec.add(refused("api.test", 8443, none, "127.0.0.1:40000"));
+  rec.add(refused("api.test", 8443, none, "127.0.0.1:40002"));
+  rec.add({{"kind", "net.attribution"},
+           {"of", "net.refused"},
+           {"client", "127.0.0.1:40000"},
+           {"pid", 12},
+           {"exe", "/usr/bin/curl"},
+           {"argv", {"curl", "https://api.test:8443/"}}});
+  // Lookups: one covered by the refused connection above, one with only getaddrinfo's port.
+  for (const char* name : {"api.test", "dl.test"}) {
+    rec.add({{"kind", "net.dns"},
+             {"source", "netproxy"},
+             {"decision", "deny"},
+             {"name", name},
+             {"type", "A"},
+             {"rcode", "NXDOMAIN"},
+             {"rule", none}});
+  }
+  rec.add({{"kind", "net.dns"},
+           {"source", "shim"},
+           {"name", "dl.test"},
+           {"service", "9000"},
+           {"pid", 3},
+           {"exe", "/usr/bin/wget"}});
+  // A service by name, as curl and Python pass it: the services database's port.
+  rec.add({{"kind", "net.dns"},
+           {"source", "netproxy"},
+           {"decision", "deny"},
+           {"name", "s.test"},
+           {"type", "A"},
+           {"rcode", "NXDOMAIN"},
+           {"rule", none}});
+  rec.add({{"kind", "net.dns"}, {"source", "shim"}, {"name", "s.test"}, {"service", "https"}});
+  // No service at all: the bare name, which the suggestion says allows every port.
+  rec.add({{"kind", "net.dns"},
+           {"source", "netproxy"},
+           {"decision", "deny"},
+           {"name", "n.test"},
+           {"type", "A"},
+           {"rcode", "NXDOMAIN"},
+           {"rule", none}});
+  rec.add(refused("10.1.2.3", 5432,
+                  "network: private/loopback/metadata address not named by "
+                  "network.allow"));
+  rec.add(refused("169.254.169.254", 80, none));
+  rec.add(refused("evil.test", 443, "network.deny[0]"));
+  rec.add({{"kind", "net.exfil"},
+           {"source", "netproxy"},
+           {"name", "paste.test"},
+           {"port", 443},
+           {"canary", "aws"},
+           {"channel", "body"}});
+  for (const char* n : {"a.cdn.example.com", "b.cdn.example.com", "c.cdn.example.com"}) {
+    rec.add(refused(n, 443, none));
+  }
+  Report r = rec.report();
+  EXPECT_EQ(entries(r), (Entries{{"network.allow", "a.cdn.example.com:443"},
+                                 {"network.allow", "api.test:8443"},
+                                 {"network.allow", "b.cdn.example.com:443"},
+                                 {"network.allow", "c.cdn.example.com:443"},
+                                 {"network.allow", "dl.test:9000"},
+                                 {"network.allow", "n.test"},
+                                 {"network.allow", "s.test:443"}}));
+  EXPECT_THAT(r.add[5].why, HasSubstr("allows every port"));
+  ASSERT_EQ(r.add[1].entry, "api.test:8443");
+  EXPECT_EQ(r.add[1].evidence.count, 2u);
+  EXPECT_EQ(r.add[1].evidence.first_process, "curl (pid 12): curl https://api.test:8443/");
+  EXPECT_EQ(r.add[4].evidence.first_process, "wget (pid 3)");
+  for (const char* what : {"10.1.2.3:5432", "169.254.169.254:80"}) {
+    ASSERT_NE(held(r, what), nullptr) << what;
+    EXPECT_THAT(held(r, what)->reason, HasSubstr("refused by the built-in protection; not "
+                                                 "suggested"));
+  }
+  ASSERT_NE(held(r, "evil.test:443"), nullptr);
+  EXPECT_THAT(held(r, "evil.test:443")->reason, HasSubstr("network.deny[0]"));
+  ASSERT_NE(held(r, "paste.test:443"), nullptr);
+  EXPECT_THAT(held(r, "paste.test:443")->reason, HasSubstr("never turned into an allow"));
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_THAT(r.notes[0], HasSubstr("3 names under cdn.example.com"));
+  EXPECT_THAT(r.notes[0], HasSubstr("\"*.cdn.example.com\""));
+}
+
+TEST(PolicySuggestReport, PathsAreTheRefusedPathOrTheDirectoryAWriteNeeds) {
+  Record rec;
+  rec.add(failed_open(rec.path("data/f.csv"), ENOENT));
+  rec.add(failed_open(rec.path("out/new.txt"), ENOENT, O_WRONLY | O_CREAT));
+  rec.add(failed_open(rec.path("out/old.txt"), ENOENT));  // a read probe: missing on the host
+  rec.add(failed_open("/nonexistent/cordon-probe", ENOENT));
+  rec.add(failed_open("/usr/lib/nothing-here.so", ENOENT));
+  rec.add(failed_open("relative.txt", EACCES));
+  rec.add(failed_open(rec.home() + "/.ssh/id_ed25519", EACCES));
+  rec.add({{"kind", "fs.canary"},
+           {"source", "shim"},
+           {"path", rec.path("data/decoy")},
+           {"canary", "aws"}});
+  rec.add(failed_open(rec.path("data/decoy"), EACCES));
+  Report r = rec.report();
+  EXPECT_EQ(entries(r), (Entries{{"filesystem.write", rec.path("out")},
+                                 {"filesystem.read", rec.path("data/f.csv")}}));
+  EXPECT_EQ(r.add[1].evidence.first_process, "python3 (pid 7)");
+  ASSERT_NE(held(r, rec.home() + "/.ssh/id_ed25519"), nullptr);
+  EXPECT_THAT(held(r, rec.home() + "/.ssh/id_ed25519")->reason, HasSubstr("filesystem.deny["));
+  ASSERT_NE(held(r, rec.path("data/decoy")), nullptr);
+  EXPECT_THAT(held(r, rec.path("data/decoy"))->reason, HasSubstr("canary"));
+  EXPECT_EQ(r.held_back.size(), 2u);
+}
+
+// The record's names and paths come from the program: a pattern in one never becomes an entry.
+TEST(PolicySuggestReport, PatternsInTheRecordAreNeverSuggested) {
+  Record rec;
+  const std::string none = "network.allow (no match)";
+  rec.add(refused("*", 80, none));
+  rec.add(refused("*.example.com", 443, none));
+  rec.add(refused("10.0.0.0/8", 0, none));
+  rec.add(failed_open(rec.path("out/*"), ENOENT, O_WRONLY | O_CREAT));
+  rec.add(failed_open(rec.path("data/../data/f.csv"), ENOENT));
+  rec.add(failed_open(rec.home(), ENOENT));
+  rec.add(failed_open(rec.path("newfile"), ENOENT, O_WRONLY | O_CREAT));
+  Report r = rec.report();
+  EXPECT_EQ(entries(r), Entries{}) << format_text(r);
+  for (const auto& what :
+       {std::string("*:80"), std::string("*.example.com:443"), std::string("10.0.0.0/8"),
+        rec.path("out/*"), rec.path("data/../data/f.csv"), rec.home()}) {
+    EXPECT_NE(held(r, what), nullptr) << what << "\n" << format_text(r);
+  }
+}
+
+TEST(PolicySuggestReport, TightenListsTheAllowEntriesNothingUsed) {
+  Record rec;
+  rec.add({{"kind", "net.connect"},
+           {"source", "netproxy"},
+           {"name", "used.test"},
+           {"port", 443},
+           {"rule", "network.allow[1]"},
+           {"decision", "allow"}});
+  Report r = rec.report(/*tighten=*/true);
+  EXPECT_TRUE(r.add.empty());
+  ASSERT_EQ(r.unused.size(), 1u);
+  EXPECT_EQ(r.unused[0].field, "network.allow[0]");
+  EXPECT_EQ(r.unused[0].entry, "unused.test:1");
+  EXPECT_THAT(format_text(r), HasSubstr(": nothing to suggest"));
+  EXPECT_EQ(to_json(r)["unused"][0]["entry"], "unused.test:1");
+}
+
+}  // namespace
+}  // namespace cordon::launcher::suggest
