@@ -15,6 +15,19 @@ int policy_default_command();             // policy_cmd.cc
 int policy_check_command(const std::string& file, const std::string& agent);    // policy_cmd.cc
 int policy_explain_command(const std::string& file, const std::string& agent);  // "" default
 
+// `cordon policy import FORMAT FILE`: the policy to `output` (stdout for ""), the settings
+// without equivalent to `report` (stderr for ""). Exit 0 imported; 1 the file was refused
+// (unreadable, invalid, wrong types: the message names the file and the key); 125 a usage or
+// output error.
+struct PolicyImportOptions {
+  std::string format;  // "srt" | "codex"
+  std::string file;
+  std::string output;
+  std::string report;
+  std::string profile;  // codex only: [profiles.NAME]
+};
+int policy_import_command(const PolicyImportOptions& o);  // policy_cmd.cc
+
 // The cow review workflow (workflow_cmd.cc). Exit 0 done, 1 refused (commit conflicts, session
 // still running, no such snapshot, not a cow session), 125 cordon failed (bad id, I/O error).
 int snapshot_command(const std::string& id, const std::string& name);  // name "" = timestamp
