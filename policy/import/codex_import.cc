@@ -326,6 +326,9 @@ class CodexReader {
       }
       if (key == "writable_roots") {
         auto roots = strings(v, p);
+        if (roots.empty()) {
+          r_.note(p, "empty: nothing to add");
+        }
         for (size_t i = 0; i < roots.size(); ++i) {
           r_.add("filesystem.write", roots[i], p + "[" + std::to_string(i) + "]");
         }
@@ -594,11 +597,17 @@ class CodexReader {
         }
       } else if (key == "exclude") {
         auto globs = strings(v, p);
+        if (globs.empty()) {
+          r_.note(p, "empty: nothing to add");
+        }
         for (size_t i = 0; i < globs.size(); ++i) {
           r_.add("process.env.deny", globs[i], p + "[" + std::to_string(i) + "]");
         }
       } else if (key == "include_only") {
         auto names = strings(v, p);
+        if (names.empty()) {
+          r_.set("process.env.keep", nlohmann::ordered_json::array(), p);  // only these: none
+        }
         for (size_t i = 0; i < names.size(); ++i) {
           std::string ip = p + "[" + std::to_string(i) + "]";
           if (valid_env_name(names[i])) {

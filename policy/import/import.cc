@@ -188,8 +188,13 @@ void ImportResult::add(const std::string& path, ojson value, const std::string& 
       list.push_back(std::move(d));
     }
   }
-  if (std::find(list.begin(), list.end(), value) != list.end()) {
-    notes.push_back(from + ": already in " + path);
+  if (auto it = std::find(list.begin(), list.end(), value); it != list.end()) {
+    std::string& o = origin[path + "[" + std::to_string(it - list.begin()) + "]"];
+    if (o == "cordon's default") {
+      o = from + " (and cordon's default)";
+    } else {
+      notes.push_back(from + ": already in " + path);
+    }
     return;
   }
   origin[path + "[" + std::to_string(list.size()) + "]"] = from;

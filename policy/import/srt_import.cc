@@ -129,6 +129,13 @@ class SrtReader {
     return out;
   }
 
+  // An empty list is a setting too: it is counted and said, not passed over.
+  void note_if_empty(const std::vector<std::string>& list, const std::string& path) {
+    if (list.empty()) {
+      r_.note(path, "empty: nothing to add");
+    }
+  }
+
   // A switch left off asks for nothing cordon lacks; any other value is listed with `why`.
   void skip_unless_false(const json& v, const std::string& path, const char* why) {
     if (v.is_boolean() && !v.get<bool>()) {
@@ -160,6 +167,7 @@ class SrtReader {
         }
       } else if (key == "deniedDomains") {
         auto list = get_strings(x, p, "domains");
+        note_if_empty(list, p);
         for (size_t i = 0; i < list.size(); ++i) {
           r_.add("network.deny", host_pattern(list[i]), index(p, i));
         }
@@ -224,21 +232,25 @@ class SrtReader {
     for (const auto& [key, x] : v.items()) {
       std::string p = join(path, key);
       if (key == "denyRead") {
+        note_if_empty(deny_read_, p);
         for (size_t i = 0; i < deny_read_.size(); ++i) {
           r_.add("filesystem.deny", deny_read_[i], index(p, i));
         }
       } else if (key == "allowRead") {
         auto list = get_strings(x, p, "paths");
+        note_if_empty(list, p);
         for (size_t i = 0; i < list.size(); ++i) {
           allow_read(list[i], index(p, i));
         }
       } else if (key == "allowWrite") {
         auto list = get_strings(x, p, "paths");
+        note_if_empty(list, p);
         for (size_t i = 0; i < list.size(); ++i) {
           allow_write(list[i], index(p, i));
         }
       } else if (key == "denyWrite") {
         auto list = get_strings(x, p, "paths");
+        note_if_empty(list, p);
         for (size_t i = 0; i < list.size(); ++i) {
           r_.add("filesystem.deny_write", list[i], index(p, i));
         }
