@@ -228,9 +228,10 @@ int main(int argc, char** argv) {
       ->type_name("NAME");
   pol_import_cmd->footer(
       "The policy says in `//` comments where each entry came from; every setting of the file\n"
-      "is either in it or listed in the report with the reason. `cordon run --policy FILE`\n"
-      "imports such a file on the fly. Exit status: 0 imported; 1 the file was refused (the\n"
-      "message names the file, the key and the fix); 125 a usage or output error.");
+      "is either in it or listed in the report with the reason. `cordon run`, `policy check`\n"
+      "and `policy explain` import such a file on the fly when given it as the policy.\n"
+      "Exit status: 0 imported; 1 the file was refused (the message names the file, the key\n"
+      "and the fix); 125 a usage or output error.");
 
   auto* ls_cmd = app.add_subcommand(
       "ls", "List sessions, newest last: how each ended, its size, whether changes are pending");
