@@ -187,6 +187,15 @@ class CodexReader {
     if (mode != nullptr) {
       mode_ = string(*mode, from["sandbox_mode"]);  // [sandbox_workspace_write] depends on it
     }
+    // default_permissions first: [permissions] is read according to it, wherever it was set.
+    if (permissions != nullptr) {
+      if (mode != nullptr) {
+        r_.skip(from["default_permissions"],
+                "Codex ignores it while sandbox_mode is set (and so does the import)");
+      } else {
+        default_permissions(*permissions, from["default_permissions"], root);
+      }
+    }
     for (const auto& [key, node] : keys) {
       const std::string& p = from[key];
       if (key == "sandbox_mode") {
@@ -194,11 +203,7 @@ class CodexReader {
       } else if (key == "sandbox_workspace_write") {
         workspace_write(*node, p);
       } else if (key == "default_permissions") {
-        if (mode != nullptr) {
-          r_.skip(p, "Codex ignores it while sandbox_mode is set (and so does the import)");
-        } else {
-          default_permissions(*node, p, root);
-        }
+        continue;  // read above
       } else if (key == "permissions") {
         permission_tables(*node, p, mode == nullptr ? permissions : nullptr);
       } else if (key == "shell_environment_policy") {
