@@ -114,36 +114,59 @@ bool valid_env_name(std::string_view s) {
   });
 }
 
-// Guards the parser and the tables it builds against hostile nesting: bracket depth and the
-// number of dotted-key parts on one line (each part is a nested table), strings and comments
-// skipped.
-bool toml_nesting_ok(std::string_view text) {
+// Checks what toml++ must not be handed, strings and comments skipped: bracket nesting and
+// dotted keys (each part a nested table) deeper than kMaxInputDepth, which its recursion and the
+// tables it builds would follow; and non-ASCII bytes, which TOML allows only in strings and
+// comments, and which toml++ 3.3 mishandles elsewhere (its non-ASCII whitespace test reaches
+// __builtin_unreachable for most code points: undefined behaviour on hostile input). Returns
+// why the text is refused, or "" when it may be parsed.
+std::string toml_precheck(std::string_view text) {
   int depth = 0;
   int dots = 0;
+  size_t line = 1;
+  auto at_line = [&] { return "line " + std::to_string(line) + ": "; };
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (c == '"' || c == '\'') {
-      for (++i; i < text.size() && text[i] != c && text[i] != '\n'; ++i) {
-        if (c == '"' && text[i] == '\\') {
+      const bool multi = text.substr(i, 3) == std::string(3, c);
+      const std::string close = multi ? std::string(3, c) : std::string(1, c);
+      for (i += multi ? 3 : 1; i < text.size(); ++i) {
+        if (text[i] == '\n') {
+          if (!multi) {
+            break;  // an unterminated string: the parser says so
+          }
+          ++line;
+        } else if (c == '"' && text[i] == '\\') {
           ++i;
+        } else if (text.substr(i, close.size()) == close) {
+          i += close.size() - 1;
+          break;
         }
       }
+      if (i < text.size() && text[i] == '\n') {
+        ++line;
+        dots = 0;
+      }
     } else if (c == '#') {
-      while (i < text.size() && text[i] != '\n') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') {
         ++i;
       }
-      dots = 0;
     } else if (c == '\n') {
+      ++line;
       dots = 0;
+    } else if (static_cast<unsigned char>(c) >= 0x80) {
+      return at_line() + "a non-ASCII character outside a string or comment is not valid TOML";
     } else if (c == '.' && ++dots > kMaxInputDepth) {
-      return false;
+      return at_line() + "a key of more than " + std::to_string(kMaxInputDepth) +
+             " dotted parts; a Codex config.toml is a few levels deep";
     } else if ((c == '[' || c == '{') && ++depth > kMaxInputDepth) {
-      return false;
+      return at_line() + "nested deeper than " + std::to_string(kMaxInputDepth) +
+             " levels; a Codex config.toml is a few levels deep";
     } else if (c == ']' || c == '}') {
       --depth;
     }
   }
-  return true;
+  return "";
 }
 
 class CodexReader {
@@ -650,7 +673,7 @@ class CodexReader {
 }  // namespace
 
 bool parses_as_toml(std::string_view text) {
-  if (!toml_nesting_ok(text)) {
+  if (!toml_precheck(text).empty()) {
     return false;
   }
   try {
@@ -663,10 +686,8 @@ bool parses_as_toml(std::string_view text) {
 
 ImportResult import_codex(std::string_view text, const std::string& source,
                           const std::string& profile) {
-  if (!toml_nesting_ok(text)) {
-    refuse(source, "",
-           "nested deeper than " + std::to_string(kMaxInputDepth) +
-               " levels; a Codex config.toml is a few levels deep (is this the right file?)");
+  if (std::string why = toml_precheck(text); !why.empty()) {
+    refuse(source, "", "is not accepted as TOML: " + why + " (is this the right file?)");
   }
   toml::table root;
   try {

@@ -212,6 +212,18 @@ TEST(CodexImport, PermissionProfileMapsFilesystemAndDomains) {
   EXPECT_TRUE(listed(r, "model"));
 }
 
+TEST(CodexImport, AProfileCanSelectThePermissionProfile) {
+  // The profile's keys come after the top level's; [permissions] is still read by its choice.
+  ImportResult r = import_text(Format::Codex,
+                               "[profiles.locked]\ndefault_permissions = \"p\"\n"
+                               "[permissions.p.network]\nenabled = true\n"
+                               "[permissions.p.network.domains]\n\"pypi.org\" = \"allow\"\n"
+                               "[permissions.q.network]\nenabled = true\n",
+                               "c.toml", "locked");
+  EXPECT_EQ(texts(load(r, "c.toml", "codex").network.allow), std::vector<std::string>{"pypi.org"});
+  EXPECT_TRUE(listed(r, "permissions.q"));
+}
+
 TEST(CodexImport, NetworkAccessAllowsAnyHostAndDangerFullAccessKeepsTheDefaults) {
   ImportResult r = import_text(Format::Codex,
                                "sandbox_mode = \"workspace-write\"\n"
@@ -259,7 +271,15 @@ TEST(CodexImport, HostileInputIsRefusedNamingTheFileAndTheKey) {
     dotted += ".a";
   }
   e = refused(dotted + " = 1\n");
-  EXPECT_NE(e.find("nested deeper than 64"), std::string::npos) << e;
+  EXPECT_NE(e.find("line 1: a key of more than 64 dotted parts"), std::string::npos) << e;
+  // Non-ASCII outside strings and comments is invalid TOML, refused before toml++ sees it (its
+  // whitespace test has undefined behaviour there); inside them it is fine.
+  e = refused("model = \"x\"\n\xc5\x8d = 1\n");
+  EXPECT_NE(e.find("config.toml: is not accepted as TOML: line 2: a non-ASCII character"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(refused("model = \"\xc5\x8d\"  # \xc5\x8d\nnotify = \"\"\"\n\xc5\x8d\n\"\"\"\n"),
+            "accepted");
 }
 
 TEST(ImportDetection, DecidesByKeysAndRefusesAMixture) {
