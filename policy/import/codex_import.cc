@@ -140,6 +140,12 @@ std::string toml_precheck(std::string_view text) {
           ++i;
         } else if (text.substr(i, close.size()) == close) {
           i += close.size() - 1;
+          // Up to two more quotes right before a multi-line string's end are its content
+          // (`"""a"""""` holds `a""`): the region ends after the whole run, as TOML says.
+          for (int extra = 0; multi && extra < 2 && i + 1 < text.size() && text[i + 1] == c;
+               ++extra) {
+            ++i;
+          }
           break;
         }
       }
@@ -670,6 +676,22 @@ class CodexReader {
   ImportResult r_;
 };
 
+// Parses TOML that passed toml_precheck(). A copy with every non-ASCII byte replaced by 'x' is
+// parsed first: only when that copy is valid TOML is the text itself handed to toml++, which
+// then takes the same path through it, meeting the non-ASCII bytes only where 'x' was accepted
+// (strings and comments: toml_precheck() refused them anywhere else). An invalid document thus
+// never walks toml++ into its non-ASCII whitespace test. Throws toml::parse_error.
+toml::table parse_toml(std::string_view text, std::string_view source) {
+  std::string ascii(text);
+  for (char& c : ascii) {
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      c = 'x';
+    }
+  }
+  (void)toml::parse(ascii, source);
+  return toml::parse(text, source);
+}
+
 }  // namespace
 
 bool parses_as_toml(std::string_view text) {
@@ -677,7 +699,7 @@ bool parses_as_toml(std::string_view text) {
     return false;
   }
   try {
-    (void)toml::parse(text);
+    (void)parse_toml(text, "");
     return true;
   } catch (const toml::parse_error&) {
     return false;
@@ -691,7 +713,7 @@ ImportResult import_codex(std::string_view text, const std::string& source,
   }
   toml::table root;
   try {
-    root = toml::parse(text, source);
+    root = parse_toml(text, source);
   } catch (const toml::parse_error& e) {
     refuse(source, "",
            "is not valid TOML: line " + std::to_string(e.source().begin.line) + ", column " +
