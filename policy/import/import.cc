@@ -222,11 +222,6 @@ void ImportResult::unknown(const std::string& from, const std::string& fmt) {
   unmapped.push_back({from, "unknown key: not part of " + fmt + "'s settings", true});
 }
 
-bool ImportResult::has(const std::string& path) const {
-  ojson copy = policy;
-  return find_path(copy, path) != nullptr;
-}
-
 void refuse(const std::string& source, const std::string& key, const std::string& message) {
   throw PolicyError(source, key, message);
 }

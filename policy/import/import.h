@@ -47,7 +47,6 @@ struct ImportResult {
   void note(const std::string& from, const std::string& how);
   void skip(const std::string& from, const std::string& why);
   void unknown(const std::string& from, const std::string& format_name);
-  bool has(const std::string& path) const;
 };
 
 // Throws the PolicyError an importer raises for bad input: "FILE: key.path: message".

@@ -438,12 +438,10 @@ bool is_srt_key(std::string_view section, std::string_view key) {
 
 ImportResult import_srt(std::string_view text, const std::string& source) {
   json root;
-  int too_deep = 0;
   // The callback sees each value's depth before it is built: a hostile file nested a million
   // deep is refused at depth kMaxInputDepth, not walked.
-  auto cb = [&](int depth, json::parse_event_t, json&) {
+  auto cb = [](int depth, json::parse_event_t, json&) {
     if (depth > kMaxInputDepth) {
-      too_deep = depth;
       throw std::length_error("too deep");
     }
     return true;
@@ -463,7 +461,6 @@ ImportResult import_srt(std::string_view text, const std::string& source) {
            "is not valid JSON: " + (at == std::string::npos ? what : what.substr(at)) +
                " (sandbox-runtime settings are a JSON object)");
   }
-  (void)too_deep;
   return SrtReader(source).run(root);
 }
 
