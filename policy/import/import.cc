@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -338,7 +339,14 @@ void render_value(const ojson& v, const std::string& path, const ImportResult& r
                   std::string& out) {
   auto comment = [&](const std::string& p) {
     auto it = r.origin.find(p);
-    return it == r.origin.end() ? std::string() : "  // from " + it->second;
+    if (it == r.origin.end()) {
+      return std::string();
+    }
+    // Input keys can hold any character; a line break must not end the comment early.
+    std::string c = "  // from " + it->second;
+    std::replace_if(
+        c.begin(), c.end(), [](char x) { return x == '\n' || x == '\r'; }, ' ');
+    return c;
   };
   const std::string pad(static_cast<size_t>(indent) * 2, ' ');
   const std::string inner(static_cast<size_t>(indent + 1) * 2, ' ');
