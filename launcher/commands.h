@@ -25,6 +25,19 @@ struct SuggestOptions {
 };
 int policy_suggest_command(const SuggestOptions& opts);  // policy_cmd.cc
 
+// `cordon policy import FORMAT FILE`: the policy to `output` (stdout for ""), the settings
+// without equivalent to `report` (stderr for ""). Exit 0 imported; 1 the file was refused
+// (unreadable, invalid, wrong types: the message names the file and the key); 125 a usage or
+// output error.
+struct PolicyImportOptions {
+  std::string format;  // "srt" | "codex"
+  std::string file;
+  std::string output;
+  std::string report;
+  std::string profile;  // codex only: [profiles.NAME]
+};
+int policy_import_command(const PolicyImportOptions& o);  // policy_cmd.cc
+
 // The cow review workflow (workflow_cmd.cc). Exit 0 done, 1 refused (commit conflicts, session
 // still running, no such snapshot, not a cow session), 125 cordon failed (bad id, I/O error).
 int snapshot_command(const std::string& id, const std::string& name);  // name "" = timestamp

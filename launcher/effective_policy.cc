@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <optional>
 
+#include "launcher/diagnostics.h"
 #include "launcher/identity.h"
+#include "policy/import/import.h"
 #include "policy/presets.h"
 
 namespace cordon::launcher {
@@ -50,15 +52,18 @@ nlohmann::json credential_entry(const std::string& text) {
   return {{"env", text.substr(0, eq)}, {"hosts", std::move(hosts)}};
 }
 
-policy::Policy read_policy(const RunOptions& o, const std::string& home) {
+// `said`: where an imported file's one line goes (the first read says it, not the second).
+policy::Policy read_policy(const RunOptions& o, const std::string& home,
+                           std::optional<std::string>* said) {
   if (o.agent && policy::find_preset(*o.agent) == nullptr) {
     throw policy::PolicyError("", "--agent: " + policy::unknown_preset(*o.agent));
   }
   policy::LoadOptions lo;
   lo.home = home;
   lo.agent = o.agent.value_or("");
-  policy::Policy p =
-      o.policy_file ? policy::load_policy_file(*o.policy_file, lo) : policy::default_policy(lo);
+  // A sandbox-runtime or Codex settings file is imported on the fly (policy/import/import.h).
+  policy::Policy p = o.policy_file ? policy::import::load_policy_or_import(*o.policy_file, lo, said)
+                                   : policy::default_policy(lo);
   for (const Override& ov : run_overrides(o)) {
     policy::apply_override(p, ov, lo);
   }
@@ -135,7 +140,11 @@ std::vector<Override> run_overrides(const RunOptions& o) {
 
 policy::Policy load_effective_policy(const RunOptions& o, const HostFacts& host) {
   const std::string invoking = invoking_home(host);
-  policy::Policy p = read_policy(o, invoking);
+  std::optional<std::string> imported;
+  policy::Policy p = read_policy(o, invoking, &imported);
+  if (imported) {
+    say(*imported);
+  }
   auto ws = resolved_workspace(p, host, invoking);
   if (!ws) {
     return p;
@@ -146,7 +155,7 @@ policy::Policy load_effective_policy(const RunOptions& o, const HostFacts& host)
   }
   Identity id = choose_identity(host, st);
   if (id.home != invoking) {
-    p = read_policy(o, id.home);
+    p = read_policy(o, id.home, nullptr);
   }
   // Settled: the workspace is the one found with the invoking user's "~".
   p.filesystem.workspace = *ws;

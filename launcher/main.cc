@@ -235,6 +235,31 @@ int main(int argc, char** argv) {
       "Exit status: 0 (also when there is nothing to suggest); 125 for an unknown id, an\n"
       "unreadable record or an --apply that failed. See docs/learn.md.");
 
+  PolicyImportOptions pol_import;
+  auto* pol_import_cmd = policy_cmd->add_subcommand(
+      "import",
+      "Convert a sandbox-runtime (srt) settings file or a Codex config.toml to a cordon policy");
+  pol_import_cmd->add_option("FORMAT", pol_import.format, "srt | codex")->required();
+  pol_import_cmd->add_option("FILE", pol_import.file, "The settings file")->required();
+  pol_import_cmd
+      ->add_option("--output,-o", pol_import.output, "Write the policy here; default: stdout")
+      ->type_name("FILE");
+  pol_import_cmd
+      ->add_option("--report", pol_import.report,
+                   "Write the settings without equivalent here; default: stderr")
+      ->type_name("FILE");
+  pol_import_cmd
+      ->add_option("--profile", pol_import.profile,
+                   "codex: import with [profiles.NAME] over the top level (default: the file's "
+                   "own `profile`)")
+      ->type_name("NAME");
+  pol_import_cmd->footer(
+      "The policy says in `//` comments where each entry came from; every setting of the file\n"
+      "is either in it or listed in the report with the reason. `cordon run`, `policy check`\n"
+      "and `policy explain` import such a file on the fly when given it as the policy.\n"
+      "Exit status: 0 imported; 1 the file was refused (the message names the file, the key\n"
+      "and the fix); 125 a usage or output error.");
+
   auto* ls_cmd = app.add_subcommand(
       "ls", "List sessions, newest last: how each ended, its size, whether changes are pending");
   ls_cmd->footer(
@@ -392,6 +417,9 @@ int main(int argc, char** argv) {
   }
   if (*pol_suggest) {
     return policy_suggest_command(suggest);
+  }
+  if (*pol_import_cmd) {
+    return policy_import_command(pol_import);
   }
   if (*completion_cmd) {
     return completion_command(app, completion_shell);
