@@ -53,4 +53,12 @@ int discard_command(const std::string& id);
 // (pending changes kept), 125 failed.
 int prune_command(const PruneOptions& opts);
 
+// `cordon doctor` (doctor_cmd.cc): every requirement checked, each with its state and fix.
+// `state_dir`: --state-dir ("" for $CORDON_STATE_DIR or the default). Exit kDoctorOk,
+// kDoctorDegraded, kDoctorCannotRun, or 125 (a usage error, a --state-dir that is no directory).
+inline constexpr int kDoctorOk = 0;         // full protection
+inline constexpr int kDoctorDegraded = 1;   // runs, with a named weaker fallback
+inline constexpr int kDoctorCannotRun = 2;  // a sandbox cannot run here (in its default mode)
+int doctor_command(const std::string& state_dir, bool json);
+
 }  // namespace cordon::launcher

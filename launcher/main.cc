@@ -380,6 +380,26 @@ int main(int argc, char** argv) {
   discard_cmd->add_option("ID", wf_id, "Session")->required();
   discard_cmd->footer(wf_footer);
 
+  std::string doctor_state_dir;
+  bool doctor_json = false;
+  auto* doctor_cmd = app.add_subcommand(
+      "doctor", "Check every requirement of a sandbox here at once: each with its state and fix");
+  doctor_cmd
+      ->add_option("--state-dir", doctor_state_dir,
+                   "Check this state directory (an existing one) instead of $CORDON_STATE_DIR "
+                   "or the default")
+      ->type_name("DIR");
+  doctor_cmd->add_flag("--json", doctor_json, "One JSON object: every check and the verdict");
+  doctor_cmd->footer(
+      "Tries what `cordon run` does, in children that leave nothing behind: the namespaces and\n"
+      "the hostname, a fresh /proc, cordon's seccomp filter with its listener, /dev/fuse, a\n"
+      "cgroup for limits, an overlay upper layer in the state directory, Landlock and the\n"
+      "nftables capture ruleset. Each row is ok, degraded (cordon runs with a named weaker\n"
+      "fallback) or missing (a sandbox cannot run in its default mode), with what it means and\n"
+      "the setting that fixes it: sysctl, podman/docker flag or Kubernetes securityContext.\n"
+      "Exit status: 0 full protection; 1 degraded; 2 cordon cannot run here; 125 usage error\n"
+      "(also a --state-dir that is not a directory).");
+
   // Hidden: the package installs the scripts it prints (packaging/completion).
   std::string completion_shell;
   auto* completion_cmd =
@@ -420,6 +440,9 @@ int main(int argc, char** argv) {
   }
   if (*pol_import_cmd) {
     return policy_import_command(pol_import);
+  }
+  if (*doctor_cmd) {
+    return doctor_command(doctor_state_dir, doctor_json);
   }
   if (*completion_cmd) {
     return completion_command(app, completion_shell);

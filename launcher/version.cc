@@ -6,12 +6,10 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "fusefs/daemon.h"
 #include "fusefs/kernel/passthrough.h"
-#include "launcher/limits/limits_backend.h"
+#include "launcher/limits/limits.h"
 #include "launcher/sandbox/landlock.h"
 #include "launcher/sandbox/userns.h"
 
@@ -47,17 +45,8 @@ std::string fuse_passthrough() {
 }
 
 std::string cgroups() {
-  std::ifstream f("/proc/self/mountinfo");
-  std::stringstream text;
-  text << f.rdbuf();
-  bool v1 = false, v2 = false;
-  for (const auto& m : limits_detail::read_cgroup_mounts(text.str())) {
-    (m.fstype == "cgroup2" ? v2 : v1) = true;
-  }
-  std::string version = v1 && v2 ? "hybrid (v1 and v2)" : v2 ? "v2" : v1 ? "v1" : "none mounted";
-  limits_detail::Probe p =
-      v2 && !v1 ? limits_detail::probe_cgroup_v2() : limits_detail::probe_cgroup_v1();
-  return version + "; limits through it: " + (p.usable ? "yes" : "no (" + p.brief + ")");
+  CgroupSupport c = cgroup_support();
+  return c.hierarchy + "; limits through it: " + (c.usable ? "yes" : "no (" + c.brief + ")");
 }
 
 }  // namespace

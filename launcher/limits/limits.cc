@@ -3,6 +3,8 @@
 #include "launcher/limits/limits.h"
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "launcher/limits/limits_backend.h"
@@ -150,6 +152,27 @@ std::vector<std::string> Limits::cgroup_paths() const {
     return {};
   }
   return s_->cgroup->paths();
+}
+
+CgroupSupport cgroup_support() {
+  std::ifstream f("/proc/self/mountinfo");
+  std::stringstream text;
+  text << f.rdbuf();
+  bool v1 = false, v2 = false;
+  for (const auto& m : limits_detail::read_cgroup_mounts(text.str())) {
+    (m.fstype == "cgroup2" ? v2 : v1) = true;
+  }
+  CgroupSupport c;
+  c.hierarchy = v1 && v2 ? "hybrid (v1 and v2)" : v2 ? "v2" : v1 ? "v1" : "none mounted";
+  // The order Limits::create tries them in.
+  limits_detail::Probe p2 = limits_detail::probe_cgroup_v2();
+  limits_detail::Probe p = p2.usable ? p2 : limits_detail::probe_cgroup_v1();
+  c.usable = p.usable;
+  if (!p.usable) {
+    c.why_not = p2.why_not + "; " + p.why_not;
+    c.brief = p2.brief + ", " + p.brief;
+  }
+  return c;
 }
 
 }  // namespace cordon::launcher

@@ -59,4 +59,14 @@ class Limits {
   State* s_ = nullptr;  // owned; pimpl keeps cgroup details out of this header
 };
 
+// The host's cgroup hierarchy and whether a sandbox's limits can go through it, from the probes
+// Limits::create uses (for cordon --version and cordon doctor).
+struct CgroupSupport {
+  std::string hierarchy;  // "v2", "v1", "hybrid (v1 and v2)" or "none mounted"
+  bool usable = false;    // Limits::create would take a cgroup backend
+  std::string why_not;    // in full, with paths; empty when usable
+  std::string brief;      // a few words: "v2 has no memory,cpu"
+};
+CgroupSupport cgroup_support();
+
 }  // namespace cordon::launcher

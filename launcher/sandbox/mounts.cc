@@ -166,6 +166,8 @@ Status mask(const std::string& dst, bool dir) {
       dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, false);
 }
 
+}  // namespace
+
 Status mount_proc(const std::string& dst, bool nested_sandbox) {
   TRY(ensure_mountpoint(dst, true));
   TRY(do_mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr,
@@ -192,6 +194,8 @@ Status mount_proc(const std::string& dst, bool nested_sandbox) {
   }
   return {};
 }
+
+namespace {
 
 // The kernel's own words about a refused fs_context (read(2) on the fsopen fd yields lines
 // "e overlayfs: ..."): they name the bad layer far better than errno alone.
@@ -688,6 +692,30 @@ Status compose_root_in_child(const LaunchPlan& plan, CowLayers cow) {
     return sys_error("chdir(\"" + plan.cwd + "\") inside the sandbox");
   }
   return {};
+}
+
+Result<bool> try_cow_overlay(const std::string& lower, const std::string& upper,
+                             const std::string& work) {
+  auto open_dir = [](const std::string& p) -> Result<UniqueFd> {
+    UniqueFd fd(::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) {
+      return sys_error("open(\"" + p + "\", O_PATH|O_DIRECTORY)");
+    }
+    return fd;
+  };
+  ASSIGN_OR_RETURN(UniqueFd lower_fd, open_dir(lower));
+  CowLayers layers;
+  ASSIGN_OR_RETURN(layers.upper, open_dir(upper));
+  ASSIGN_OR_RETURN(layers.work, open_dir(work));
+  bool unsupported = false;
+  auto mnt = make_cow_overlay(true, lower_fd.get(), layers, lower, &unsupported);
+  if (!mnt.ok()) {
+    if (unsupported) {
+      return false;
+    }
+    return std::move(mnt).error();
+  }
+  return true;
 }
 
 }  // namespace cordon::launcher

@@ -1,6 +1,7 @@
 // The sandbox's root: a tmpfs composed from the plan's mount list, then pivot_root into it.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "base/result.h"
@@ -35,5 +36,18 @@ Result<CowLayers> open_cow_layers_in_child(const LaunchPlan& plan);
 // host's tree and chdirs to plan.cwd. Any failure aborts with the syscall, its arguments, errno
 // and a fix: a half-built root is never used. `cow` is consumed: its fds are closed on return.
 Status compose_root_in_child(const LaunchPlan& plan, CowLayers cow);
+
+// Child side, in new user + mount + pid namespaces: a fresh procfs at `dst` with the kernel knobs
+// beneath it read-only (unless `nested_sandbox`), as the sandbox's root gets it. Fails where the
+// host's /proc is partly covered by other mounts (masked /proc in containers).
+Status mount_proc(const std::string& dst, bool nested_sandbox);
+
+// Child side, in new user + mount namespaces: creates (and drops) the superblock of the overlay
+// that cow mode mounts when cordon-fs is not available, on these scratch directories, so the
+// kernel's own checks of the upper layer's filesystem run (cordon doctor). True when tried;
+// false when the kernel cannot take overlay layers by fd (before Linux 6.13) and nothing was
+// tried. The error carries the kernel's fs_context message ("... not supported as upperdir").
+Result<bool> try_cow_overlay(const std::string& lower, const std::string& upper,
+                             const std::string& work);
 
 }  // namespace cordon::launcher

@@ -342,6 +342,12 @@ Status capture_network_in_child(bool network, bool explicit_proxy,
   return install_capture(plugin, loopback);
 }
 
+Status try_capture_ruleset_in_child() {
+  ASSIGN_OR_RETURN(void* plugin, load_capture_plugin());
+  ASSIGN_OR_RETURN(UniqueFd nflog, open_nflog(plugin));
+  return install_capture(plugin, {});
+}
+
 Result<CaptureSockets> capture_sockets_from_msg(const std::string& roles, UniqueFd first,
                                                 std::vector<UniqueFd> rest) {
   CaptureSockets s;

@@ -51,6 +51,11 @@ struct CaptureSockets {
 Status capture_network_in_child(bool network, bool explicit_proxy,
                                 const std::vector<LoopbackService>& loopback, int report_fd);
 
+// Child side, in a fresh network namespace of its own (cordon doctor): what a run with network
+// does through libnftables, without the routes and the proxy's sockets: loads cordon-capture.so,
+// opens the NFLOG socket and installs the capture ruleset. The namespace takes it away on exit.
+Status try_capture_ruleset_in_child();
+
 // Child side: the sockets to cordon over the report channel (MsgKind::NetSockets). The child's
 // copies are closed by the caller dropping `s`.
 Status send_capture_sockets(int report_fd, const CaptureSockets& s);
