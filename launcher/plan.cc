@@ -627,15 +627,16 @@ const std::vector<std::string>& system_dirs() {
 }
 
 Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::string>& argv,
-                              const HostFacts& host) {
+                              const HostFacts& host, bool asks_decider) {
   LaunchPlan plan;
   if (argv.empty() || argv[0].empty()) {
     return make_error("no command given", "usage: cordon run [OPTIONS] -- CMD [ARGS...]");
   }
   plan.argv = argv;
 
-  // Network on only when something is allowed: otherwise no proxy, no route (ENETUNREACH at once).
-  plan.network = !p.network.allow.empty();
+  // Network on only when something may be allowed: otherwise no proxy, no route (ENETUNREACH at
+  // once).
+  plan.network = !p.network.allow.empty() || asks_decider;
   plan.proxy_env = plan.network && p.network.proxy_env;
   TRY(plan_loopback_services(p.network, plan));
   switch (p.filesystem.mode) {

@@ -197,8 +197,10 @@ struct HostFacts {
   static HostFacts current();
 };
 
+// `asks_decider`: a decider (--decider) may allow what network.allow does not, so the sandbox
+// gets its network (through the proxy) even when network.allow is empty.
 Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::string>& argv,
-                              const HostFacts& host);
+                              const HostFacts& host, bool asks_decider = false);
 
 // "/" plus the system directories that are bound read-only (those that exist on this host).
 const std::vector<std::string>& system_dirs();
