@@ -147,9 +147,9 @@ asio::awaitable<void> Decider::read_replies() {
     auto [ec, n] = co_await asio::async_read_until(
         channel_, asio::dynamic_buffer(buf, kMaxDeciderLine + 1), '\n', use_nothrow);
     if (ec) {
-      broken(ec == asio::error::eof            ? "the decider closed its end of the channel"
-             : ec == asio::error::not_found    ? "the decider sent a line longer than " +
-                                                   std::to_string(kMaxDeciderLine) + " bytes"
+      broken(ec == asio::error::eof         ? "the decider closed its end of the channel"
+             : ec == asio::error::not_found ? "the decider sent a line longer than " +
+                                                  std::to_string(kMaxDeciderLine) + " bytes"
              : ec == asio::error::operation_aborted ? "the decider channel was closed"
                                                     : "reading from the decider: " + ec.message());
       co_return;

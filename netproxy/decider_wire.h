@@ -21,13 +21,13 @@ inline constexpr size_t kMaxDeciderReason = 512;
 // A question about a connection the policy would refuse only for not being in network.allow.
 struct DeciderQuestion {
   uint64_t id = 0;
-  std::string kind = "connect";  // connect (dns: a name with no port yet)
+  std::string kind = "connect";  // connect | dns (a name asked of the sandbox's DNS: no port)
   std::string host;              // the name, or the IP literal, the program gave
-  uint16_t port = 0;
-  std::string mode;     // http | connect | socks5 | transparent | dns
-  std::string client;   // the program's end of the connection, "ip:port"
-  std::string sni;      // transparent TLS: the name in the ClientHello
-  std::string address;  // the address, when the program gave an IP literal
+  uint16_t port = 0;             // 0 for dns
+  std::string mode;              // http | connect | socks5 | transparent | dns
+  std::string client;            // the program's end of the connection, "ip:port"
+  std::string sni;               // transparent TLS: the name in the ClientHello
+  std::string address;           // the address, when the program gave an IP literal
 };
 
 // One JSON line (with its '\n') for `q`.

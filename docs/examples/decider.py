@@ -5,7 +5,8 @@ the policy does not allow, from rules given on the command line.
     cordon run --decider 'python3 decider.py --allow-session "*.pypi.org" --deny "*"' -- pip ...
 
 Rules are fnmatch patterns on "HOST:PORT" (or on HOST alone when the pattern has no ':'),
-tried in the order given; the first match answers. Nothing matches: deny.
+tried in the order given; the first match answers. Nothing matches: deny. A DNS question (a
+name looked up in the sandbox, before its connection) is matched on the host part only.
 
   --allow PATTERN          allow this connection only (cordon asks again next time)
   --allow-session PATTERN  allow for the rest of the session (cordon stops asking)
@@ -47,7 +48,12 @@ def decide(question, rules, reason):
     host, port = question.get("host", ""), question.get("port", 0)
     target = f"{host}:{port}"
     for decision, scope, pattern in rules:
-        subject = target if ":" in pattern else host
+        if question.get("kind") == "dns":
+            # A name looked up before any connection: no port yet, so HOST:PORT rules match on
+            # their host part.
+            subject, pattern = host, pattern.rsplit(":", 1)[0]
+        else:
+            subject = target if ":" in pattern else host
         if fnmatch.fnmatchcase(subject, pattern):
             reply = {"id": question["id"], "decision": decision, "scope": scope}
             if decision == "deny":

@@ -69,8 +69,8 @@ class DeciderRun : public ::testing::Test {
 };
 
 TEST_F(DeciderRun, AnswersReachTheProgramInsideTheSandbox) {
-  auto r = sh("curl -sS " + url("asked.test") + "; curl -sS " + url("asked.test") +
-                  "; curl -sS " + url("other.test") + "; curl -sS " + url("api.test"),
+  auto r = sh("curl -sS " + url("asked.test") + "; curl -sS " + url("asked.test") + "; curl -sS " +
+                  url("other.test") + "; curl -sS " + url("api.test"),
               {"--policy", write_policy(), "--decider",
                example("--allow-session asked.test --deny other.test --reason 'not on the list'")});
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
@@ -86,6 +86,38 @@ TEST_F(DeciderRun, AnswersReachTheProgramInsideTheSandbox) {
   EXPECT_EQ(refused[0]["decider_reason"], "not on the list");
   // One net.decider per question; the session answer's reuse is not a question.
   EXPECT_EQ(events("net.decider").size(), 2u);
+}
+
+// A program that resolves the name itself and connects to the address (no proxy settings): the
+// sandbox's DNS asks first (kind dns), then the connection is asked about on its own.
+TEST_F(DeciderRun, NamesLookedUpInTheSandboxAreAskedAboutToo) {
+  auto r = sh("curl -sS --noproxy '*' " + url("asked.test") + "; curl -sS --noproxy '*' " +
+                  url("other.test") + " 2>&1; echo rc=$?",
+              {"--policy", write_policy(), "--decider",
+               example("--allow asked.test --deny other.test --reason 'not on the list'")});
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("hello through cordon\n"));
+  EXPECT_THAT(r.out, HasSubstr("Could not resolve host: other.test"));
+  EXPECT_THAT(r.out, HasSubstr("rc=6\n"));
+  auto q = questions();
+  std::vector<std::string> asked;
+  for (const auto& e : q) {
+    asked.push_back(e["kind"].get<std::string>() + " " + e["host"].get<std::string>());
+  }
+  EXPECT_THAT(asked, ::testing::Contains("dns asked.test"));
+  EXPECT_THAT(asked, ::testing::Contains("connect asked.test"));
+  EXPECT_THAT(asked, ::testing::Contains("dns other.test"));
+  EXPECT_THAT(asked, Not(::testing::Contains("connect other.test")));
+  bool dns_refused = false;
+  for (const auto& e : events("net.dns")) {
+    if (e.value("name", "") == "other.test" && e.value("decision", "") == "deny") {
+      dns_refused = true;
+      EXPECT_EQ(e["decided_by"], "decider");
+      EXPECT_EQ(e["decider_reason"], "not on the list");
+      EXPECT_EQ(e["rcode"], "NXDOMAIN");
+    }
+  }
+  EXPECT_TRUE(dns_refused);
 }
 
 TEST_F(DeciderRun, ADeciderGivesNetworkEvenWithoutNetworkAllow) {

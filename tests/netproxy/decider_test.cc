@@ -72,8 +72,8 @@ class NetproxyDecider : public ::testing::Test {
   std::vector<json> questions() const { return read_events(questions_log()); }
 
   RunResult curl(const std::string& url, const std::vector<std::string>& more = {}) {
-    std::vector<std::string> argv{"curl", "-sS",         "--max-time", "20", "--noproxy",
-                                  "",     "-x",          proxy_->url(), "-w", "%{http_code}"};
+    std::vector<std::string> argv{"curl", "-sS", "--max-time",  "20", "--noproxy",
+                                  "",     "-x",  proxy_->url(), "-w", "%{http_code}"};
     argv.insert(argv.end(), more.begin(), more.end());
     argv.push_back(url);
     return run_program(argv);
@@ -214,7 +214,8 @@ TEST_F(NetproxyDecider, CrashedDeciderDeniesNowAndLater) {
   ASSERT_EQ(refused.size(), 2u);
   EXPECT_EQ(refused[0]["decided_by"], "decider-error");
   EXPECT_EQ(refused[1]["decided_by"], "decider-error");
-  auto errors = events_of(events(), "net.decider", [](const json& e) { return e.contains("error"); });
+  auto errors =
+      events_of(events(), "net.decider", [](const json& e) { return e.contains("error"); });
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0]["error"], "the decider closed its end of the channel");
 }
