@@ -86,6 +86,15 @@ TEST_F(DeciderRun, AnswersReachTheProgramInsideTheSandbox) {
   EXPECT_EQ(refused[0]["decider_reason"], "not on the list");
   // One net.decider per question; the session answer's reuse is not a question.
   EXPECT_EQ(events("net.decider").size(), 2u);
+  // Each question is joined with the process that made the connection.
+  size_t by_curl = 0;
+  for (const auto& a : events("net.attribution")) {
+    if (a.value("of", "") == "net.decider" &&
+        a.value("exe", "").find("curl") != std::string::npos) {
+      ++by_curl;
+    }
+  }
+  EXPECT_EQ(by_curl, 2u);
 }
 
 // A program that resolves the name itself and connects to the address (no proxy settings): the
