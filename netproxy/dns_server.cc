@@ -98,7 +98,8 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
     } else {
       nlohmann::json more = nlohmann::json::object();
       if (!v.reason.empty()) {
-        more["decider_reason"] = v.reason;
+        // The decider's own words, or what went wrong with it (timeout, a broken channel).
+        more[v.source == DecisionSource::Decider ? "decider_reason" : "reason"] = v.reason;
       }
       co_return finish(dns::kNxDomain, d.decision(), {}, more);
     }

@@ -160,7 +160,7 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
         msg += ": " + v.reason;
       }
       nlohmann::json more = {{"decided_by", source_name(source)}};
-      if (!v.reason.empty()) {
+      if (v.source == DecisionSource::Decider && !v.reason.empty()) {
         more["decider_reason"] = v.reason;
       }
       co_return refuse(ctx, dest, Failure::Policy, std::move(msg), d.rule,
