@@ -136,6 +136,20 @@ TEST_F(DeciderRun, ADeciderGivesNetworkEvenWithoutNetworkAllow) {
   EXPECT_EQ(r.out, "hello through cordon\n");
 }
 
+// The advisory mode has its proxy on the host's loopback: the decider answers for it the same way.
+TEST_F(DeciderRun, NoNamespacesModeAsksTheDeciderToo) {
+  RunSpec spec;
+  spec.deadline = std::chrono::seconds(60);
+  auto r = f_.run(
+      {"--no-namespaces", "-q", "--policy", write_policy(false), "--decider",
+       example("--allow asked.test --deny other.test --reason 'not on the list'")},
+      {"/bin/sh", "-c", "curl -sS " + url("asked.test") + "; curl -sS " + url("other.test")}, spec);
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "hello through cordon\ncordon: other.test:" + port() +
+                       " is not in network.allow: not on the list\n");
+  EXPECT_EQ(questions().size(), 2u);
+}
+
 TEST_F(DeciderRun, SilentDeciderTimesOut) {
   auto r = sh("curl -sS " + url("asked.test"),
               {"--policy", write_policy(), "--decider-timeout", "1s", "--decider",

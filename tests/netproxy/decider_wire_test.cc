@@ -45,12 +45,12 @@ TEST(DeciderWire, ParsesAllowDenyAndScope) {
 }
 
 TEST(DeciderWire, RefusesWhatIsNotAValidReply) {
-  for (const char* bad : {"", "not json", "[1]", R"({"decision":"allow"})",
-                          R"({"id":0,"decision":"allow"})", R"({"id":-4,"decision":"allow"})",
-                          R"({"id":"4","decision":"allow"})", R"({"id":4,"decision":"yes"})",
-                          R"({"id":4})", R"({"id":4,"decision":"allow","scope":"forever"})",
-                          R"({"id":4,"decision":"deny","reason":7})",
-                          R"({"v":2,"id":4,"decision":"allow"})"}) {
+  for (const char* bad :
+       {"", "not json", "[1]", R"({"decision":"allow"})", R"({"id":0,"decision":"allow"})",
+        R"({"id":-4,"decision":"allow"})", R"({"id":"4","decision":"allow"})",
+        R"({"id":4,"decision":"yes"})", R"({"id":4})",
+        R"({"id":4,"decision":"allow","scope":"forever"})",
+        R"({"id":4,"decision":"deny","reason":7})", R"({"v":2,"id":4,"decision":"allow"})"}) {
     EXPECT_FALSE(parse_decider_reply(bad).ok()) << bad;
   }
   EXPECT_EQ(reply_id_hint(R"({"id":4,"decision":"yes"})"), 4u);
