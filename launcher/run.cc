@@ -157,7 +157,6 @@ Result<policy::Policy> load(const RunOptions& opts, const HostFacts& host) {
   }
 }
 
-// Plan: everything decided and validated before any namespace exists.
 bool asks_decider(const RunOptions& opts) { return opts.decider || opts.decider_socket; }
 
 // --decider CMD / --decider-socket PATH: the channel the proxy will get. Opened after the clone,
@@ -171,6 +170,7 @@ Status open_decider(const RunOptions& opts, Wiring& w) {
   return {};
 }
 
+// Plan: everything decided and validated before any namespace exists.
 Result<Planned> plan(const policy::Policy& pol, const RunOptions& opts, HostFacts host) {
   Planned p;
   // cow mode goes through cordon-fs where this host allows FUSE; else kernel overlayfs, said so.
@@ -591,6 +591,11 @@ int run_command(const RunOptions& opts) {
   auto pol = load(opts, host);
   if (!pol.ok()) {
     return fail(pol.error().to_string());
+  }
+  if (opts.decider_timeout && !asks_decider(opts)) {
+    return fail(
+        "--decider-timeout: there is no decider to wait for (give --decider CMD or "
+        "--decider-socket PATH)");
   }
   apply_retention(sessions_root());  // at most once an hour: old finished sessions go (prune.h)
   if (opts.no_namespaces) {

@@ -197,6 +197,10 @@ TEST_F(DeciderRun, HelpDocumentsTheFlags) {
   EXPECT_THAT(out, HasSubstr("--decider-timeout DURATION"));
   EXPECT_THAT(f_.cordon_out({"run", "--decider-timeout", "soon", "--", "true"}),
               HasSubstr("not a positive duration"));
+  EXPECT_THAT(f_.cordon_out({"run", "--decider-timeout", "5s", "--", "true"}),
+              HasSubstr("there is no decider to wait for"));
+  EXPECT_THAT(f_.cordon_out({"run", "--decider", "x", "--decider-socket", "/y", "--", "true"}),
+              HasSubstr("excludes"));
 }
 
 }  // namespace
