@@ -177,6 +177,31 @@ int main(int argc, char** argv) {
                    "up the program: records it does not take are counted in summary.json, and "
                    "cordon waits at most 2 s for it at exit")
       ->type_name("URL");
+  auto* decider_cmd =
+      run_cmd
+          ->add_option("--decider", run.decider,
+                       "Ask this command (run with /bin/sh -c, outside the sandbox, as you) about "
+                       "each connection the policy refuses only for not being in network.allow: "
+                       "the connection waits for its answer (allow or deny, once or for the "
+                       "session). It speaks JSON lines on its stdin and stdout; see "
+                       "docs/decider.md. A decider that dies, hangs or answers nonsense means "
+                       "deny. Never asked about network.deny, private or metadata addresses")
+          ->type_name("CMD");
+  run_cmd
+      ->add_option("--decider-socket", run.decider_socket,
+                   "As --decider, with a decider already listening on this unix socket "
+                   "(cordon connects to it; the sandbox cannot)")
+      ->type_name("PATH")
+      ->excludes(decider_cmd);
+  run_cmd
+      ->add_option("--decider-timeout", run.decider_timeout,
+                   "How long a connection waits for the decider's answer before it is refused "
+                   "(default 60s)")
+      ->type_name("DURATION")
+      ->check([](const std::string& v) {
+        auto d = cordon::policy::parse_duration(v);
+        return d && d->count() > 0 ? std::string() : "not a positive duration, e.g. 500ms or 60s";
+      });
   run_cmd->add_flag("--no-namespaces", run.no_namespaces,
                     "ADVISORY mode, not a sandbox: for hosts without user namespaces. The program "
                     "runs on the host with the preload shim (LD_PRELOAD), its connections go "

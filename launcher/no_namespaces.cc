@@ -34,6 +34,7 @@
 #include "launcher/sandbox/seccomp.h"
 #include "launcher/session/session.h"
 #include "launcher/session/shim_attribution.h"
+#include "launcher/sidecars/decider_sidecar.h"
 #include "launcher/sidecars/net_sidecar.h"
 #include "launcher/sidecars/shim_setup.h"
 #include "launcher/supervise.h"
@@ -373,6 +374,7 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
 
   // The proxy, for every connection the program makes (the shim refuses direct ones).
   std::optional<NetproxyProcess> proxy;
+  DeciderChannel decider;  // --decider / --decider-socket: the proxy's channel to it
   std::map<std::string, std::string> extra_env;
   if (*shim) {
     extra_env["LD_PRELOAD"] = preload;
@@ -387,8 +389,18 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
   }
   extra_env["CORDON_SHIM_DENY_NET"] = "1";
   extra_env["CORDON_SESSION"] = session->id();
-  if (!pol.network.allow.empty()) {
+  if (!pol.network.allow.empty() || opts.decider || opts.decider_socket) {
     NetproxySpawn spec;
+    if (opts.decider || opts.decider_socket) {
+      auto d = opts.decider ? start_decider_command(*opts.decider)
+                            : connect_decider_socket(*opts.decider_socket);
+      if (!d.ok()) {
+        return setup_failed("decider: " + d.error().to_string());
+      }
+      decider = std::move(d).value();
+      spec.decider_fd = decider.proxy_end.get();
+      spec.decider_timeout = opts.decider_timeout.value_or("");
+    }
     spec.policy_path = session->paths().policy;
     spec.session_id = session->id();
     spec.events_path = session->paths().events;
@@ -403,6 +415,7 @@ int run_no_namespaces(const RunOptions& opts, const policy::Policy& pol) {
       return setup_failed("network: " + p.error().to_string());
     }
     proxy.emplace(std::move(*p));
+    decider.proxy_end.reset();  // the proxy holds the only copy
     std::string port = std::to_string(proxy->host_port);
     std::string http = "http://127.0.0.1:" + port;
     std::string socks = "socks5h://127.0.0.1:" + port;

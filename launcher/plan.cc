@@ -183,12 +183,14 @@ const char* const kEtcSecretDirs[] = {
 
 // With network, any nameserver address will do: the capture ruleset redirects UDP and TCP port 53
 // to the proxy's DNS responder (netns.h). A short timeout: an unanswered query fails in 2 s, not
-// 5 s x 2 tries. Without network, 127.0.0.1 refuses at once.
-std::string sandbox_resolv_conf(bool network) {
+// 5 s x 2 tries; with a decider, whose answer a lookup may wait for, glibc's longest (30 s).
+// Without network, 127.0.0.1 refuses at once.
+std::string sandbox_resolv_conf(bool network, bool asks_decider) {
   if (!network) {
     return "nameserver 127.0.0.1\n";
   }
-  return std::string("nameserver ") + kSandboxNameserver + "\noptions timeout:2 attempts:1\n";
+  return std::string("nameserver ") + kSandboxNameserver +
+         "\noptions timeout:" + (asks_decider ? "30" : "2") + " attempts:1\n";
 }
 
 // network.proxy_env: proxy-aware clients hand the explicit proxy names instead of addresses.
@@ -256,7 +258,8 @@ void plan_etc(const std::string& hostname, LaunchPlan& plan) {
                             "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost " + hostname +
                                 " ip6-localhost ip6-loopback\n",
                             0644});
-  plan.etc_files.push_back({"resolv.conf", sandbox_resolv_conf(plan.network), 0644});
+  plan.etc_files.push_back(
+      {"resolv.conf", sandbox_resolv_conf(plan.network, plan.asks_decider), 0644});
   // Empty for now; the preload-shim issue fills it (an /etc file, so it survives env scrubbing).
   plan.etc_files.push_back({"ld.so.preload", "", 0644});
   plan.etc_files.push_back({"hostname", hostname + "\n", 0644});
@@ -627,15 +630,17 @@ const std::vector<std::string>& system_dirs() {
 }
 
 Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::string>& argv,
-                              const HostFacts& host) {
+                              const HostFacts& host, bool asks_decider) {
   LaunchPlan plan;
   if (argv.empty() || argv[0].empty()) {
     return make_error("no command given", "usage: cordon run [OPTIONS] -- CMD [ARGS...]");
   }
   plan.argv = argv;
 
-  // Network on only when something is allowed: otherwise no proxy, no route (ENETUNREACH at once).
-  plan.network = !p.network.allow.empty();
+  // Network on only when something may be allowed: otherwise no proxy, no route (ENETUNREACH at
+  // once).
+  plan.network = !p.network.allow.empty() || asks_decider;
+  plan.asks_decider = asks_decider;
   plan.proxy_env = plan.network && p.network.proxy_env;
   TRY(plan_loopback_services(p.network, plan));
   switch (p.filesystem.mode) {

@@ -152,9 +152,12 @@ struct LaunchPlan {
   // (plan.cc note_protected_grant): one line each, said at start.
   std::vector<std::string> grant_notes;
   uint64_t tmp_size = 0;
-  // network.allow not empty: the child captures every connection (netns.h) and cordon serves
-  // them with cordon-netproxy (net_sidecar.h). Off: only lo, no route, no proxy.
+  // network.allow not empty (or a decider): the child captures every connection (netns.h) and
+  // cordon serves them with cordon-netproxy (net_sidecar.h). Off: only lo, no route, no proxy.
   bool network = false;
+  // --decider / --decider-socket: a DNS answer may wait for the decider, so the sandbox's
+  // resolver waits as long as glibc allows (30 s) instead of 2 s.
+  bool asks_decider = false;
   bool proxy_env = false;  // network.proxy_env: explicit proxy listener + *_PROXY variables
   std::vector<LoopbackService> loopback_services;
   // process.nested_sandbox: the program may make user and mount namespaces (seccomp.h).
@@ -197,8 +200,10 @@ struct HostFacts {
   static HostFacts current();
 };
 
+// `asks_decider`: a decider (--decider) may allow what network.allow does not, so the sandbox
+// gets its network (through the proxy) even when network.allow is empty.
 Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::string>& argv,
-                              const HostFacts& host);
+                              const HostFacts& host, bool asks_decider = false);
 
 // "/" plus the system directories that are bound read-only (those that exist on this host).
 const std::vector<std::string>& system_dirs();

@@ -39,6 +39,7 @@
 #include "launcher/sidecars/canary_watch.h"
 #include "launcher/sidecars/cowfs_sidecar.h"
 #include "launcher/sidecars/credentials.h"
+#include "launcher/sidecars/decider_sidecar.h"
 #include "launcher/sidecars/fs_views.h"
 #include "launcher/sidecars/session_ca.h"
 #include "launcher/sidecars/shim_setup.h"
@@ -98,6 +99,7 @@ struct Wiring {
   CanaryWatch canary_watch;  // opens of the canaries' decoy files (canary_watch.h)
   // network.on_exfil: kill: cordon-netproxy writes a byte to exfil_alarm_w on each net.exfil.
   UniqueFd exfil_alarm, exfil_alarm_w;
+  DeciderChannel decider;  // --decider / --decider-socket (decider_sidecar.h)
 
   int finish(const Planned& p, int code);
   int setup_failed(const Planned& p, const std::string& msg) {
@@ -155,6 +157,19 @@ Result<policy::Policy> load(const RunOptions& opts, const HostFacts& host) {
   }
 }
 
+bool asks_decider(const RunOptions& opts) { return opts.decider || opts.decider_socket; }
+
+// --decider CMD / --decider-socket PATH: the channel the proxy will get. Opened after the clone,
+// by cordon in the host's namespaces, so that no process of the sandbox ever holds its fd.
+Status open_decider(const RunOptions& opts, Wiring& w) {
+  if (opts.decider) {
+    ASSIGN_OR_RETURN(w.decider, start_decider_command(*opts.decider));
+  } else if (opts.decider_socket) {
+    ASSIGN_OR_RETURN(w.decider, connect_decider_socket(*opts.decider_socket));
+  }
+  return {};
+}
+
 // Plan: everything decided and validated before any namespace exists.
 Result<Planned> plan(const policy::Policy& pol, const RunOptions& opts, HostFacts host) {
   Planned p;
@@ -165,7 +180,7 @@ Result<Planned> plan(const policy::Policy& pol, const RunOptions& opts, HostFact
   host.no_fs_views_reason = fs_views_unavailable_reason();
   host.fs_views = host.no_fs_views_reason.empty();
   p.no_fs_views_reason = host.no_fs_views_reason;
-  auto built = build_plan(pol, opts.argv, host);
+  auto built = build_plan(pol, opts.argv, host, asks_decider(opts));
   if (!built.ok()) {
     return make_error(built.error().to_string());
   }
@@ -453,6 +468,11 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
                    paths.events,  p.netproxy_bin, w.ca.cert_path,
                    w.ca.key_path, w.secrets};
     net.exfil_alarm_fd = w.exfil_alarm_w ? w.exfil_alarm_w.get() : -1;
+    if (auto s = open_decider(w.opts, w); !s.ok()) {
+      return make_error("decider: " + s.error().to_string());
+    }
+    net.decider_fd = w.decider.proxy_end ? w.decider.proxy_end.get() : -1;
+    net.decider_timeout = w.opts.decider_timeout.value_or("");
     if (!lp.ids.rootless) {
       // Host root: the proxy runs as the sandbox's user, not as root.
       net.run_uid = lp.ids.uid;
@@ -463,6 +483,7 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
       return make_error(np.error().to_string());
     }
     w.netproxy.emplace(std::move(*np));
+    w.decider.proxy_end.reset();  // the proxy holds the only copy: its end is the decider's EOF
   }
   if (!lp.decoys.empty()) {
     // The canaries' files, written and watched by the child: the collector learns which opens
@@ -570,6 +591,11 @@ int run_command(const RunOptions& opts) {
   auto pol = load(opts, host);
   if (!pol.ok()) {
     return fail(pol.error().to_string());
+  }
+  if (opts.decider_timeout && !asks_decider(opts)) {
+    return fail(
+        "--decider-timeout: there is no decider to wait for (give --decider CMD or "
+        "--decider-socket PATH)");
   }
   apply_retention(sessions_root());  // at most once an hour: old finished sessions go (prune.h)
   if (opts.no_namespaces) {

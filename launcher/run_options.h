@@ -24,6 +24,9 @@ struct RunOptions {
   std::vector<std::string> read, write;  // extra host paths (filesystem.read / .write)
   std::optional<std::string> events_to;  // --events-to: record.events_to
   std::optional<std::string> otlp;       // --otlp: record.otlp
+  // --decider CMD / --decider-socket PATH (docs/decider.md): asked about connections the policy
+  // refuses only for not being in network.allow. --decider-timeout: how long one question waits.
+  std::optional<std::string> decider, decider_socket, decider_timeout;
   bool quiet = false;
   // --no-namespaces: advisory mode on the host (launcher/no_namespaces.h).
   bool no_namespaces = false;

@@ -23,6 +23,7 @@ namespace cordon::netproxy {
 
 class BodyScanner;
 class CertAuthority;
+class Decider;
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -68,6 +69,9 @@ struct Context {
   ssl_ctx_st* upstream_tls = nullptr;
   std::vector<Secret> secrets;  // one per policy.credentials, then the canaries' (load_secrets)
   std::shared_ptr<const BodyScanner> scanner;  // the secrets' forms (body_scan.h), or null
+  // Asked about what the policy refuses only for not being in network.allow (decider.h); null
+  // when no decider was given.
+  Decider* decider = nullptr;
   int exfil_alarm_fd = -1;        // network.on_exfil: kill: a byte here per net.exfil (main.cc)
   PipePool pipes;                 // for the splice(2) data path (splice.h)
   std::list<IdleWatch*> watched;  // for the one idle-timeout sweeper (upstream.cc)

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "netproxy/decide.h"
+#include "netproxy/decider.h"
 #include "netproxy/wire/dns_message.h"
 
 namespace cordon::netproxy {
@@ -80,7 +81,29 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
   }
   // The name first: a query for a name that is not allowed is NXDOMAIN whatever its type, and
   // is never forwarded: no data can ride out in the name.
-  const auto d = p.decide_dns(q.name);
+  auto d = p.decide_dns(q.name);
+  ev["decided_by"] = "policy";
+  if (ctx.decider != nullptr && decider_may_answer(d) && type_allowed(p, q.qtype) &&
+      (q.qtype == dns::kA || q.qtype == dns::kAaaa)) {
+    // Held like a connection: the answer waits for the decider (the client may retry meanwhile;
+    // a retry is a question of its own unless a session answer covers it).
+    DeciderQuestion dq;
+    dq.kind = "dns";
+    dq.host = q.name;
+    dq.mode = "dns";
+    auto v = co_await ctx.decider->ask(std::move(dq));
+    ev["decided_by"] = source_name(v.source);
+    if (v.allow) {
+      d = {true, v.session ? "decider (session)" : "decider (once)"};
+    } else {
+      nlohmann::json more = nlohmann::json::object();
+      if (!v.reason.empty()) {
+        // The decider's own words, or what went wrong with it (timeout, a broken channel).
+        more[v.source == DecisionSource::Decider ? "decider_reason" : "reason"] = v.reason;
+      }
+      co_return finish(dns::kNxDomain, d.decision(), {}, more);
+    }
+  }
   if (!d.allow) {
     co_return finish(dns::kNxDomain, d.decision(), {});
   }

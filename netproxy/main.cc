@@ -99,6 +99,8 @@ int main(int argc, char** argv) {
   int events_fd = -1, ready_fd = -1, nflog_fd = -1, policy_fd = -1, handoff_fd = -1;
   int ca_cert_fd = -1, ca_key_fd = -1, credentials_fd = -1, exfil_alarm_fd = -1;
   int events_head_fd = -1;
+  int decider_fd = -1;
+  std::string decider_timeout = "60s";
   size_t handoff_count = 0;
   auto* pol_file = app.add_option("--policy,-p", policy_file,
                                   "Policy file (JSON with comments); its network "
@@ -150,6 +152,14 @@ int main(int argc, char** argv) {
   app.add_option("--exfil-alarm-fd", exfil_alarm_fd,
                  "Write one byte to this inherited fd per net.exfil event (network.on_exfil: "
                  "kill; cordon run then ends the session)");
+  app.add_option("--decider-fd", decider_fd,
+                 "A connected stream socket (inherited fd) to a decider: connections the policy "
+                 "refuses only for not being in network.allow are held and asked about there "
+                 "(docs/decider.md)");
+  app.add_option("--decider-timeout", decider_timeout,
+                 "How long a question to the decider stays open before the connection is refused "
+                 "(e.g. 500ms, 60s; default 60s)")
+      ->needs("--decider-fd");
   app.add_option("--ready-fd", ready_fd,
                  "Write one byte to this fd (then close it) once every socket is set up");
   app.add_option("--log-level", log_level, "Diagnostics on stderr: trace|debug|info|warn|error");
@@ -252,6 +262,14 @@ int main(int argc, char** argv) {
     opts.secrets = std::move(*text);
   }
   opts.exfil_alarm_fd = exfil_alarm_fd;
+  opts.decider_fd = decider_fd;
+  if (auto t = policy::parse_duration(decider_timeout); t && t->count() > 0) {
+    opts.decider_timeout = *t;
+  } else {
+    std::fprintf(stderr, "cordon-netproxy: --decider-timeout %s: not a positive duration\n",
+                 decider_timeout.c_str());
+    return 2;
+  }
   if (auto st = proxy.start(opts); !st.ok()) {
     std::fprintf(stderr, "cordon-netproxy: %s\n", st.error().to_string().c_str());
     return 1;

@@ -9,6 +9,7 @@
 
 #include "netproxy/context.h"
 #include "netproxy/credentials.h"
+#include "netproxy/decider.h"
 #include "netproxy/dns_server.h"
 #include "netproxy/frontends.h"
 #include "netproxy/tls_ca.h"
@@ -28,6 +29,7 @@ struct Proxy::Impl {
     dns_tcp_acceptors.clear();
     dns_udp_sockets.clear();
     nflog.reset();
+    decider.reset();
     // Destroying the io_context destroys the suspended connection coroutines, whose ConnSlots
     // release into ctx.caps: that must happen while ctx is still alive.
     io.reset();
@@ -47,6 +49,7 @@ struct Proxy::Impl {
   std::optional<asio::signal_set> signals;
   std::unique_ptr<CertAuthority> ca;
   SslCtxPtr upstream_tls;
+  std::unique_ptr<Decider> decider;
   bool stopping = false;  // a stop (signal or stop()) has begun draining
 
   // Stops accepting, then waits (bounded) for the served connections to end, then stops the
@@ -253,6 +256,22 @@ Status Proxy::start(const ProxyOptions& opts) {
   if (opts.nflog_fd >= 0) {
     TRY(check_nflog_fd(opts.nflog_fd));
     im.nflog.emplace(*im.io, opts.nflog_fd);
+  }
+  if (opts.decider_fd >= 0) {
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (getsockopt(opts.decider_fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) {
+      return make_error(
+          "--decider-fd: fd " + std::to_string(opts.decider_fd) + " is not a stream socket",
+          "pass one end of a socketpair(AF_UNIX, SOCK_STREAM) or a connected unix "
+          "socket to the decider");
+    }
+    if (opts.decider_timeout.count() <= 0) {
+      return make_error("--decider-timeout must be positive");
+    }
+    im.decider = std::make_unique<Decider>(im.ctx, opts.decider_fd, opts.decider_timeout);
+    im.ctx.decider = im.decider.get();
+    im.decider->start();
   }
   if (im.explicit_acceptors.empty() && im.transparent_acceptors.empty() &&
       im.dns_udp_sockets.empty() && im.dns_tcp_acceptors.empty() && !im.nflog) {

@@ -2,6 +2,7 @@
 // policy and the sockets to serve, then runs it on one thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ struct ProxyOptions {
   std::string secrets;
   // network.on_exfil: kill: one byte written here per net.exfil (cordon run reads it); -1 = none.
   int exfil_alarm_fd = -1;
+  // A connected stream socket to the decider (decider.h, docs/decider.md), taken over; -1 = none.
+  // With one, a connection the policy refuses only for not being in network.allow is held until
+  // the decider answers or `decider_timeout` passes (then refused).
+  int decider_fd = -1;
+  std::chrono::milliseconds decider_timeout{std::chrono::seconds(60)};
 };
 
 class Proxy {

@@ -81,15 +81,11 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
         std::string msg = "cordon: " + std::string(peeked.kind == "tls" ? "TLS SNI" : "Host") +
                           " \"" + peeked.claimed + "\" does not match " + entries.front().name +
                           ", the name " + orig_text + " was resolved from (domain fronting)";
-        nlohmann::json ev = {{"name", peeked.claimed},
-                             {"address", orig_text},
-                             {"port", orig.port},
-                             {"mode", "transparent"},
-                             {"decision", "deny"},
-                             {"rule", "network (name mismatch)"},
-                             {"resolved_name", entries.front().name},
-                             {"client", dest.client},
-                             {"peek", peeked.kind},
+        nlohmann::json ev = {{"name", peeked.claimed}, {"address", orig_text},
+                             {"port", orig.port},      {"mode", "transparent"},
+                             {"decision", "deny"},     {"rule", "network (name mismatch)"},
+                             {"decided_by", "policy"}, {"resolved_name", entries.front().name},
+                             {"client", dest.client},  {"peek", peeked.kind},
                              {"reason", msg}};
         if (!peeked.method.empty()) {
           ev["method"] = peeked.method;

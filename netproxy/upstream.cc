@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "netproxy/decide.h"
+#include "netproxy/decider.h"
 #include "netproxy/splice.h"
 
 namespace cordon::netproxy {
@@ -23,8 +24,9 @@ constexpr size_t kMaxAddresses = 16;
 Opened refuse(Context& ctx, const Destination& dest, Failure f, std::string message,
               const std::string& rule, const std::string& address = {},
               const nlohmann::json& more = nlohmann::json::object()) {
-  nlohmann::json ev = {{"name", dest.host},  {"port", dest.port}, {"mode", dest.mode},
-                       {"decision", "deny"}, {"rule", rule},      {"reason", message}};
+  nlohmann::json ev = {{"name", dest.host},     {"port", dest.port}, {"mode", dest.mode},
+                       {"decision", "deny"},    {"rule", rule},      {"reason", message},
+                       {"decided_by", "policy"}};
   if (!address.empty()) {
     ev["address"] = address;
   }
@@ -134,8 +136,37 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
   const auto name_ip = policy::IpAddress::parse(name);
   // The one decision on the destination as named (a raw address: only IP/CIDR rules can allow
   // it); a front end that already decided (transparent, choosing among names) passes it in.
-  const policy::NetDecision d =
-      dest.decided ? *dest.decided : p.decide_destination(name, dest.port);
+  policy::NetDecision d = dest.decided ? *dest.decided : p.decide_destination(name, dest.port);
+  DecisionSource source = DecisionSource::Policy;
+  if (ctx.decider != nullptr && decider_may_answer(d)) {
+    // The connection is held (the program sees a slow connect) until the decider answers; the
+    // checks below (addresses, caps) still apply to what it allows.
+    DeciderQuestion q;
+    q.host = name;
+    q.port = dest.port;
+    q.mode = dest.mode;
+    q.client = dest.client;
+    q.sni = dest.sni;
+    q.address = name_ip ? name_ip->to_string() : std::string();
+    auto v = co_await ctx.decider->ask(std::move(q));
+    source = v.source;
+    if (v.allow) {
+      d = {true, v.session ? "decider (session)" : "decider (once)"};
+    } else {
+      std::string msg = refusal_message(name, dest.port, d.decision());
+      if (v.source != DecisionSource::Decider) {
+        msg += " (" + v.reason + ")";
+      } else if (!v.reason.empty()) {
+        msg += ": " + v.reason;
+      }
+      nlohmann::json more = {{"decided_by", source_name(source)}};
+      if (v.source == DecisionSource::Decider && !v.reason.empty()) {
+        more["decider_reason"] = v.reason;
+      }
+      co_return refuse(ctx, dest, Failure::Policy, std::move(msg), d.rule,
+                       name_ip ? name_ip->to_string() : std::string(), more);
+    }
+  }
   if (!d.allow) {
     co_return refuse(ctx, dest, Failure::Policy, refusal_message(name, dest.port, d.decision()),
                      d.rule, name_ip ? name_ip->to_string() : std::string());
@@ -220,6 +251,7 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
   out.up.client = dest.client;
   out.up.port = dest.port;
   out.up.rule = d.rule;
+  out.up.source = source_name(source);
   out.up.start = Clock::now();
   out.up.owner = RecordOwner(&ctx);
   out.socket.emplace(std::move(sock));
@@ -253,6 +285,7 @@ void finish_upstream(Context& ctx, Upstream& up) {
       .add("mode", up.mode)
       .add("decision", "allow")
       .add("rule", up.rule)
+      .add("decided_by", up.source)
       .add("bytes_out", up.bytes_out)
       .add("bytes_in", up.bytes_in)
       .add("duration_ms", ms)

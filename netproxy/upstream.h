@@ -45,6 +45,7 @@ struct Upstream {
   policy::IpAddress addr;
   uint16_t port = 0;
   std::string rule;
+  const char* source = "policy";  // who allowed it: policy | decider
   ConnSlot slot;
   Clock::time_point start = Clock::now();
   uint64_t bytes_out = 0;  // sandbox -> upstream

@@ -39,8 +39,9 @@ std::vector<nlohmann::json> attribute_connections(const std::vector<nlohmann::js
   std::vector<nlohmann::json> out;
   for (const auto& e : events) {
     std::string kind = str(e, "kind");
-    if (str(e, "source") != "netproxy" || (kind != "net.connect" && kind != "net.refused" &&
-                                           kind != "net.http" && kind != "net.exfil")) {
+    if (str(e, "source") != "netproxy" ||
+        (kind != "net.connect" && kind != "net.refused" && kind != "net.http" &&
+         kind != "net.exfil" && kind != "net.decider")) {
       continue;
     }
     std::string client = str(e, "client");

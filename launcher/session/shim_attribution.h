@@ -16,7 +16,8 @@ namespace cordon::launcher {
 // its refusals possibly before the collector wrote the shim's record.
 inline constexpr double kAttributionWindowSeconds = 2.0;
 
-// For every netproxy record (net.connect, net.refused, net.http, net.exfil) that carries "client"
+// For every netproxy record (net.connect, net.refused, net.http, net.exfil, net.decider) that
+// carries "client"
 // (the sandbox-side peer address the proxy accepted, "ip:port" / "[v6]:port"), one
 // "net.attribution" record: the proxy record's kind/name/port/client plus the pid, ppid, exe, argv
 // of the shim net.connect whose "local" equals the client address (the latest one up to the window

@@ -239,6 +239,12 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
   if (spec.exfil_alarm_fd >= 0) {
     add_fd_args(argv, "--exfil-alarm-fd", {spec.exfil_alarm_fd}, sources, next);
   }
+  if (spec.decider_fd >= 0) {
+    add_fd_args(argv, "--decider-fd", {spec.decider_fd}, sources, next);
+    if (!spec.decider_timeout.empty()) {
+      argv.insert(argv.end(), {"--decider-timeout", spec.decider_timeout});
+    }
+  }
   add_fd_args(argv, "--transparent-fd", spec.transparent_fds, sources, next);
   add_fd_args(argv, "--dns-fd", spec.dns_fds, sources, next);
   add_fd_args(argv, "--dns-tcp-fd", spec.dns_tcp_fds, sources, next);
@@ -379,6 +385,8 @@ Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& ne
   spec.ca_key_path = net.ca_key_path;
   spec.secrets = net.secrets;
   spec.exfil_alarm_fd = net.exfil_alarm_fd;
+  spec.decider_fd = net.decider_fd;
+  spec.decider_timeout = net.decider_timeout;
   spec.transparent_fds = {sockets.transparent.get()};
   spec.dns_fds = {sockets.dns_udp.get()};
   spec.dns_tcp_fds = {sockets.dns_tcp.get()};

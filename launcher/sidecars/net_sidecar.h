@@ -40,6 +40,10 @@ struct NetproxySpawn {
   // network.on_exfil: kill: the write end of the pipe cordon-netproxy signals an exfiltration
   // attempt on (--exfil-alarm-fd); -1 = none.
   int exfil_alarm_fd = -1;
+  // The decider channel's proxy end (decider_sidecar.h), handed over as --decider-fd; -1 = none.
+  // `decider_timeout` ("" = the proxy's default) goes with it as --decider-timeout.
+  int decider_fd = -1;
+  std::string decider_timeout;
   std::chrono::milliseconds ready_timeout{10000};
   // As host root: the ids the proxy switches to before it runs (the sandbox's user), so a proxy
   // compromised by hostile traffic holds no privilege. The policy is then opened by cordon and
@@ -87,6 +91,8 @@ struct SandboxNet {
   std::string ca_cert_path, ca_key_path;  // NetproxySpawn::ca_cert_path/ca_key_path
   std::string secrets;                    // NetproxySpawn::secrets
   int exfil_alarm_fd = -1;                // NetproxySpawn::exfil_alarm_fd
+  int decider_fd = -1;                    // NetproxySpawn::decider_fd / decider_timeout
+  std::string decider_timeout;
   uid_t run_uid = static_cast<uid_t>(-1);  // NetproxySpawn::run_uid/run_gid
   gid_t run_gid = static_cast<gid_t>(-1);
 };

@@ -1,0 +1,203 @@
+// The decider channel: questions out through a write queue, replies in through one reader, each
+// open question a suspended coroutine woken by its reply, its timer or the channel's end.
+#include "netproxy/decider.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/write.hpp>
+
+#include "netproxy/context.h"
+
+namespace cordon::netproxy {
+
+namespace {
+
+// Questions open at once. More are denied at once (decider-error) rather than queued without
+// bound: a program that opens connections in a loop must not grow the proxy's memory.
+constexpr size_t kMaxOpen = 1024;
+
+std::string session_key(const DeciderQuestion& q) {
+  return q.kind + " " + q.host + " " + std::to_string(q.port);
+}
+
+}  // namespace
+
+const char* source_name(DecisionSource s) {
+  switch (s) {
+    case DecisionSource::Policy:
+      return "policy";
+    case DecisionSource::Decider:
+      return "decider";
+    case DecisionSource::Timeout:
+      return "timeout";
+    case DecisionSource::DeciderError:
+      return "decider-error";
+  }
+  return "decider-error";
+}
+
+Decider::Decider(Context& ctx, int fd, std::chrono::milliseconds timeout)
+    : ctx_(ctx), channel_(ctx.io, fd), timeout_(timeout) {}
+
+Decider::~Decider() = default;
+
+void Decider::start() {
+  asio::co_spawn(ctx_.io, read_replies(),
+                 [](std::exception_ptr e) { log_coroutine_end("decider reader", e); });
+}
+
+void Decider::close() { broken("the decider channel was closed"); }
+
+asio::awaitable<DeciderVerdict> Decider::ask(DeciderQuestion q) {
+  const auto key = session_key(q);
+  if (auto it = session_.find(key); it != session_.end()) {
+    DeciderVerdict v = it->second;
+    v.cached = true;
+    co_return v;
+  }
+  q.id = next_id_++;
+  DeciderVerdict v;
+  const auto asked = Clock::now();
+  if (broken_) {
+    v.reason = *broken_;
+  } else if (pending_.size() >= kMaxOpen) {
+    v.reason = "more than " + std::to_string(kMaxOpen) + " questions open at once";
+  } else {
+    std::optional<DeciderVerdict> answer;
+    asio::steady_timer wake(ctx_.io);
+    wake.expires_after(timeout_);
+    pending_.emplace(q.id, Pending{&wake, &answer});
+    outbox_.push_back(question_line(q));
+    if (!writing_) {
+      writing_ = true;
+      asio::co_spawn(ctx_.io, write_queued(),
+                     [](std::exception_ptr e) { log_coroutine_end("decider writer", e); });
+    }
+    // Woken early (cancelled) by answer() or broken(); otherwise the deadline passed.
+    (void)co_await wake.async_wait(use_nothrow);
+    pending_.erase(q.id);
+    if (answer) {
+      v = std::move(*answer);
+    } else {
+      v.source = DecisionSource::Timeout;
+      v.reason = "the decider did not answer within " +
+                 (timeout_.count() % 1000 == 0 ? std::to_string(timeout_.count() / 1000) + " s"
+                                               : std::to_string(timeout_.count()) + " ms");
+    }
+  }
+  if (v.source == DecisionSource::Decider && v.session) {
+    session_.emplace(key, v);
+  }
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - asked).count();
+  nlohmann::json ev = {{"id", q.id},
+                       {"kind", q.kind},
+                       {"name", q.host},
+                       {"port", q.port},
+                       {"mode", q.mode},
+                       {"decision", v.allow ? "allow" : "deny"},
+                       {"scope", v.session ? "session" : "once"},
+                       {"decided_by", source_name(v.source)},
+                       {"wait_us", waited}};
+  if (!v.reason.empty()) {
+    ev["reason"] = v.reason;
+  }
+  if (!q.client.empty()) {
+    ev["client"] = q.client;
+  }
+  ctx_.emit("net.decider", std::move(ev));
+  co_return v;
+}
+
+void Decider::answer(uint64_t id, DeciderVerdict v) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) {
+    // Timed out already, or never asked: the connection was decided without it.
+    spdlog::debug("decider: reply for {} which is not open; ignored", id);
+    return;
+  }
+  *it->second.answer = std::move(v);
+  it->second.wake->cancel();
+  pending_.erase(it);
+}
+
+void Decider::broken(const std::string& why) {
+  if (broken_) {
+    return;
+  }
+  broken_ = why;
+  ctx_.emit("net.decider", {{"decided_by", "decider-error"}, {"error", why}});
+  boost::system::error_code ignored;
+  channel_.close(ignored);
+  auto open = std::move(pending_);
+  pending_.clear();
+  for (auto& [id, p] : open) {
+    DeciderVerdict v;
+    v.reason = why;
+    *p.answer = std::move(v);
+    p.wake->cancel();
+  }
+}
+
+asio::awaitable<void> Decider::read_replies() {
+  std::string buf;
+  while (!broken_) {
+    auto [ec, n] = co_await asio::async_read_until(
+        channel_, asio::dynamic_buffer(buf, kMaxDeciderLine + 1), '\n', use_nothrow);
+    if (ec) {
+      broken(ec == asio::error::eof         ? "the decider closed its end of the channel"
+             : ec == asio::error::not_found ? "the decider sent a line longer than " +
+                                                  std::to_string(kMaxDeciderLine) + " bytes"
+             : ec == asio::error::operation_aborted ? "the decider channel was closed"
+                                                    : "reading from the decider: " + ec.message());
+      co_return;
+    }
+    std::string_view line(buf.data(), n - 1);
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+    }
+    if (auto reply = parse_decider_reply(line); reply.ok()) {
+      DeciderVerdict v;
+      v.allow = reply->allow;
+      v.session = reply->session;
+      v.reason = std::move(reply->reason);
+      v.source = DecisionSource::Decider;
+      answer(reply->id, std::move(v));
+    } else {
+      // A malformed reply denies the question it names (fail closed); one naming none cannot be
+      // matched to a question, and every open one is denied rather than left to guess.
+      const std::string why = "malformed decider reply: " + reply.error().message;
+      ctx_.emit("net.decider", {{"decided_by", "decider-error"}, {"error", why}});
+      DeciderVerdict v;
+      v.reason = why;
+      if (uint64_t id = reply_id_hint(line); id != 0 && pending_.count(id) != 0) {
+        answer(id, std::move(v));
+      } else {
+        auto open = std::move(pending_);
+        pending_.clear();
+        for (auto& [id2, p] : open) {
+          *p.answer = v;
+          p.wake->cancel();
+        }
+      }
+    }
+    buf.erase(0, n);
+  }
+}
+
+asio::awaitable<void> Decider::write_queued() {
+  while (!outbox_.empty() && !broken_) {
+    auto [ec, n] = co_await asio::async_write(channel_, asio::buffer(outbox_.front()), use_nothrow);
+    if (ec) {
+      broken("writing to the decider: " + ec.message());
+      break;
+    }
+    outbox_.pop_front();
+  }
+  outbox_.clear();
+  writing_ = false;
+}
+
+}  // namespace cordon::netproxy

@@ -1,0 +1,74 @@
+// The decider channel (docs/decider.md): a process outside the sandbox that answers, over JSON
+// lines on one stream socket, for connections the policy refuses only for not being in
+// network.allow. Asynchronous on the proxy's io_context: a held connection is a suspended
+// coroutine with a timer, so the proxy keeps serving everyone else while a question is open.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "netproxy/decider_wire.h"
+
+namespace cordon::netproxy {
+
+struct Context;
+
+// Who made a network decision, as events name it ("source").
+enum class DecisionSource { Policy, Decider, Timeout, DeciderError };
+const char* source_name(DecisionSource s);
+
+struct DeciderVerdict {
+  bool allow = false;
+  bool session = false;  // the answer holds for the session (cached)
+  bool cached = false;   // a session answer given earlier: the decider was not asked again
+  std::string reason;    // the decider's reason, or what went wrong with it
+  DecisionSource source = DecisionSource::DeciderError;
+};
+
+class Decider {
+ public:
+  // Takes `fd` (a connected stream socket). `timeout`: how long one question stays open before it
+  // is denied (source timeout).
+  Decider(Context& ctx, int fd, std::chrono::milliseconds timeout);
+  ~Decider();
+  Decider(const Decider&) = delete;
+  Decider& operator=(const Decider&) = delete;
+
+  // Starts reading replies. Call once, before run().
+  void start();
+  // Asks about `q` (its id is assigned here) and resumes when the answer, the timeout or the
+  // channel's end comes. Denies at once, never asking, once the channel is broken. A session
+  // answer for the same kind, host and port is returned without asking. Emits net.decider.
+  boost::asio::awaitable<DeciderVerdict> ask(DeciderQuestion q);
+  // Closes the channel: every open question is denied (source decider-error).
+  void close();
+
+ private:
+  struct Pending {
+    boost::asio::steady_timer* wake;  // cancelled when the answer is in
+    std::optional<DeciderVerdict>* answer;
+  };
+  boost::asio::awaitable<void> read_replies();
+  boost::asio::awaitable<void> write_queued();
+  void answer(uint64_t id, DeciderVerdict v);
+  void broken(const std::string& why);  // denies every open question; later ones at once
+
+  Context& ctx_;
+  boost::asio::posix::stream_descriptor channel_;
+  std::chrono::milliseconds timeout_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, Pending> pending_;
+  std::map<std::string, DeciderVerdict> session_;  // "kind host port" -> session answer
+  std::deque<std::string> outbox_;
+  bool writing_ = false;
+  std::optional<std::string> broken_;  // why the channel is unusable, once it is
+};
+
+}  // namespace cordon::netproxy

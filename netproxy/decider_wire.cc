@@ -1,0 +1,99 @@
+// Decider protocol lines: the question's JSON and the reply's strict parser.
+#include "netproxy/decider_wire.h"
+
+#include <nlohmann/json.hpp>
+
+namespace cordon::netproxy {
+
+std::string question_line(const DeciderQuestion& q) {
+  nlohmann::json j = {{"v", kDeciderProtocol}, {"id", q.id},     {"kind", q.kind},
+                      {"host", q.host},        {"port", q.port}, {"mode", q.mode}};
+  auto add_if_set = [&j](const char* key, const std::string& value) {
+    if (!value.empty()) {
+      j[key] = value;
+    }
+  };
+  add_if_set("client", q.client);
+  add_if_set("sni", q.sni);
+  add_if_set("address", q.address);
+  // replace: a name is the program's bytes, not necessarily UTF-8; the line must still be JSON.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+
+// A reason reaches the agent's terminal: control characters (an escape sequence, a fake second
+// line) become spaces, and it is cut on a UTF-8 boundary.
+std::string clean_reason(const std::string& in) {
+  std::string out;
+  out.reserve(std::min(in.size(), kMaxDeciderReason));
+  for (unsigned char c : in) {
+    out.push_back(c < 0x20 || c == 0x7f ? ' ' : static_cast<char>(c));
+  }
+  if (out.size() > kMaxDeciderReason) {
+    size_t cut = kMaxDeciderReason;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) {
+      --cut;  // never split a multi-byte character
+    }
+    out.resize(cut);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<DeciderReply> parse_decider_reply(std::string_view line) {
+  if (line.size() > kMaxDeciderLine) {
+    return make_error("decider reply longer than " + std::to_string(kMaxDeciderLine) + " bytes");
+  }
+  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return make_error("decider reply is not a JSON object");
+  }
+  if (auto v = j.find("v"); v != j.end() && !(v->is_number_integer() && *v == kDeciderProtocol)) {
+    return make_error("decider reply has an unsupported \"v\" (this cordon speaks version " +
+                      std::to_string(kDeciderProtocol) + ")");
+  }
+  DeciderReply r;
+  auto id = j.find("id");
+  if (id == j.end() || !id->is_number_unsigned() || id->get<uint64_t>() == 0) {
+    return make_error("decider reply has no \"id\" (a positive integer)");
+  }
+  r.id = id->get<uint64_t>();
+  auto decision = j.find("decision");
+  if (decision == j.end() || !decision->is_string() ||
+      (*decision != "allow" && *decision != "deny")) {
+    return make_error("decider reply " + std::to_string(r.id) +
+                      " has no \"decision\" of \"allow\" or \"deny\"");
+  }
+  r.allow = *decision == "allow";
+  if (auto scope = j.find("scope"); scope != j.end()) {
+    if (!scope->is_string() || (*scope != "once" && *scope != "session")) {
+      return make_error("decider reply " + std::to_string(r.id) +
+                        " has a \"scope\" other than \"once\" or \"session\"");
+    }
+    r.session = *scope == "session";
+  }
+  if (auto reason = j.find("reason"); reason != j.end()) {
+    if (!reason->is_string()) {
+      return make_error("decider reply " + std::to_string(r.id) + " has a non-string \"reason\"");
+    }
+    r.reason = clean_reason(reason->get<std::string>());
+  }
+  return r;
+}
+
+uint64_t reply_id_hint(std::string_view line) {
+  if (line.size() > kMaxDeciderLine) {
+    return 0;
+  }
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_object()) {
+    if (auto id = j.find("id"); id != j.end() && id->is_number_unsigned()) {
+      return id->get<uint64_t>();
+    }
+  }
+  return 0;
+}
+
+}  // namespace cordon::netproxy

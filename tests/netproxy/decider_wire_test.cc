@@ -1,0 +1,77 @@
+// The decider protocol's lines (netproxy/decider_wire.h): the question's JSON and the strict
+// reply parser, on the replies a decider may send, well-formed or not.
+#include "netproxy/decider_wire.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace cordon::netproxy {
+namespace {
+
+TEST(DeciderWire, QuestionIsOneJsonLineWithTheConnectionDetails) {
+  DeciderQuestion q;
+  q.id = 9;
+  q.host = "api.example.com";
+  q.port = 443;
+  q.mode = "connect";
+  q.client = "10.0.0.2:5555";
+  auto line = question_line(q);
+  ASSERT_EQ(line.back(), '\n');
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"v":1,"id":9,"kind":"connect","host":"api.example.com",
+    "port":443,"mode":"connect","client":"10.0.0.2:5555"})"));
+  // Bytes that are not UTF-8 in a name still make one line of valid JSON.
+  q.host = std::string("a\xff\n.test");
+  line = question_line(q);
+  EXPECT_EQ(line.find('\n'), line.size() - 1);
+  EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded());
+}
+
+TEST(DeciderWire, ParsesAllowDenyAndScope) {
+  auto once = parse_decider_reply(R"({"id":1,"decision":"allow"})");
+  ASSERT_TRUE(once.ok()) << once.error().message;
+  EXPECT_EQ(once->id, 1u);
+  EXPECT_TRUE(once->allow);
+  EXPECT_FALSE(once->session);
+  auto session = parse_decider_reply(R"({"v":1,"id":2,"decision":"allow","scope":"session",
+                                         "later_field":[1,2]})");
+  ASSERT_TRUE(session.ok()) << session.error().message;
+  EXPECT_TRUE(session->session);
+  auto deny = parse_decider_reply(R"({"id":3,"decision":"deny","reason":"ask first"})");
+  ASSERT_TRUE(deny.ok());
+  EXPECT_FALSE(deny->allow);
+  EXPECT_EQ(deny->reason, "ask first");
+}
+
+TEST(DeciderWire, RefusesWhatIsNotAValidReply) {
+  for (const char* bad :
+       {"", "not json", "[1]", R"({"decision":"allow"})", R"({"id":0,"decision":"allow"})",
+        R"({"id":-4,"decision":"allow"})", R"({"id":"4","decision":"allow"})",
+        R"({"id":4,"decision":"yes"})", R"({"id":4})",
+        R"({"id":4,"decision":"allow","scope":"forever"})",
+        R"({"id":4,"decision":"deny","reason":7})", R"({"v":2,"id":4,"decision":"allow"})"}) {
+    EXPECT_FALSE(parse_decider_reply(bad).ok()) << bad;
+  }
+  EXPECT_EQ(reply_id_hint(R"({"id":4,"decision":"yes"})"), 4u);
+  EXPECT_EQ(reply_id_hint("not json"), 0u);
+  EXPECT_FALSE(parse_decider_reply(std::string(kMaxDeciderLine + 1, ' ')).ok());
+}
+
+TEST(DeciderWire, ReasonIsCutAndFreeOfControlCharacters) {
+  auto r = parse_decider_reply(R"({"id":1,"decision":"deny","reason":"a\u001b[2Jb\nc"})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->reason, "a [2Jb c");
+  // 600 two-byte characters: cut at 512 bytes, never inside a character.
+  std::string long_reason;
+  for (int i = 0; i < 600; ++i) {
+    long_reason += "\xc3\xa9";
+  }
+  auto cut = parse_decider_reply(R"({"id":1,"decision":"deny","reason":")" + long_reason + "\"}");
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->reason.size(), kMaxDeciderReason);
+  EXPECT_EQ(cut->reason, long_reason.substr(0, kMaxDeciderReason));
+}
+
+}  // namespace
+}  // namespace cordon::netproxy
