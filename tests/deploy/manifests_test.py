@@ -3,6 +3,8 @@
 the seccomp profile is a well-formed OCI/Docker profile that lets cordon build its sandbox, and
 the container command is one the built cordon's own parser accepts."""
 import argparse
+import ctypes
+import ctypes.util
 import json
 import re
 import subprocess
@@ -276,6 +278,28 @@ class Deploy(unittest.TestCase):
                 self.assertNotIn(n, seen, f"{n} is in two groups")
                 seen[n] = entry["action"]
         self.__class__.actions = seen
+
+    def test_seccomp_profile_names_real_syscalls(self):
+        # libseccomp (which runc and crun load the profile with) resolves each name: a typo would
+        # be skipped by the runtime, silently, and leave the syscall at the default action.
+        path = ctypes.util.find_library("seccomp")
+        self.assertIsNotNone(path, "libseccomp (libseccomp2) is needed to check the names")
+        lib = ctypes.CDLL(path)
+        lib.seccomp_arch_resolve_name.restype = ctypes.c_uint32
+        lib.seccomp_arch_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
+        arches = []
+        for a in self.profile["architectures"]:
+            token = lib.seccomp_arch_resolve_name(a[len("SCMP_ARCH_"):].lower().encode())
+            self.assertNotEqual(token, 0, f"libseccomp does not know {a}")
+            arches.append(token)
+        for entry in self.profile["syscalls"]:
+            for n in entry["names"]:
+                nrs = [lib.seccomp_syscall_resolve_name_arch(t, n.encode()) for t in arches]
+                self.assertTrue(any(nr >= 0 for nr in nrs), f"{n}: no such syscall")
+        x86_64 = arches[self.profile["architectures"].index("SCMP_ARCH_X86_64")]
+        for n in NEEDED_SYSCALLS:
+            self.assertGreaterEqual(lib.seccomp_syscall_resolve_name_arch(x86_64, n.encode()), 0, n)
 
     def test_seccomp_profile_allows_what_cordon_calls(self):
         self.test_seccomp_profile_structure()
