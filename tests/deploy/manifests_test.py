@@ -25,7 +25,7 @@ NEEDED_SYSCALLS = [
     "fsopen", "fsconfig", "fsmount", "mount_setattr", "sethostname", "seccomp", "prctl",
     "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self", "pidfd_open",
     "pidfd_send_signal", "pidfd_getfd", "ioctl", "socket", "execve", "openat", "read", "write",
-    "wait4", "waitid", "setsockopt", "sendmsg", "recvmsg",
+    "wait4", "waitid", "setsockopt", "sendmsg", "recvmsg", "arch_prctl",
 ]
 # What cordon itself uses although its own filter refuses it to the program.
 CORDON_OWN_USE = {"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen",
