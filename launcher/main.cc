@@ -54,6 +54,15 @@ bool split_run_command(const CLI::App& run, std::vector<std::string>& args,
   return false;
 }
 
+// --state-dir on every subcommand that makes or reads session records: one variable, given to
+// use_state_dir() once after parsing, so sessions_root() stays the one resolver.
+void add_state_dir_option(CLI::App* cmd, std::string& dir) {
+  cmd->add_option("--state-dir", dir,
+                  "Keep and find session records in DIR/sessions (an existing directory, e.g. "
+                  "a volume a pod mounts) instead of $CORDON_STATE_DIR or the default")
+      ->type_name("DIR");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,13 +170,15 @@ int main(int argc, char** argv) {
                    "placeholder toward any other host")
       ->allow_extra_args(false)
       ->type_name("NAME=HOST[,HOST...]");
+  std::string state_dir;
+  add_state_dir_option(run_cmd, state_dir);
   run_cmd->add_flag("--quiet,-q", run.quiet, "No summary on stderr at exit");
   run_cmd
       ->add_option("--events-to", run.events_to,
-                   "Also write the event record, line for line, to stderr, an open file "
-                   "descriptor (e.g. 3) or a file (record.events_to); a slow sink never holds "
+                   "Also write the event record, line for line, to stdout, stderr, an open "
+                   "file descriptor (e.g. 3) or a file (record.events_to); a slow sink never holds "
                    "up the program: lines it cannot take are counted in summary.json")
-      ->type_name("FD|PATH|stderr");
+      ->type_name("FD|PATH|stdout|stderr");
   run_cmd
       ->add_option("--otlp", run.otlp,
                    "Also send the event record to an OpenTelemetry collector as OTLP/HTTP JSON "
@@ -215,10 +226,10 @@ int main(int argc, char** argv) {
       "(sizes 512M/2G, durations 90s/30m/1h). Exit status: the program's own; 128+N if it\n"
       "died of signal N; 124 on timeout; 125 if cordon failed (bad flag, bad policy, missing\n"
       "kernel feature); 126 if COMMAND is not executable; 127 if it was not found.\n\n"
-      "Each run is recorded under $CORDON_STATE_DIR/sessions, else /var/lib/cordon/sessions\n"
-      "(root) or ${XDG_STATE_HOME:-~/.local/state}/cordon/sessions: policy.json, events.jsonl,\n"
-      "summary.json and, in cow mode, upper/ with the program's file changes.\n"
-      "See `cordon ls` and `cordon log ID`.");
+      "Each run is recorded in DIR/sessions for --state-dir DIR or CORDON_STATE_DIR=DIR, else\n"
+      "/var/lib/cordon/sessions (root) or ${XDG_STATE_HOME:-~/.local/state}/cordon/sessions:\n"
+      "policy.json, events.jsonl, summary.json and, in cow mode, upper/ with the program's file\n"
+      "changes. See `cordon ls` and `cordon log ID`.");
 
   auto* policy_cmd = app.add_subcommand("policy", "Show, check and explain policies");
   policy_cmd->require_subcommand(1);
@@ -238,6 +249,7 @@ int main(int argc, char** argv) {
       "The smallest policy additions a session's refusals call for, each with its evidence");
   pol_suggest->add_option("ID", suggest.id, "Session id, a unique prefix of one, or `last`")
       ->required();
+  add_state_dir_option(pol_suggest, state_dir);
   pol_suggest->add_flag("--json", suggest.json, "Print the suggestions as JSON");
   pol_suggest->add_flag("--tighten", suggest.tighten,
                         "Also list network.allow, filesystem.read and filesystem.write entries "
@@ -291,6 +303,7 @@ int main(int argc, char** argv) {
       "EXIT is the program's exit status, `running` while cordon runs it, or `no end` when\n"
       "cordon was killed before recording one. SIZE is the record on disk. PENDING is `yes`\n"
       "when a cow session holds changes not yet committed or discarded (cordon diff ID).");
+  add_state_dir_option(ls_cmd, state_dir);
   bool ls_ids = false;
   ls_cmd->add_flag("--ids", ls_ids, "Only the ids, one a line (for shell completion)")->group("");
 
@@ -302,6 +315,7 @@ int main(int argc, char** argv) {
                    "Only sessions that ended at least this long ago, e.g. 7d, 12h, 30m")
       ->type_name("DURATION");
   prune_cmd->add_option("--keep", prune.keep, "Never the N newest sessions")->type_name("N");
+  add_state_dir_option(prune_cmd, state_dir);
   prune_cmd->add_flag("--dry-run,-n", prune.dry_run, "Say what would go; remove nothing");
   prune_cmd->add_flag("--force", prune.force,
                       "Also sessions whose copy-on-write changes were never committed or "
@@ -321,6 +335,7 @@ int main(int argc, char** argv) {
   log_cmd->add_option("ID", session_id, "Session id, a unique prefix of one, or `last`")
       ->required();
   log_cmd->add_flag("--json", log_json, "Print the raw JSON Lines");
+  add_state_dir_option(log_cmd, state_dir);
   bool log_net = false;
   log_cmd->add_flag("--net", log_net,
                     "The network: connections by host, HTTP requests by method and status, "
@@ -340,6 +355,7 @@ int main(int argc, char** argv) {
       "watch", "Follow a running session's events live (what cordon log ID -f shows)");
   watch_cmd->add_option("ID", watch_id, "Session id, a unique prefix of one, or `last`")
       ->required();
+  add_state_dir_option(watch_cmd, state_dir);
 
   ReportOptions report;
   auto* report_cmd = app.add_subcommand(
@@ -352,6 +368,7 @@ int main(int argc, char** argv) {
                    "Where to write it; default: cordon-report-ID.html in the current directory; "
                    "`-` for stdout")
       ->type_name("FILE");
+  add_state_dir_option(report_cmd, state_dir);
   report_cmd->add_flag("--force,-f", report.force, "Replace FILE if it exists");
   report_cmd->footer(
       "The page shows the command, the policy, how it ended and the limits hit; alerts\n"
@@ -375,17 +392,20 @@ int main(int argc, char** argv) {
       "snapshot", "Checkpoint a cow session as NAME (live while it runs, or after)");
   snap_cmd->add_option("ID", wf_id, "Session")->required();
   snap_cmd->add_option("NAME", wf_name, "Snapshot name (default: snap-DATE-TIME)");
+  add_state_dir_option(snap_cmd, state_dir);
   snap_cmd->footer(wf_footer);
   auto* rollback_cmd = app.add_subcommand(
       "rollback", "Back to snapshot NAME or the start (live: the program sees it at once)");
   rollback_cmd->add_option("ID", wf_id, "Session")->required();
   rollback_cmd->add_option("NAME", wf_name, "Snapshot name (default: the start)");
+  add_state_dir_option(rollback_cmd, state_dir);
   rollback_cmd->footer(wf_footer);
   auto* diff_cmd = app.add_subcommand(
       "diff", "Show what a cow session changed (added, modified, deleted, renamed)");
   diff_cmd->add_option("ID", wf_id, "Session")->required();
   diff_cmd->add_flag("--stat", diff_stat, "One line per changed path, no content");
   diff_cmd->add_option("PATH", wf_paths, "Only these workspace-relative paths (and beneath)");
+  add_state_dir_option(diff_cmd, state_dir);
   diff_cmd->footer(wf_footer);
   auto* commit_cmd = app.add_subcommand(
       "commit",
@@ -399,18 +419,19 @@ int main(int argc, char** argv) {
   commit_cmd->add_flag("--include-protected", include_protected,
                        "Also commit the protected paths (git hooks and config, editor and agent "
                        "settings, CI workflows) that a plain commit leaves out");
+  add_state_dir_option(commit_cmd, state_dir);
   commit_cmd->footer(wf_footer);
   auto* discard_cmd =
       app.add_subcommand("discard", "Drop every change and snapshot of a finished cow session");
   discard_cmd->add_option("ID", wf_id, "Session")->required();
+  add_state_dir_option(discard_cmd, state_dir);
   discard_cmd->footer(wf_footer);
 
-  std::string doctor_state_dir;
   bool doctor_json = false;
   auto* doctor_cmd = app.add_subcommand(
       "doctor", "Check every requirement of a sandbox here at once: each with its state and fix");
   doctor_cmd
-      ->add_option("--state-dir", doctor_state_dir,
+      ->add_option("--state-dir", state_dir,
                    "Check this state directory (an existing one) instead of $CORDON_STATE_DIR "
                    "or the default")
       ->type_name("DIR");
@@ -445,6 +466,12 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitCordonFailed;
   }
 
+  // doctor checks a --state-dir rather than using it (its own resolve_state_dir() reports it).
+  if (!state_dir.empty() && !*doctor_cmd) {
+    if (auto used = use_state_dir(state_dir); !used) {
+      return fail(used.error().to_string());
+    }
+  }
   if (*run_cmd) {
     if (!has_command) {
       return fail_in("run", "no command given; usage: cordon run [OPTIONS] -- COMMAND [ARGS...]");
@@ -467,7 +494,7 @@ int main(int argc, char** argv) {
     return policy_import_command(pol_import);
   }
   if (*doctor_cmd) {
-    return doctor_command(doctor_state_dir, doctor_json);
+    return doctor_command(state_dir, doctor_json);
   }
   if (*completion_cmd) {
     return completion_command(app, completion_shell);

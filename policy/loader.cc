@@ -1061,7 +1061,7 @@ class Loader {
     }
     if (const json* f = field(v, "events_to")) {
       std::string p = join_path(path, "events_to");
-      r.events_to = get_string(*f, p, "\"stderr\", a file descriptor number or a path");
+      r.events_to = get_string(*f, p, "\"stdout\", \"stderr\", a file descriptor number or a path");
       if (r.events_to.empty() || r.events_to.find('\0') != std::string::npos) {
         fail(p, show(*f) +
                     " is not a sink; use \"stderr\", a file descriptor number (\"3\") or "

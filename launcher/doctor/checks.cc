@@ -262,8 +262,9 @@ Check check_state_dir(const StateDir& dir, const Result<bool>& overlay, bool cow
   where += " on " + fs;
   const std::string fix =
       "keep the state directory on tmpfs or a local disk filesystem (ext4, xfs): "
-      "CORDON_STATE_DIR=DIR; in a pod mount an emptyDir volume there (emptyDir.medium: Memory "
-      "for tmpfs) and set CORDON_STATE_DIR to it; podman/docker: --tmpfs DIR or -v VOLUME:DIR";
+      "--state-dir DIR or CORDON_STATE_DIR=DIR; in a pod mount an emptyDir volume there "
+      "(emptyDir.medium: Memory for tmpfs) and pass --state-dir with its mountPath; "
+      "podman/docker: --tmpfs DIR or -v VOLUME:DIR";
   if (overlay.ok()) {
     if (overlay.value()) {
       return ok(name, where + "; an overlay upper layer works there");

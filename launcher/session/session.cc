@@ -3,6 +3,7 @@
 #include "launcher/session/session.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <string.h>
@@ -287,6 +288,33 @@ std::string sessions_root() {
     return xdg + "/cordon/sessions";
   }
   return home_dir() + "/.local/state/cordon/sessions";
+}
+
+Status use_state_dir(const std::string& dir) {
+  const std::string what = "--state-dir " + dir;
+  const char* fix =
+      "name an existing directory, e.g. the mountPath of a pod's volume, or leave --state-dir out "
+      "to use $CORDON_STATE_DIR or the default";
+  if (dir.empty()) {
+    return make_error(what + ": empty", fix);
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return sys_error(what, fix);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return sys_error(what, fix);
+  }
+  // Absolute, because the sidecars and the commands cordon starts may run elsewhere.
+  char real[PATH_MAX];
+  if (::realpath(dir.c_str(), real) == nullptr) {
+    return sys_error(what + ": realpath", fix);
+  }
+  if (::setenv("CORDON_STATE_DIR", real, 1) != 0) {
+    return sys_error("setenv(CORDON_STATE_DIR)");
+  }
+  return {};
 }
 
 SessionPaths session_paths(const std::string& root, const std::string& id) {

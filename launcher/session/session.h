@@ -29,6 +29,11 @@ struct SessionPaths {
 // $CORDON_STATE_DIR, when set, replaces the state directory: sessions go to
 // $CORDON_STATE_DIR/sessions (tests use it to isolate themselves).
 std::string sessions_root();
+// --state-dir DIR: makes DIR the state directory of this cordon and of every cordon process it
+// starts, by setting $CORDON_STATE_DIR to DIR made absolute, so that sessions_root() stays the
+// one place that decides where records live. DIR must be an existing directory (in a pod, the
+// mountPath of a volume): anything else is an error that names the fix, before a session exists.
+Status use_state_dir(const std::string& dir);
 SessionPaths session_paths(const std::string& root, const std::string& id);
 
 // How the program ended; what session.end and summary.json record.

@@ -189,6 +189,13 @@ std::string cordon_fs_unavailable_reason() {
   if (::geteuid() != 0 && !in_path("fusermount3")) {
     return "fusermount3 is not in PATH (apt-get install fuse3)";
   }
+  // An ordinary user mounts through the setuid fusermount3, which no_new_privs disarms (a
+  // container's allowPrivilegeEscalation: false sets it): its mount would fail with EPERM.
+  if (::geteuid() != 0 && ::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1) {
+    return "no_new_privs is set (a container's allowPrivilegeEscalation: false, or setpriv "
+           "--no-new-privs), so the setuid fusermount3 cannot mount FUSE for uid " +
+           std::to_string(::geteuid());
+  }
   return "";
 }
 

@@ -29,10 +29,12 @@ Result<EventSinkTarget> open_event_sink(const std::string& spec) {
   EventSinkTarget t;
   t.name = spec;
   if (spec.empty()) {
-    return make_error("empty", "give stderr, a file descriptor number or a path");
+    return make_error("empty", "give stdout, stderr, a file descriptor number or a path");
   }
-  if (spec == "stderr" || all_digits(spec)) {
-    int n = spec == "stderr" ? STDERR_FILENO : -1;
+  // "stdout" is what a container's log agent collects; the program's own output shares it, and
+  // every record line is a JSON object with "kind", which is how an agent tells them apart.
+  if (spec == "stdout" || spec == "stderr" || all_digits(spec)) {
+    int n = spec == "stdout" ? STDOUT_FILENO : spec == "stderr" ? STDERR_FILENO : -1;
     if (n < 0) {
       if (spec.size() > 6) {
         return make_error("\"" + spec + "\": not a file descriptor number");

@@ -17,8 +17,8 @@ struct EventSinkTarget {
   UniqueFd fd;       // cordon's own close-on-exec descriptor of it
 };
 
-// "stderr", a file descriptor number open for writing, or a path (appended to, created 0600).
-// An fd given by number is taken over: moved above the standard ones, close-on-exec, so the
+// "stdout", "stderr", a file descriptor number open for writing, or a path (appended to, created
+// 0600). An fd given by number is taken over: moved above the standard ones, close-on-exec, so the
 // sandbox never inherits it.
 Result<EventSinkTarget> open_event_sink(const std::string& spec);
 

@@ -1,7 +1,9 @@
 // The `cordon` command line: policy subcommands, --help, and errors for bad flags and values.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "policy/loader.h"
 #include "tests/support/subprocess.h"
@@ -11,6 +13,7 @@ namespace {
 
 using cordon::testing::build_path;
 using cordon::testing::run_program;
+using cordon::testing::RunSpec;
 using cordon::testing::TempDir;
 
 std::string cordon_bin() { return build_path("launcher/cordon"); }
@@ -148,6 +151,69 @@ TEST(Cli, AnErrorIsOneLineWithTheCordonPrefixOnce) {
                  r.err.find(cmd_prefix) != std::string::npos)
         << "both prefixes: " << r.err;
   }
+}
+
+TEST(Cli, StateDirMustBeAnExistingDirectoryForEveryCommandThatUsesRecords) {
+  TempDir dir;
+  write_file(dir / "file", "x");
+  const std::vector<std::vector<std::string>> commands = {{"run", "--mode", "ro", "--", "true"},
+                                                          {"ls"},
+                                                          {"log", "last"},
+                                                          {"watch", "last"},
+                                                          {"report", "last"},
+                                                          {"diff", "last"},
+                                                          {"commit", "last"},
+                                                          {"snapshot", "last"},
+                                                          {"rollback", "last"},
+                                                          {"discard", "last"},
+                                                          {"prune"},
+                                                          {"policy", "suggest", "last"}};
+  for (const std::string& bad : {dir / "missing", dir / "file"}) {
+    for (std::vector<std::string> argv : commands) {
+      // The option goes right after the subcommand's name(s), before any argument.
+      argv.insert(argv.begin() + (argv[0] == "policy" ? 2 : 1), {"--state-dir", bad});
+      argv.insert(argv.begin(), cordon_bin());
+      auto r = run_program(argv);
+      EXPECT_EQ(r.exit_code(), 125) << argv[1] << ": " << r.err;
+      EXPECT_NE(r.err.find("cordon: --state-dir " + bad + ": "), std::string::npos)
+          << argv[1] << ": " << r.err;
+      EXPECT_NE(r.err.find("name an existing directory"), std::string::npos) << r.err;
+      EXPECT_EQ(r.out, "") << argv[1];
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "missing"));
+}
+
+TEST(Cli, StateDirHoldsTheRecordsAndEventsToStdoutCopiesThem) {
+  TempDir flag_dir, env_dir;
+  RunSpec spec;
+  spec.env = std::vector<std::string>{
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + env_dir.path(),
+      "CORDON_STATE_DIR=" + env_dir.path(), "LANG=C"};
+  spec.cwd = flag_dir.path();
+  // A relative DIR is made absolute for the sidecars, which run elsewhere.
+  auto r = run_program({cordon_bin(), "run", "--state-dir", ".", "--events-to", "stdout", "--mode",
+                        "ro", "-q", "--", "true"},
+                       spec);
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  std::vector<std::string> ids;
+  for (const auto& e : std::filesystem::directory_iterator(flag_dir / "sessions")) {
+    ids.push_back(e.path().filename());
+  }
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(env_dir / "sessions"));
+  // stdout holds the record line for line, session.start first and session.end last.
+  std::ifstream events(flag_dir / ("sessions/" + ids[0] + "/events.jsonl"));
+  std::string record((std::istreambuf_iterator<char>(events)), {});
+  EXPECT_EQ(r.out, record);
+  EXPECT_NE(r.out.rfind("{\"v\":1,", 0), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"kind\":\"session.end\""), std::string::npos) << r.out;
+  // The other commands find it there, and only there.
+  auto ls = run_program({cordon_bin(), "ls", "--state-dir", flag_dir.path()}, spec);
+  EXPECT_EQ(ls.exit_code(), 0) << ls.err;
+  EXPECT_NE(ls.out.find(ids[0]), std::string::npos) << ls.out;
+  auto ls_env = run_program({cordon_bin(), "ls"}, spec);
+  EXPECT_EQ(ls_env.out.find(ids[0]), std::string::npos) << ls_env.out;
 }
 
 TEST(Cli, RunWithoutACommandIsAUsageError) {

@@ -40,10 +40,14 @@ std::optional<UserIds> test_user() {
 }
 
 // Runs `cordon doctor ARGS` with its records kept under `state` (and HOME there), as `user`
-// when given (root only).
+// when given (root only), under no_new_privs when asked (setpriv(1), as a container's
+// allowPrivilegeEscalation: false does).
 RunResult doctor(const std::vector<std::string>& args, const std::string& state,
-                 std::optional<UserIds> user = std::nullopt) {
+                 std::optional<UserIds> user = std::nullopt, bool no_new_privs = false) {
   std::vector<std::string> argv = {build_path("launcher/cordon"), "doctor"};
+  if (no_new_privs) {
+    argv.insert(argv.begin(), {"setpriv", "--no-new-privs"});
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   RunSpec spec;
   spec.env =
@@ -260,6 +264,27 @@ TEST(Doctor, JsonParsesAndHoldsEveryCheck) {
   const char* results[] = {"ok", "degraded", "cannot-run"};
   ASSERT_LE(r.exit_code(), 2);
   EXPECT_EQ(j["result"], results[r.exit_code()]);
+}
+
+TEST(Doctor, UnderNoNewPrivsAnOrdinaryUserIsToldFusermountCannotMountAndCowFallsBack) {
+  // An ordinary user mounts FUSE through the setuid fusermount3, which no_new_privs disarms:
+  // the device opening is not enough, and the row must not say ok.
+  std::optional<UserIds> user;
+  if (::geteuid() == 0) {
+    user = cordon::testing::fuse_user();
+    CORDON_REQUIRE(user.has_value(), "a user that may open /dev/fuse (tests/run.sh makes one)");
+  } else {
+    CORDON_REQUIRE(::access("/dev/fuse", R_OK | W_OK) == 0, "/dev/fuse usable by this user");
+  }
+  TempDir state;
+  RunResult r = doctor({"--json"}, open_dir(state), user, true);
+  auto rows = rows_of(r);
+  const Row& fuse = rows["/dev/fuse"];
+  EXPECT_EQ(fuse.state, "degraded") << fuse.measured;
+  EXPECT_NE(fuse.measured.find("no_new_privs is set"), std::string::npos) << fuse.measured;
+  EXPECT_NE(fuse.consequence.find("overlayfs"), std::string::npos) << fuse.consequence;
+  // Without no_new_privs the same user gets the device.
+  EXPECT_EQ(rows_of(doctor({"--json"}, state.path(), user))["/dev/fuse"].state, "ok");
 }
 
 TEST(Doctor, ANonexistentStateDirIsAClearUsageError) {
