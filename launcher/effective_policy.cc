@@ -67,6 +67,11 @@ policy::Policy read_policy(const RunOptions& o, const std::string& home,
   for (const Override& ov : run_overrides(o)) {
     policy::apply_override(p, ov, lo);
   }
+  if (o.learn) {
+    for (const Override& ov : learn_overrides()) {
+      policy::apply_override(p, ov, lo);
+    }
+  }
   return p;
 }
 
@@ -138,11 +143,25 @@ std::vector<Override> run_overrides(const RunOptions& o) {
   return out;
 }
 
-policy::Policy load_effective_policy(const RunOptions& o, const HostFacts& host) {
+std::vector<Override> learn_overrides() {
+  std::vector<Override> out;
+  // Names only: "*" never matches an address literal, so a raw-IP connection is still refused
+  // (and suggested like any refusal), as are documentation ranges such as 198.51.100.0/24; a
+  // name that resolves to a private, loopback or metadata address is refused by the check of
+  // resolved addresses unless network.resolve pins it.
+  out.push_back({"--learn", "network.allow", "*", How::Append});
+  out.push_back(
+      {"--learn", "process.env.set", nlohmann::json{{"CORDON_SHIM_FS_EVENTS", "all"}}, How::Merge});
+  return out;
+}
+
+namespace {
+
+policy::Policy load_policy(const RunOptions& o, const HostFacts& host, bool say_import) {
   const std::string invoking = invoking_home(host);
   std::optional<std::string> imported;
   policy::Policy p = read_policy(o, invoking, &imported);
-  if (imported) {
+  if (imported && say_import) {
     say(*imported);
   }
   auto ws = resolved_workspace(p, host, invoking);
@@ -161,6 +180,18 @@ policy::Policy load_effective_policy(const RunOptions& o, const HostFacts& host)
   p.filesystem.workspace = *ws;
   policy::widen_home_rules(p, id.other_homes);
   return p;
+}
+
+}  // namespace
+
+policy::Policy load_effective_policy(const RunOptions& o, const HostFacts& host) {
+  return load_policy(o, host, /*say_import=*/true);
+}
+
+policy::Policy load_requested_policy(const RunOptions& o, const HostFacts& host) {
+  RunOptions asked = o;
+  asked.learn = false;
+  return load_policy(asked, host, /*say_import=*/false);
 }
 
 }  // namespace cordon::launcher

@@ -213,6 +213,13 @@ int main(int argc, char** argv) {
         auto d = cordon::policy::parse_duration(v);
         return d && d->count() > 0 ? std::string() : "not a positive duration, e.g. 500ms or 60s";
       });
+  run_cmd->add_flag("--learn", run.learn,
+                    "LEARN MODE, for trusted runs: network.allow is widened to every public host "
+                    "name on every port and every open is recorded, so that `cordon policy "
+                    "suggest ID` lists what the run used. Private, loopback and metadata "
+                    "addresses, raw addresses, network.deny, canaries and credentials stay "
+                    "refused as the policy has them; the workspace stays copy-on-write (not with "
+                    "--mode rw or --no-namespaces). Said on stderr at start and in the record");
   run_cmd->add_flag("--no-namespaces", run.no_namespaces,
                     "ADVISORY mode, not a sandbox: for hosts without user namespaces. The program "
                     "runs on the host with the preload shim (LD_PRELOAD), its connections go "

@@ -212,8 +212,9 @@ Result<Planned> plan(const policy::Policy& pol, const RunOptions& opts, HostFact
 
 // Open session: the record (policy.json, events.jsonl) and the limits' cgroup.
 Result<std::unique_ptr<Wiring>> open_session(const policy::Policy& pol, const RunOptions& opts,
-                                             const Planned& p, Clock::time_point t0) {
-  auto session = Session::create(pol, opts.argv, p.plan.workspace);
+                                             const Planned& p, Clock::time_point t0,
+                                             const policy::Policy* learned_from) {
+  auto session = Session::create(pol, opts.argv, p.plan.workspace, learned_from);
   if (!session.ok()) {
     return make_error("session record: " + session.error().to_string());
   }
@@ -236,7 +237,44 @@ Result<std::unique_ptr<Wiring>> open_session(const policy::Policy& pol, const Ru
                                               {},
                                               {}});
   w->end.limits_backend = w->limits.describe();
+  if (learned_from != nullptr) {
+    // Said even with --quiet: a run with the network open must never look like an ordinary one.
+    say("LEARN MODE: network to any public host name is allowed and recorded (every name is "
+        "looked up through the host's resolver); private, loopback and metadata addresses, raw "
+        "addresses, network.deny, canaries and credentials stay refused; " +
+        std::string(pol.filesystem.mode == policy::WorkspaceMode::Ro
+                        ? "the workspace stays read-only"
+                        : "workspace writes stay copy-on-write") +
+        "; run `cordon policy suggest " + w->session.id() + "` afterwards");
+  }
   return w;
+}
+
+// --learn: the policy as the user asked for it, kept in the session for suggestions.
+Result<std::optional<policy::Policy>> load_requested(const RunOptions& opts,
+                                                     const HostFacts& host) {
+  if (!opts.learn) {
+    return std::optional<policy::Policy>();
+  }
+  if (opts.no_namespaces) {
+    return make_error(
+        "--learn cannot be used with --no-namespaces: learn mode opens the network to every "
+        "public name and relies on the sandbox's own network namespace and proxy to keep "
+        "private and metadata addresses out, which the advisory mode does not have");
+  }
+  try {
+    policy::Policy p = load_requested_policy(opts, host);
+    if (p.filesystem.mode == policy::WorkspaceMode::Rw) {
+      return make_error(
+          std::string("--learn cannot be used with ") +
+          (opts.mode ? "--mode rw" : "filesystem.mode \"rw\"") +
+          ": a learning run keeps the workspace copy-on-write (cow, the default) or read-only, "
+          "so that what it wrote can be reviewed with `cordon diff` before it lands");
+    }
+    return std::optional<policy::Policy>(std::move(p));
+  } catch (const policy::PolicyError& e) {
+    return make_error(e.what());
+  }
 }
 
 // The policy's canaries: decoys into the plan, their values behind the credentials' for the
@@ -588,6 +626,10 @@ int run_command(const RunOptions& opts) {
   CgroupAttachWarmup warmup = CgroupAttachWarmup::start();
   const HostFacts host = HostFacts::current();
 
+  auto requested = load_requested(opts, host);
+  if (!requested.ok()) {
+    return fail(requested.error().to_string());
+  }
   auto pol = load(opts, host);
   if (!pol.ok()) {
     return fail(pol.error().to_string());
@@ -605,7 +647,8 @@ int run_command(const RunOptions& opts) {
   if (!planned.ok()) {
     return fail(planned.error().to_string());
   }
-  auto wiring = open_session(*pol, opts, *planned, t0);
+  auto wiring =
+      open_session(*pol, opts, *planned, t0, requested->has_value() ? &**requested : nullptr);
   if (!wiring.ok()) {
     return fail(wiring.error().to_string());
   }

@@ -30,6 +30,9 @@ struct RunOptions {
   bool quiet = false;
   // --no-namespaces: advisory mode on the host (launcher/no_namespaces.h).
   bool no_namespaces = false;
+  // --learn: network.allow widened to every public destination and every open recorded, so
+  // that `cordon policy suggest` can name what the run used (docs/learn.md).
+  bool learn = false;
   std::vector<std::string> argv;  // the program and its arguments
 };
 

@@ -99,7 +99,7 @@ void fill_from_end(Row& row, const nlohmann::json& end) {
   row.exit = exit_text(end);
 }
 
-Row read_row(int root_fd, const std::string& root, const std::string& id) {
+Row read_row_fields(int root_fd, const std::string& root, const std::string& id) {
   Row row;
   row.id = id;
   row.start = text::local_datetime(store::session_id_time(id));
@@ -140,6 +140,17 @@ Row read_row(int root_fd, const std::string& root, const std::string& id) {
   if (last.is_object() && str_field(last, "kind") == "session.end" &&
       str_field(last, "source") == "launcher") {
     fill_from_end(row, last);
+  }
+  return row;
+}
+
+// A --learn session (it keeps the policy it was asked for) says so before its command: its
+// network was open to every public name.
+Row read_row(int root_fd, const std::string& root, const std::string& id) {
+  Row row = read_row_fields(root_fd, root, id);
+  if (auto dir = store::open_session_dir(root_fd, id);
+      dir.ok() && store::open_file(dir->get(), kRequestedPolicy).ok()) {
+    row.command = "[learn] " + row.command;
   }
   return row;
 }

@@ -181,11 +181,13 @@ constexpr char kFreshPolicy[] = "{\n  \"version\": 1\n}\n";
 struct SessionRecord {
   std::string id;
   UniqueFd events;
-  policy::Policy policy;
-  bool ended = false;  // summary.json is there: the record is complete
+  policy::Policy policy;  // policy.json, or for a --learn session the policy the user asked for
+  bool ended = false;     // summary.json is there: the record is complete
+  bool learn = false;     // a `cordon run --learn` session (it keeps kRequestedPolicy)
 };
 
-// The session's events and effective policy (its policy.json, "~" as `cordon run` read it).
+// The session's events and the policy its suggestions are judged against, "~" as `cordon run`
+// read it: policy.json, or a --learn session's kRequestedPolicy (policy.json is the widened one).
 Result<SessionRecord> open_record(const std::string& id_text) {
   const std::string root = sessions_root();
   ASSIGN_OR_RETURN(std::string id, resolve_session(root, id_text));
@@ -195,16 +197,18 @@ Result<SessionRecord> open_record(const std::string& id_text) {
   if (!events.ok()) {
     return std::move(events).error().with_context("session " + id + ": events.jsonl");
   }
-  auto text = store::read_file(dir.get(), "policy.json", kMaxPolicyBytes);
+  const bool learn = store::open_file(dir.get(), kRequestedPolicy).ok();
+  const std::string name = learn ? kRequestedPolicy : "policy.json";
+  auto text = store::read_file(dir.get(), name.c_str(), kMaxPolicyBytes);
   if (!text.ok()) {
-    return std::move(text).error().with_context("session " + id + ": policy.json");
+    return std::move(text).error().with_context("session " + id + ": " + name);
   }
   policy::LoadOptions lo;
   lo.home = invoking_home(HostFacts::current());
-  lo.source_name = "session " + id + ": policy.json";
+  lo.source_name = "session " + id + ": " + name;
   const bool ended = store::open_file(dir.get(), "summary.json").ok();
   try {
-    return SessionRecord{id, std::move(*events), policy::parse_policy(*text, lo), ended};
+    return SessionRecord{id, std::move(*events), policy::parse_policy(*text, lo), ended, learn};
   } catch (const policy::PolicyError& e) {
     return make_error(e.what());
   }
@@ -267,10 +271,11 @@ Status apply_suggestions(const suggest::Report& r, const std::string& file) {
   std::vector<PolicyAddition> adds;
   const std::string when = utc_date();
   for (const auto& s : r.add) {
+    const char* what = s.used
+                           ? (s.evidence.count == 1 ? " use under --learn" : " uses under --learn")
+                           : (s.evidence.count == 1 ? " refusal" : " refusals");
     std::string why = "cordon policy suggest " + r.session + ", " + when + ": " +
-                      std::to_string(s.evidence.count) +
-                      (s.evidence.count == 1 ? " refusal" : " refusals") + " (" +
-                      s.evidence.example + ")";
+                      std::to_string(s.evidence.count) + what + " (" + s.evidence.example + ")";
     // The process without its command line: the comment stays one readable line.
     if (std::string by = s.evidence.first_process; !by.empty()) {
       why += ", first by " + by.substr(0, by.find(": "));
@@ -308,6 +313,7 @@ int policy_suggest_command(const SuggestOptions& opts) {
   suggest::Inputs in;
   in.session = rec->id;
   in.policy = &rec->policy;
+  in.learn = rec->learn;
   in.home = invoking_home(HostFacts::current());
   in.tighten = opts.tighten;
   suggest::Report report = suggest::build_report(rec->events.get(), in);

@@ -114,12 +114,14 @@ bool plain_path(const std::string& p) {
          with_slash.find("/../") == std::string::npos;
 }
 
-// One refused network destination, keyed by "name:port".
+// One refused network destination, keyed by "name:port"; in a --learn session, also one that
+// was used but that the policy the user asked for would have refused.
 struct NetRefusal {
   std::string name;
   int64_t port = 0;
   std::string rule, reason, first_client;
   bool from_dns = false;  // only a refused lookup: the port comes from the shim's getaddrinfo
+  bool used = false;      // allowed by --learn's widening: `rule` is the asked policy's answer
   Evidence ev;
 };
 
@@ -219,6 +221,41 @@ void on_allowed(Gathered& g, const nlohmann::json& ev) {
   }
 }
 
+// --learn: an allowed request (net.http), connection that carried no HTTP request (net.connect
+// of a TLS or opaque stream) or DNS answer that the asked policy would have refused. It joins
+// the refusals under the same key, with the asked policy's rule, so that one path turns both
+// into entries. A connection cut for exfiltration is no use: net.exfil holds it back.
+void on_used(Gathered& g, const nlohmann::json& ev, const std::string& kind,
+             const policy::Policy& asked) {
+  if (kind == "net.connect" && (str(ev, "mode") == "http" || str(ev, "end") == "exfil")) {
+    return;  // its requests are counted one by one (net.http)
+  }
+  const std::string name = kind == "net.dns" ? str(ev, "name") : host_of(ev);
+  const int64_t port = kind == "net.dns" ? 0 : num(ev, "port");
+  if (name.empty() || port < 0 || port > 65535) {
+    return;
+  }
+  const policy::NetDecision d =
+      kind == "net.dns" ? asked.network.decide_dns(name)
+                        : asked.network.decide_destination(name, static_cast<uint16_t>(port));
+  if (d.allow) {
+    return;
+  }
+  auto& r = g.net[kind == "net.dns" ? name : with_port(name, port)];
+  if (r.ev.count == 0) {
+    r.name = name;
+    r.port = port;
+    r.rule = d.rule;
+    r.used = true;
+    r.from_dns = kind == "net.dns";
+    r.first_client = str(ev, "client");
+  }
+  std::string example = kind == "net.http"  ? str(ev, "method") + " " + str(ev, "url")
+                        : kind == "net.dns" ? "DNS " + str(ev, "type") + " " + name
+                                            : "connection to " + with_port(name, port);
+  count(r.ev, ev, "", example);
+}
+
 void on_fs(Gathered& g, const nlohmann::json& ev, const std::string& kind) {
   std::string path = str(ev, "host_path");
   if (path.empty()) {
@@ -254,7 +291,7 @@ void on_fs(Gathered& g, const nlohmann::json& ev, const std::string& kind) {
             (str(ev, "error").empty() ? "errno " + std::to_string(err) : str(ev, "error")));
 }
 
-void gather_one(Gathered& g, const nlohmann::json& ev) {
+void gather_one(Gathered& g, const nlohmann::json& ev, const Inputs& in) {
   const std::string kind = str(ev, "kind"), source = str(ev, "source");
   if (kind == "session.start") {
     g.workspace = str(ev, "workspace");
@@ -275,9 +312,15 @@ void gather_one(Gathered& g, const nlohmann::json& ev) {
     on_dns(g, ev);
     if (source == "netproxy" && str(ev, "decision") != "deny") {
       on_allowed(g, ev);
+      if (in.learn) {
+        on_used(g, ev, kind, *in.policy);
+      }
     }
   } else if ((kind == "net.connect" || kind == "net.http") && source == "netproxy") {
     on_allowed(g, ev);
+    if (in.learn) {
+      on_used(g, ev, kind, *in.policy);
+    }
   } else if (kind == "fs.attribution") {
     // cordon-fs knows the caller's host pid only; the join names the sandbox process.
     if (!str(ev, "exe").empty()) {
@@ -293,7 +336,7 @@ void gather_one(Gathered& g, const nlohmann::json& ev) {
   }
 }
 
-Gathered gather(int events_fd, bool* truncated) {
+Gathered gather(int events_fd, const Inputs& in, bool* truncated) {
   Gathered g;
   auto r = store::for_each_line(events_fd, kMaxScanBytes,
                                 [&](size_t, std::string_view line, bool complete) {
@@ -302,7 +345,7 @@ Gathered gather(int events_fd, bool* truncated) {
                                   }
                                   nlohmann::json ev = store::parse_event(line);
                                   if (ev.is_object()) {
-                                    gather_one(g, ev);
+                                    gather_one(g, ev, in);
                                   }
                                 });
   *truncated = r.ok() && *r;
@@ -361,26 +404,29 @@ std::string parent_domain(const std::string& name) {
 // The entries one refused destination calls for (none when `hold` is set).
 std::vector<Suggestion> net_entries(Gathered& g, const std::string& key, const NetRefusal& r) {
   if (!r.from_dns) {
-    return {
-        {"network.allow", key,
-         with_port(r.name, r.port) + " is not in network.allow; the exact name and port refused",
-         r.ev}};
+    return {{"network.allow", key,
+             with_port(r.name, r.port) +
+                 (r.used ? " was used under --learn and is not in network.allow; the exact name "
+                           "and port used"
+                         : " is not in network.allow; the exact name and port refused"),
+             r.ev, r.used}};
   }
+  const std::string what = r.used ? "the lookup of " + r.name + " was answered under --learn"
+                                  : "the lookup of " + r.name + " was refused";
   // Only the lookup was refused, so no connection says the port: getaddrinfo's service does.
   const auto& ports = g.lookup_ports[r.name];
   if (ports.empty()) {
     return {{"network.allow", r.name,
-             "the lookup of " + r.name +
-                 " was refused before any connection, and the program named no port; this entry "
-                 "allows every port of that name",
-             r.ev}};
+             what + " and no connection followed, and the program named no port; this entry "
+                    "allows every port of that name",
+             r.ev, r.used}};
   }
   std::vector<Suggestion> out;
   for (int64_t p : ports) {
     out.push_back({"network.allow", with_port(r.name, p),
-                   "the lookup of " + r.name + " was refused (" + r.reason + "); port " +
+                   what + (r.reason.empty() ? "" : " (" + r.reason + ")") + "; port " +
                        std::to_string(p) + " is the service the program asked for",
-                   r.ev});
+                   r.ev, r.used});
   }
   return out;
 }
@@ -647,7 +693,8 @@ nlohmann::json evidence_json(const Evidence& e) {
 Report build_report(int events_fd, const Inputs& in) {
   Report rep;
   rep.session = in.session;
-  Gathered g = gather(events_fd, &rep.truncated);
+  rep.learn = in.learn;
+  Gathered g = gather(events_fd, in, &rep.truncated);
   suggest_network(g, rep);
   suggest_filesystem(g, in, rep);
   suggest_exec(g, in, rep);
@@ -673,12 +720,18 @@ Report build_report(int events_fd, const Inputs& in) {
 
 std::string format_text(const Report& r) {
   std::string out;
+  const std::string session = "session " + r.session + (r.learn ? " (learn mode)" : "");
   if (r.add.empty()) {
-    out += "session " + r.session +
-           ": nothing to suggest: no refusal in its record is answered by an allow entry\n";
+    out += session +
+           (r.learn ? ": nothing to suggest: the policy it was given allows everything it used and "
+                      "no refusal in its record is answered by an allow entry\n"
+                    : ": nothing to suggest: no refusal in its record is answered by an allow "
+                      "entry\n");
   } else {
-    out += "session " + r.session + ": " + std::to_string(r.add.size()) +
-           (r.add.size() == 1 ? " addition" : " additions") + "\n";
+    out += session + ": " + std::to_string(r.add.size()) +
+           (r.add.size() == 1 ? " addition" : " additions") +
+           (r.learn ? " to the policy it was given, for what it used and what was refused" : "") +
+           "\n";
   }
   for (const auto& s : r.add) {
     out += "  " + s.field + " += \"" + text::one_line(s.entry, kField) + "\"\n";
@@ -714,6 +767,7 @@ nlohmann::json to_json(const Report& r) {
     add.push_back({{"field", s.field},
                    {"entry", s.entry},
                    {"why", s.why},
+                   {"used", s.used},
                    {"evidence", evidence_json(s.evidence)}});
   }
   for (const auto& h : r.held_back) {
@@ -723,8 +777,9 @@ nlohmann::json to_json(const Report& r) {
   for (const auto& u : r.unused) {
     unused.push_back({{"field", u.field}, {"entry", u.entry}, {"why", u.why}});
   }
-  return {{"session", r.session}, {"add", add},       {"held_back", held},
-          {"unused", unused},     {"notes", r.notes}, {"truncated", r.truncated}};
+  return {{"session", r.session},    {"learn", r.learn}, {"add", add},
+          {"held_back", held},       {"unused", unused}, {"notes", r.notes},
+          {"truncated", r.truncated}};
 }
 
 }  // namespace cordon::launcher::suggest

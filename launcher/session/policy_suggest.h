@@ -24,8 +24,10 @@ struct Evidence {
 struct Suggestion {
   std::string field;  // network.allow | filesystem.read | filesystem.write | process.exec_allow
   std::string entry;  // exactly as it goes into the list: "api.test:8080", "/srv/data"
-  std::string why;    // the refusal it answers, and which rule chose the entry
+  std::string why;    // the refusal (or, in a --learn session, the use) it answers, and which
+                      // rule chose the entry
   Evidence evidence;
+  bool used = false;  // from what a --learn session used (allowed by the widening), not a refusal
 };
 
 // A refusal deliberately not turned into an allow: the built-in protection of private and
@@ -45,6 +47,7 @@ struct Unused {
 
 struct Report {
   std::string session;
+  bool learn = false;  // a `cordon run --learn` session: uses are suggested as well as refusals
   std::vector<Suggestion> add;
   std::vector<HeldBack> held_back;
   std::vector<Unused> unused;      // only with tighten
@@ -54,9 +57,14 @@ struct Report {
 
 struct Inputs {
   std::string session;
-  const policy::Policy* policy = nullptr;  // the session's effective policy (policy.json)
-  std::string workspace;                   // the host workspace (session.start), "" if unknown
-  std::string home;                        // the invoking user's home, for canaries
+  // The policy suggestions are judged against: the session's effective policy (policy.json), or
+  // for a --learn session the one the user asked for (kRequestedPolicy, session.h).
+  const policy::Policy* policy = nullptr;
+  // A --learn session: connections, requests and DNS answers that `policy` would not have
+  // allowed are suggested like refusals (network.allow name:port, with their evidence).
+  bool learn = false;
+  std::string workspace;  // the host workspace (session.start), "" if unknown
+  std::string home;       // the invoking user's home, for canaries
   bool tighten = false;
 };
 

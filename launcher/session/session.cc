@@ -344,8 +344,8 @@ Result<std::string> draw_session_id(int64_t secs) {
 }  // namespace
 
 Result<Session> Session::create(const policy::Policy& effective,
-                                const std::vector<std::string>& argv,
-                                const std::string& workspace) {
+                                const std::vector<std::string>& argv, const std::string& workspace,
+                                const policy::Policy* learned_from) {
   // record.events_to first: a sink that cannot be opened stops the run before a session exists.
   std::optional<EventSinkTarget> sink;
   if (!effective.record.events_to.empty()) {
@@ -412,6 +412,7 @@ Result<Session> Session::create(const policy::Policy& effective,
   s.paths_ = session_paths(root, id);
   s.argv_ = argv;
   s.workspace_ = workspace;
+  s.learn_ = learned_from != nullptr;
   s.t0_ = std::chrono::steady_clock::now();
   s.started_at_ = rfc3339_of(now);
   s.memory_limit_ = effective.process.memory;
@@ -421,8 +422,8 @@ Result<Session> Session::create(const policy::Policy& effective,
 
   // On failure below, remove the half-made directory so `cordon ls` does not list a ghost.
   auto fail = [&](Error e) -> Error {
-    for (const char* name :
-         {"events.jsonl", "events.jsonl.head", "policy.json", "upper", "work", "snapshots"}) {
+    for (const char* name : {"events.jsonl", "events.jsonl.head", "policy.json", kRequestedPolicy,
+                             "upper", "work", "snapshots"}) {
       ::unlinkat(root_fd.get(), (id + "/" + name).c_str(), 0);
       ::unlinkat(root_fd.get(), (id + "/" + name).c_str(), AT_REMOVEDIR);
     }
@@ -443,6 +444,12 @@ Result<Session> Session::create(const policy::Policy& effective,
                                    static_cast<long>(ns % 1000000000)};
   if (auto st = write_new_file(dfd, "policy.json", policy_text, false, &created); !st.ok()) {
     return fail(std::move(st).error());
+  }
+  if (learned_from != nullptr) {
+    std::string requested = pretty_json(policy::to_record_json(*learned_from));
+    if (auto st = write_new_file(dfd, kRequestedPolicy, requested, false, nullptr); !st.ok()) {
+      return fail(std::move(st).error());
+    }
   }
   // work/: overlayfs' workdir for upper/ in cow mode (it must be on upper/'s filesystem).
   for (const char* sub : {"upper", "work", "snapshots"}) {
@@ -495,6 +502,9 @@ Status Session::started(pid_t init_pid, const std::string& limits_line) {
       {"cordon_version", CORDON_VERSION},
       {"hostname", host_name()},
   };
+  if (learn_) {
+    f["learn"] = true;  // network widened to every public name: said wherever the record is read
+  }
   return events_.emit("session.start", std::move(f), record::Tier::kEssential);
 }
 
@@ -621,6 +631,9 @@ Status Session::finish(const SessionEnd& given) {
   summary["ended_at"] = record::now_rfc3339();
   summary["init_pid"] = init_pid_;
   summary["limits"] = limits_line_;
+  if (learn_) {
+    summary["learn"] = true;
+  }
   summary["events"] = count_events(dir_.get());
   if (auto fd = store::open_file(dir_.get(), "events.jsonl"); fd.ok()) {
     RecordStats rec = collect_record_stats(fd->get());

@@ -85,12 +85,19 @@ struct CowChanges {
 };
 CowChanges count_cow_changes(const std::string& upper, const std::string& lower, uint64_t limit);
 
+// In a --learn session's directory: the policy the user passed, before --learn widened it.
+inline constexpr const char* kRequestedPolicy = "policy.requested.json";
+
 class Session {
  public:
   // Creates a fresh session directory (0700) with a sortable unique id
   // ("20261122-105747-3f9a2c"), writes policy.json (the effective policy) and opens events.jsonl.
+  // `learned_from`, for a `cordon run --learn` session: the policy the user asked for, before
+  // the widening, kept as kRequestedPolicy for `cordon policy suggest`; session.start then says
+  // "learn": true.
   static Result<Session> create(const policy::Policy& effective,
-                                const std::vector<std::string>& argv, const std::string& workspace);
+                                const std::vector<std::string>& argv, const std::string& workspace,
+                                const policy::Policy* learned_from = nullptr);
   const std::string& id() const { return id_; }
   const SessionPaths& paths() const { return paths_; }
   const record::EventLog& events() const { return events_; }
@@ -113,6 +120,7 @@ class Session {
   record::EventLog events_;
   std::vector<std::string> argv_;
   std::string workspace_;
+  bool learn_ = false;  // a --learn session (create's learned_from)
   std::chrono::steady_clock::time_point t0_;
   UniqueFd dir_;             // the session directory; files are written relative to it
   std::string started_at_;   // RFC 3339, at create()

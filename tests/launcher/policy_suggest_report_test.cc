@@ -43,7 +43,7 @@ class Record {
     ev["ts"] = "2026-11-27T10:00:00.000000Z";
     text_ += ev.dump() + "\n";
   }
-  Report report(bool tighten = false) {
+  Report report(bool tighten = false, bool learn = false) {
     write_text(path("events.jsonl"), text_);
     UniqueFd fd(::open(path("events.jsonl").c_str(), O_RDONLY | O_CLOEXEC));
     Inputs in;
@@ -52,6 +52,7 @@ class Record {
     in.workspace = path("ws");
     in.home = home();
     in.tighten = tighten;
+    in.learn = learn;
     return build_report(fd.get(), in);
   }
 
@@ -92,6 +93,78 @@ const HeldBack* held(const Report& r, const std::string& what) {
     }
   }
   return nullptr;
+}
+
+nlohmann::json allowed(const std::string& kind, const std::string& name, int port,
+                       nlohmann::json more = nlohmann::json::object()) {
+  more["kind"] = kind;
+  more["source"] = "netproxy";
+  more["name"] = name;
+  more["port"] = port;
+  more["decision"] = "allow";
+  more["rule"] = "network.allow[2]";  // the "*" --learn appended after the file's two entries
+  return more;
+}
+
+// A --learn session: what the widening allowed and the given policy would not is suggested,
+// counted once per request (or per stream that carried none); what the given policy allows, a
+// connection cut for exfiltration and a lookup followed by a connection add nothing more.
+TEST(PolicySuggestReport, UsesInALearnSessionBecomeEntriesAgainstTheGivenPolicy) {
+  Record rec;
+  // Two requests on one keep-alive connection, then its net.connect (mode http): two uses.
+  for (const char* path : {"/a", "/b"}) {
+    rec.add(allowed("net.http", "api.test", 8080,
+                    {{"method", "GET"},
+                     {"url", std::string("http://api.test:8080") + path},
+                     {"client", "127.0.0.1:40000"}}));
+  }
+  rec.add(allowed("net.connect", "api.test", 8080,
+                  {{"mode", "http"}, {"end", "closed"}, {"client", "127.0.0.1:40000"}}));
+  rec.add({{"kind", "net.attribution"},
+           {"of", "net.http"},
+           {"client", "127.0.0.1:40000"},
+           {"pid", 12},
+           {"exe", "/usr/bin/curl"},
+           {"argv", {"curl", "http://api.test:8080/a"}}});
+  // A TLS stream: one use, from its net.connect.
+  rec.add(allowed("net.connect", "tls.test", 443, {{"mode", "transparent"}, {"sni", "tls.test"}}));
+  // Allowed by the given policy: nothing to add.
+  rec.add(allowed("net.connect", "used.test", 443, {{"mode", "transparent"}}));
+  // Cut for carrying a placeholder: held back by net.exfil, not a use.
+  rec.add({{"kind", "net.exfil"},
+           {"source", "netproxy"},
+           {"name", "other.test"},
+           {"port", 80},
+           {"credential", "MY_TOKEN"},
+           {"method", "GET"},
+           {"url", "http://other.test/?t=x"}});
+  rec.add(allowed("net.connect", "other.test", 80, {{"mode", "http"}, {"end", "exfil"}}));
+  // A lookup answered, then a connection: the connection's name:port says it.
+  rec.add(allowed("net.dns", "tls.test", 0, {{"type", "A"}}));
+  // A lookup alone: its getaddrinfo port.
+  rec.add({{"kind", "net.dns"}, {"source", "shim"}, {"name", "dl.test"}, {"service", "8443"}});
+  rec.add(allowed("net.dns", "dl.test", 0, {{"type", "A"}}));
+
+  Report r = rec.report(/*tighten=*/false, /*learn=*/true);
+  EXPECT_TRUE(r.learn);
+  EXPECT_EQ(entries(r), (Entries{{"network.allow", "api.test:8080"},
+                                 {"network.allow", "dl.test:8443"},
+                                 {"network.allow", "tls.test:443"}}));
+  ASSERT_EQ(r.add.size(), 3u);
+  EXPECT_TRUE(r.add[0].used);
+  EXPECT_EQ(r.add[0].evidence.count, 2u);
+  EXPECT_EQ(r.add[0].evidence.example, "GET http://api.test:8080/a");
+  EXPECT_THAT(r.add[0].evidence.first_process, HasSubstr("curl (pid 12)"));
+  EXPECT_THAT(r.add[0].why, HasSubstr("was used under --learn"));
+  EXPECT_EQ(r.add[2].evidence.count, 1u);
+  EXPECT_EQ(r.add[2].evidence.example, "connection to tls.test:443");
+  ASSERT_EQ(r.held_back.size(), 1u);
+  EXPECT_EQ(r.held_back[0].what, "other.test:80");
+  EXPECT_THAT(format_text(r), HasSubstr("(learn mode): 3 additions"));
+  EXPECT_EQ(to_json(r)["learn"], true);
+
+  // The same record read as an ordinary session: nothing was refused, so nothing is added.
+  EXPECT_EQ(entries(rec.report()), Entries{});
 }
 
 TEST(PolicySuggestReport, NetworkRefusalsBecomeExactEntriesOrAreHeldBack) {

@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kHeaderFields[] = {
     "exit_code",   "signal",      "signal_name", "timed_out", "duration_ms", "cpu_ms",
     "peak_memory", "limits",      "started_at",  "ended_at",  "workspace",   "cordon_version",
-    "error",       "cow_backend", "limits_hit",  "record",    "uid"};
+    "error",       "cow_backend", "limits_hit",  "record",    "uid",         "learn"};
 
 nlohmann::json header(const SessionRecord& rec, const nlohmann::json* start,
                       const nlohmann::json* end) {

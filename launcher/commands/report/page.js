@@ -69,6 +69,7 @@
   if (h.signal_name) exit += ' (killed by ' + h.signal_name + ')';
   if (h.timed_out) exit += ' (timed out)';
   row('command', 'Command', cmdline(h.argv));
+  row('learn', 'Mode', h.learn === true ? 'LEARN MODE (cordon run --learn): network open to every public host name, every use recorded' : '');
   row('exit', 'Exit status', exit);
   row('duration', 'Duration', dur(h.duration_ms));
   row('cpu', 'CPU time', dur(h.cpu_ms));

@@ -137,6 +137,7 @@ TEST(ReportBrowser, ScriptedSessionShowsLanesRowsAndAlerts) {
   // Header.
   EXPECT_NE(dom.find("<dd data-field=\"command\">sh agent.sh</dd>"), std::string::npos);
   EXPECT_NE(dom.find("<dd data-field=\"exit\">exit 3</dd>"), std::string::npos);
+  EXPECT_EQ(dom.find("data-field=\"learn\""), std::string::npos) << "not a --learn session";
   // Lanes: cordon, the shell, each curl (with its argv), unshare.
   EXPECT_NE(dom.find("class=\"lane\" data-lane=\"0\""), std::string::npos);
   EXPECT_EQ(count(dom, "data-exe=\"/usr/bin/curl\""), 2u);
@@ -187,6 +188,20 @@ TEST(ReportBrowser, ScriptedSessionShowsLanesRowsAndAlerts) {
   for (const char* phase : {"parse:", "data:", "timeline:", "network:", "files:", "layout:"}) {
     EXPECT_NE(html_tag.find(phase), std::string::npos) << phase << " in " << html_tag;
   }
+}
+
+TEST(ReportBrowser, ALearnSessionSaysSoInItsHeader) {
+  CORDON_REQUIRE(::access(kChromium, X_OK) == 0, "chromium (apt-get install chromium)");
+  SandboxFixture fx;
+  auto run = fx.run({"-q", "--mode", "cow", "--learn"}, {"true"});
+  ASSERT_EQ(run.exit_code(), 0) << run.err;
+  TempDir out;
+  report(fx, out / "report.html");
+  std::string dom = dump_dom(out / "report.html");
+  EXPECT_NE(dom.find("<dd data-field=\"learn\">LEARN MODE (cordon run --learn): network open to "
+                     "every public host name, every use recorded</dd>"),
+            std::string::npos)
+      << dom.substr(0, 3000);
 }
 
 TEST(ReportBrowser, HostileNamesArgvAndHostnamesStayText) {

@@ -171,6 +171,13 @@ TEST(ReportPage, EventsGoOnTheLaneOfTheProcessThatCausedThem) {
   EXPECT_EQ(m["events"][0]["e"].count("session"), 0u) << "the session id is said once";
 }
 
+TEST(ReportPage, ALearnSessionSaysSoInTheHeader) {
+  std::vector<json> events = agent_events();
+  EXPECT_FALSE(model_of(events)["header"].contains("learn"));
+  events[0]["learn"] = true;
+  EXPECT_EQ(model_of(events)["header"]["learn"], true);
+}
+
 // A process gone before the collector could check its pid (a quick probe such as `unshare -U
 // true`) still gets its lane, marked claimed; a claimed pid never takes the lane of the verified
 // process it names, nor a verified event the claimed lane.
