@@ -4,35 +4,6 @@
 #include <algorithm>
 
 namespace cordon::netproxy {
-namespace {
-
-std::string encoding_of(const BodyScan::Match& m) {
-  std::string form;
-  switch (m.form) {
-    case SecretForm::Raw:
-      form = "";
-      break;
-    case SecretForm::HexLower:
-    case SecretForm::HexUpper:
-      form = "hex";
-      break;
-    case SecretForm::Base64:
-      form = "base64";
-      break;
-    case SecretForm::Base64Url:
-      form = "base64url";
-      break;
-  }
-  if (m.stream == BodyScan::Stream::PercentDecoded) {
-    return form.empty() ? "url-encoded" : "url-encoded " + form;
-  }
-  if (m.stream == BodyScan::Stream::NoLineBreaks) {
-    return form.empty() ? "line-broken" : "line-broken " + form;
-  }
-  return form;
-}
-
-}  // namespace
 
 BodyGuard::BodyGuard(Context& ctx, const RequestSite& at)
     : ctx_(ctx),
@@ -79,6 +50,38 @@ std::optional<std::string_view> BodyGuard::pass(std::string_view piece, bool las
   }
   given_ = last ? held_.size() : static_cast<size_t>(scan_.safe_end() - held_at_);
   return std::string_view(held_.data(), given_);
+}
+
+std::optional<ExfilRefusal> refuse_secret_in_name(Context& ctx, const RequestSite& at,
+                                                  std::string_view name,
+                                                  const std::string& channel) {
+  if (!ctx.scanner) {
+    return std::nullopt;
+  }
+  auto hit = find_secret_in_name(*ctx.scanner, name);
+  if (!hit) {
+    return std::nullopt;
+  }
+  const Secret& s = ctx.secrets[hit->secret];
+  return ExfilRefusal{refuse_exfil(ctx, at, s, channel, hit->encoding), &s};
+}
+
+std::optional<ExfilRefusal> refuse_secret_in_stream(Context& ctx, const RequestSite& at,
+                                                    std::string_view bytes) {
+  if (!ctx.scanner) {
+    return std::nullopt;
+  }
+  std::vector<bool> bound;
+  bound.reserve(ctx.secrets.size());
+  for (const Secret& s : ctx.secrets) {
+    bound.push_back(s.bound_to(at.name, at.port));
+  }
+  auto hit = find_secret(*ctx.scanner, bytes, bound);
+  if (!hit) {
+    return std::nullopt;
+  }
+  const Secret& s = ctx.secrets[hit->secret];
+  return ExfilRefusal{refuse_exfil(ctx, at, s, "stream", hit->encoding), &s};
 }
 
 }  // namespace cordon::netproxy

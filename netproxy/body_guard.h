@@ -38,4 +38,24 @@ class BodyGuard {
   std::optional<RuleRefusal> refusal_;
 };
 
+// A refusal for a secret's form where it may not go, and the secret (its rule: canaries or
+// network.credentials).
+struct ExfilRefusal {
+  RuleRefusal refusal;
+  const Secret* secret;
+  const char* rule() const { return secret->cred == nullptr ? "canaries" : "network.credentials"; }
+};
+
+// A name the sandbox asked for (DNS query, CONNECT or SOCKS5 target, TLS SNI, Host) that carries a
+// form of a secret (find_secret_in_name): the refusal, and the net.exfil event with `channel`,
+// toward whatever host (no name is a credential's own carrier); nullopt when it carries none.
+std::optional<ExfilRefusal> refuse_secret_in_name(Context& ctx, const RequestSite& at,
+                                                  std::string_view name,
+                                                  const std::string& channel);
+
+// The bytes of a stream's first flight (peeked before any of it is relayed) that carry a form of
+// a secret not bound to `at`: the refusal and net.exfil event (channel "stream").
+std::optional<ExfilRefusal> refuse_secret_in_stream(Context& ctx, const RequestSite& at,
+                                                    std::string_view bytes);
+
 }  // namespace cordon::netproxy

@@ -35,6 +35,22 @@ std::string base64_of(std::string_view s, bool url) {
   return out;
 }
 
+// Base32 of `s` (a multiple of 5 bytes long: no padding) in the RFC 4648 alphabet.
+std::string base32_of(std::string_view s, bool lower) {
+  const char* a = lower ? "abcdefghijklmnopqrstuvwxyz234567" : "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  std::string out;
+  for (size_t i = 0; i + 5 <= s.size(); i += 5) {
+    uint64_t v = 0;
+    for (size_t j = 0; j < 5; ++j) {
+      v = v << 8 | static_cast<unsigned char>(s[i + j]);
+    }
+    for (int shift = 35; shift >= 0; shift -= 5) {
+      out += a[v >> shift & 31];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 BodyScanner::BodyScanner(const std::vector<std::string>& secrets) {
@@ -58,6 +74,18 @@ BodyScanner::BodyScanner(const std::vector<std::string>& secrets) {
       const std::string_view whole = s.substr(k, (s.size() - k) / 3 * 3);
       add(i, SecretForm::Base64, base64_of(whole, false));
       add(i, SecretForm::Base64Url, base64_of(whole, true));
+    }
+    // Base32 the same way, over 5-byte groups: the encoding DNS labels can carry whatever their
+    // case (lower case is what a name comes to once case is dropped).
+    // Forms under 16 characters (a secret under 14 bytes) are left out: 32^-8 per place would
+    // make false alarms on long bodies a matter of time.
+    for (size_t k = 0; k < 5 && k < s.size(); ++k) {
+      const std::string_view whole = s.substr(k, (s.size() - k) / 5 * 5);
+      if (whole.size() < 10) {
+        continue;
+      }
+      add(i, SecretForm::Base32Lower, base32_of(whole, true));
+      add(i, SecretForm::Base32Upper, base32_of(whole, false));
     }
   }
   // Byte classes: only the bytes some pattern holds need a column of their own.
@@ -191,6 +219,74 @@ uint64_t BodyScan::safe_end() const {
     }
   }
   return end;
+}
+
+std::string encoding_of(const BodyScan::Match& m) {
+  std::string form;
+  switch (m.form) {
+    case SecretForm::Raw:
+      break;
+    case SecretForm::HexLower:
+    case SecretForm::HexUpper:
+      form = "hex";
+      break;
+    case SecretForm::Base64:
+      form = "base64";
+      break;
+    case SecretForm::Base64Url:
+      form = "base64url";
+      break;
+    case SecretForm::Base32Lower:
+    case SecretForm::Base32Upper:
+      form = "base32";
+      break;
+  }
+  if (m.stream == BodyScan::Stream::PercentDecoded) {
+    return form.empty() ? "url-encoded" : "url-encoded " + form;
+  }
+  if (m.stream == BodyScan::Stream::NoLineBreaks) {
+    return form.empty() ? "line-broken" : "line-broken " + form;
+  }
+  return form;
+}
+
+std::optional<SecretHit> find_secret(const BodyScanner& scanner, std::string_view text,
+                                     const std::vector<bool>& skip) {
+  std::optional<SecretHit> hit;
+  BodyScan scan(scanner);
+  scan.feed(text, [&](const BodyScan::Match& m) {
+    if (m.secret < skip.size() && skip[m.secret]) {
+      return true;
+    }
+    hit = SecretHit{m.secret, encoding_of(m)};
+    return false;
+  });
+  return hit;
+}
+
+std::string name_letters(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (const char ch : name) {
+    if (ch != '.') {
+      out += ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch;
+    }
+  }
+  return out;
+}
+
+std::optional<SecretHit> find_secret_in_name(const BodyScanner& scanner, std::string_view name) {
+  if (auto hit = find_secret(scanner, name_letters(name))) {
+    return hit;
+  }
+  std::string as_sent;
+  as_sent.reserve(name.size());
+  for (const char ch : name) {
+    if (ch != '.') {
+      as_sent += ch;
+    }
+  }
+  return find_secret(scanner, as_sent);
 }
 
 }  // namespace cordon::netproxy

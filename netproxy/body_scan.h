@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,14 +14,17 @@ enum class SecretForm : uint8_t {
   Raw,       // the bytes themselves
   HexLower,  // each byte as two hex digits
   HexUpper,
-  Base64,     // standard alphabet, at any of the three byte alignments, padding not needed
-  Base64Url,  // the same with '-' and '_'
+  Base64,       // standard alphabet, at any of the three byte alignments, padding not needed
+  Base64Url,    // the same with '-' and '_'
+  Base32Lower,  // RFC 4648 alphabet (a-z, 2-7), at any of the five byte alignments, no padding
+  Base32Upper,
 };
 
 // The automaton for one session's secrets (Aho-Corasick over every form of every secret): built
 // once, then shared read-only by every body's BodyScan. For each secret the patterns are its raw
-// bytes, hex in lower and upper case, and the part of its base64 (standard and URL alphabets) that
-// does not depend on the bytes around it, for each of the three alignments it can start at.
+// bytes, hex in lower and upper case, the part of its base64 (standard and URL alphabets) that
+// does not depend on the bytes around it, for each of the three alignments it can start at, and
+// the same for base32 (lower and upper case, five alignments; none under 16 characters).
 class BodyScanner {
  public:
   explicit BodyScanner(const std::vector<std::string>& secrets);
@@ -242,5 +246,30 @@ bool BodyScan::step_slow(unsigned char c, uint32_t before, bool raw_out, F& on_m
   synced_ = nolf_.synced && pct_.synced;
   return true;
 }
+
+// How events name a match's form: "" (as sent), "hex", "base64", "base64url" or "base32", after
+// "url-encoded " / "line-broken " for a match in one of BodyScan's derived streams.
+std::string encoding_of(const BodyScan::Match& m);
+
+// A secret's form found in a short piece of a request (a URL, a header value, a name).
+struct SecretHit {
+  uint32_t secret;       // index into the scanner's secrets
+  std::string encoding;  // as encoding_of
+};
+
+// The first form, in `text` scanned whole as a body is (all three streams), of a secret whose
+// `skip` entry is not set (`skip` empty, or one entry per secret).
+std::optional<SecretHit> find_secret(const BodyScanner& scanner, std::string_view text,
+                                     const std::vector<bool>& skip = {});
+
+// A DNS name (or TLS SNI, or Host) as a carrier: its labels joined without the dots and
+// lower-cased, since the case of a name does not survive resolvers (DNS is case-insensitive and
+// some resolvers randomise it). An escaped or empty label is kept as its bytes.
+std::string name_letters(std::string_view name);
+
+// A secret's form in a name: in name_letters(name) (hex and base32 in lower case, and a raw
+// secret that is lower case), then in the labels joined as sent (every form, for a client that
+// kept the case: base64 and a mixed-case raw secret are found only this way).
+std::optional<SecretHit> find_secret_in_name(const BodyScanner& scanner, std::string_view name);
 
 }  // namespace cordon::netproxy

@@ -25,22 +25,32 @@ bool replace_all(std::string& s, std::string_view from, std::string_view to) {
   return any;
 }
 
-// Where a placeholder sits in the request ("url", "header <name>"), or "" if nowhere.
-std::string channel_of(std::string_view placeholder, const http::request<http::buffer_body>& req) {
-  if (req.target().find(placeholder) != std::string_view::npos) {
-    return "url";
+// The first form of a secret not bound to the request's host (`bound`, one entry per secret)
+// in its target, a field's name or a field's value, scanned in every encoding a body is, and
+// where it sits ("url", "header <name>").
+struct HeadHit {
+  SecretHit hit;
+  std::string channel;
+};
+std::optional<HeadHit> secret_in_head(const BodyScanner& scanner, const std::vector<bool>& bound,
+                                      const http::request<http::buffer_body>& req) {
+  if (auto hit = find_secret(scanner, req.target(), bound)) {
+    return HeadHit{std::move(*hit), "url"};
   }
   for (const auto& f : req) {
-    if (f.name_string().find(placeholder) != std::string_view::npos ||
-        f.value().find(placeholder) != std::string_view::npos) {
+    auto hit = find_secret(scanner, f.value(), bound);
+    if (!hit) {
+      hit = find_secret(scanner, f.name_string(), bound);
+    }
+    if (hit) {
       // Lowercased: a field name's case is the client's choice, the event's channel is not.
       std::string name(f.name_string());
       std::transform(name.begin(), name.end(), name.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      return "header " + name;
+      return HeadHit{std::move(*hit), "header " + name};
     }
   }
-  return "";
+  return std::nullopt;
 }
 
 std::string hosts_of(const policy::Credential& c) {
@@ -134,14 +144,17 @@ std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at
                                              http::request<http::buffer_body>& req) {
   // Every request of every connection passes here: each secret's binding is decided once.
   std::vector<const Secret*> bound;
-  for (const Secret& s : ctx.secrets) {
-    if (s.bound_to(at.name, at.port)) {
-      bound.push_back(&s);
-      continue;
+  std::vector<bool> is_bound(ctx.secrets.size(), false);
+  for (size_t i = 0; i < ctx.secrets.size(); ++i) {
+    if (ctx.secrets[i].bound_to(at.name, at.port)) {
+      bound.push_back(&ctx.secrets[i]);
+      is_bound[i] = true;
     }
-    const std::string channel = channel_of(s.placeholder, req);
-    if (!channel.empty()) {
-      return refuse_exfil(ctx, at, s, channel);
+  }
+  if (ctx.scanner) {
+    if (auto found = secret_in_head(*ctx.scanner, is_bound, req)) {
+      return refuse_exfil(ctx, at, ctx.secrets[found->hit.secret], found->channel,
+                          found->hit.encoding);
     }
   }
   if (bound.empty()) {

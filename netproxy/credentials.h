@@ -23,8 +23,9 @@ struct RequestSite {
 
 // Before a request head is forwarded: toward a credential's hosts, each of its placeholders in
 // the target and header values becomes the value (same length, so framing is unchanged) and its
-// "header" is set; toward any other host, a placeholder in the target or any header is a 403
-// with a net.exfil event naming the credential (never its value).
+// "header" is set; toward any other host, a placeholder (or canary) in the target or any header
+// name or value, in any form a body is scanned for (find_secret), is a 403 with a net.exfil event
+// naming the credential (never its value) and the form ("encoding").
 std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at,
                                              http::request<http::buffer_body>& req);
 

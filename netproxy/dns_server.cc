@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "netproxy/body_guard.h"
 #include "netproxy/decide.h"
 #include "netproxy/decider.h"
 #include "netproxy/wire/dns_message.h"
@@ -76,6 +77,15 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
     return dns::build_response(q, rcode, answers, max_reply);
   };
 
+  // Before anything else, allowed names included: a wildcard entry would otherwise forward the
+  // name, and whatever it carries, to the host resolver and on to the zone's servers.
+  // REFUSED, not the NXDOMAIN of a name the policy does not allow: the name may well exist, it is
+  // what it carries that is refused, and a refusal is not cached as the name's non-existence.
+  if (auto refused = refuse_secret_in_name(
+          ctx, {q.name, 53, "", dns::type_name(q.qtype), "", "dns"}, q.name, "dns")) {
+    co_return finish(dns::kRefused, {false, refused->rule()}, {},
+                     {{"reason", refused->refusal.line}});
+  }
   if (q.qclass != 1) {
     co_return finish(dns::kRefused, {false, "network.dns (class not IN)"}, {});
   }

@@ -3,6 +3,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include "netproxy/body_guard.h"
 #include "netproxy/wire/http_head.h"
 #include "netproxy/wire/sni.h"
 
@@ -116,6 +117,33 @@ asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& p,
   s.close(ec);
 }
 
+asio::awaitable<bool> refuse_secret_in_first_flight(Context& ctx, tcp::socket& s,
+                                                    const FirstFlight& f,
+                                                    const beast::flat_buffer& buf,
+                                                    const RequestSite& site) {
+  RequestSite at = site;
+  at.method = !f.method.empty() ? std::string_view(f.method)
+              : f.kind == "tls" ? std::string_view("TLS")
+                                : std::string_view("TCP");
+  // The claim before normalisation would be the better carrier, but normalize_host only lowers
+  // case and drops a trailing dot, which find_secret_in_name looks through anyway.
+  std::optional<ExfilRefusal> refused;
+  if (f.kind == "tls" && !f.claimed.empty()) {
+    refused = refuse_secret_in_name(ctx, at, f.claimed, "sni");
+  } else if (f.kind == "http" && !f.claimed.empty()) {
+    refused = refuse_secret_in_name(ctx, at, f.claimed, "header host");
+  } else if (f.kind == "opaque") {
+    const auto d = buf.data();
+    refused = refuse_secret_in_stream(
+        ctx, at, std::string_view(static_cast<const char*>(d.data()), d.size()));
+  }
+  if (!refused) {
+    co_return false;
+  }
+  co_await refuse_first_flight(s, f, refused->refusal.line);
+  co_return true;
+}
+
 asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::flat_buffer& buf,
                                            Upstream& up) {
   if (up.name.empty()) {
@@ -126,6 +154,12 @@ asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::
   auto flight = co_await peek_first_flight(ctx, s, buf);
   if (!flight) {
     co_return true;  // closed before sending anything: the tunnel ends at once
+  }
+  if (co_await refuse_secret_in_first_flight(ctx, s, *flight, buf,
+                                             {up.name, up.port, up.client, "", "", up.mode})) {
+    up.finished = true;  // dialled, but nothing relayed: the net.exfil event is its record
+    up.slot.release();
+    co_return false;
   }
   if (flight->kind == "tls") {
     up.sni = flight->claimed;

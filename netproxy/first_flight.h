@@ -9,6 +9,7 @@
 #include <string>
 
 #include "netproxy/context.h"
+#include "netproxy/credentials.h"
 #include "netproxy/upstream.h"
 
 namespace cordon::netproxy {
@@ -30,6 +31,19 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
 // Refuses: HTTP gets a readable 403; TLS and opaque streams are reset (RST via SO_LINGER 0).
 asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& f,
                                           const std::string& msg);
+
+// Before the connection is decided on and any upstream dialled for it (transparent; in a named
+// tunnel, before a byte is relayed): a first flight whose claimed name (TLS SNI: channel "sni";
+// HTTP Host: "header host") carries a form of a secret, or an opaque stream whose peeked bytes
+// carry a form of one not bound to `at`'s name and port (channel "stream"), is refused as
+// refuse_first_flight does, with a net.exfil event (its method: the HTTP method, TLS or TCP).
+// true: refused. Only the first flight is read:
+// an opaque stream relayed after it is not scanned; HTTP heads and bodies are judged by the HTTP
+// front end, and a TLS stream past its ClientHello is encrypted.
+asio::awaitable<bool> refuse_secret_in_first_flight(Context& ctx, tcp::socket& s,
+                                                    const FirstFlight& f,
+                                                    const beast::flat_buffer& buf,
+                                                    const RequestSite& at);
 
 // For a tunnel whose name the client stated (CONNECT host:port, SOCKS5 by name) and which is
 // already open to that name's checked address: peeks the first flight and refuses the connection

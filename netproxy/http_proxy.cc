@@ -236,6 +236,13 @@ asio::awaitable<void> serve_connect(Context& ctx, beast::tcp_stream& client,
   dest.port = static_cast<uint16_t>(port);
   dest.mode = "connect";
   dest.client = ctx.client_of(client.socket());
+  // A name carrying a secret's form is refused before it is resolved or dialled.
+  if (auto refused = refuse_secret_in_name(
+          ctx, {host, dest.port, dest.client, "CONNECT", target, "connect"}, host, "connect")) {
+    co_await send_refusal(ctx, client, req.version(), refused->refusal.status,
+                          refused->refusal.line, false);
+    co_return;
+  }
   auto opened = co_await open_upstream(ctx, std::move(dest));
   if (opened.failure != Failure::None) {
     co_await send_refusal(ctx, client, req.version(), status_for(opened.failure), opened.message,

@@ -1,6 +1,7 @@
 // SOCKS5 front end: no-auth greeting, CONNECT by name / IPv4 / IPv6, RFC 1928 reply codes.
 #include <spdlog/spdlog.h>
 
+#include "netproxy/body_guard.h"
 #include "netproxy/first_flight.h"
 #include "netproxy/frontends.h"
 #include "netproxy/inspect.h"
@@ -91,6 +92,14 @@ asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast
                                             : "address type not supported"},
                              {"socks5_reply", int{*req.error}}});
     auto reply = wire::socks5::make_reply(*req.error);
+    co_await send(ctx, client, reply);
+    co_return;
+  }
+  // A name carrying a secret's form is refused before it is resolved or dialled.
+  if (!req.ip &&
+      refuse_secret_in_name(ctx, {dest.host, dest.port, dest.client, "CONNECT", "", "socks5"},
+                            dest.host, "socks5")) {
+    auto reply = wire::socks5::make_reply(wire::socks5::kNotAllowed);
     co_await send(ctx, client, reply);
     co_return;
   }

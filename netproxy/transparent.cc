@@ -67,6 +67,14 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
     dest.method = peeked.method;  // a refused plain-HTTP request still counts as one (log --net)
   }
 
+  // A secret in the SNI or Host: refused before the name is matched or anything dialled (a
+  // name carrying a secret is refused toward every host, so this needs no decided host).
+  if (peeked.kind != "opaque" &&
+      co_await refuse_secret_in_first_flight(ctx, s, peeked, buf,
+                                             {peeked.claimed.empty() ? orig_text : peeked.claimed,
+                                              orig.port, dest.client, "", "", "transparent"})) {
+    co_return;
+  }
   if (!entries.empty()) {
     const NameMap::Entry* chosen = nullptr;
     if (!peeked.claimed.empty() && !peeked.claimed_raw_ip) {
@@ -120,6 +128,12 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
     dest.host = orig_text;
   }
 
+  // An opaque first flight carrying a secret not bound to the decided host: refused undialled.
+  if (peeked.kind == "opaque" &&
+      co_await refuse_secret_in_first_flight(
+          ctx, s, peeked, buf, {dest.host, dest.port, dest.client, "", "", "transparent"})) {
+    co_return;
+  }
   auto opened = co_await open_upstream(ctx, std::move(dest));
   if (opened.failure != Failure::None) {
     co_await refuse_first_flight(s, peeked, opened.message);
