@@ -69,7 +69,8 @@ def render(md, name, section, version, summary):
             else:
                 out.append(".SS " + inline(title))
             first_heading = False
-        elif text.startswith("|"):
+        elif text.lstrip().startswith("|"):
+            # A table, also one indented inside a list item.
             flush()
             cells = [c.strip() for c in text.strip().strip("|").split("|")]
             is_rule = all(re.fullmatch(r":?-+:?", c) for c in cells)
@@ -78,15 +79,19 @@ def render(md, name, section, version, summary):
                 out += [".TP", line(inline(cells[0] + (" (" + ", ".join(cells[1:-1]) + ")"
                                                       if len(cells) > 2 else ""))),
                         line(inline(cells[-1]))]
-        elif text.startswith("- "):
+        elif text.lstrip().startswith("- "):
+            # A list item; a nested one (indented) is indented further.
             flush()
-            out.append(".IP \\(bu 2")
-            para.append(text[2:].strip())
+            nested = text.startswith(" ")
+            out.append(".IP \\(bu 4" if nested else ".IP \\(bu 2")
+            para.append(text.lstrip()[2:].strip())
         elif not text.strip():
             flush()
-        elif para or not text.startswith(" "):
-            if not para and out[-1] not in (".IP \\(bu 2",):
-                out.append(".PP")
+        else:
+            # Running text: a new paragraph, or (indented after a blank line) one more paragraph
+            # of the list item above it. Nothing is dropped.
+            if not para and not out[-1].startswith(".IP \\(bu"):
+                out.append('.IP "" 4' if text.startswith(" ") else ".PP")
             para.append(text.strip())
     flush()
     out += [".SH SEE ALSO", "\\fBcordon\\fR(1), \\fBcordon\\-run\\fR(1), "
