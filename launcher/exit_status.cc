@@ -54,6 +54,14 @@ int exit_status(const Outcome& out, const ExitFacts& facts, SessionEnd& end) {
     say("killed: timeout (" + policy::format_duration(facts.timeout) + ") reached");
     return kExitTimeout;
   }
+  if (out.term_killed) {
+    // cordon was told to end (SIGTERM) and the program outlived its grace: the status says why
+    // the session ended, as the program's own death of SIGTERM would.
+    end.signal = SIGKILL;
+    say("killed: SIGTERM received; the program had not ended when kill_grace ran out or a "
+        "second SIGTERM came");
+    return 128 + SIGTERM;
+  }
   // The program's own status (from init); init's status if init died before it could report.
   int st = out.program_status.value_or(out.init_status);
   if (WIFSIGNALED(st)) {

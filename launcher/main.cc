@@ -9,6 +9,7 @@
 #include "launcher/commands/completion.h"
 #include "launcher/commands/report/report_cmd.h"
 #include "launcher/diagnostics.h"
+#include "launcher/pid1.h"
 #include "launcher/session/session.h"
 #include "launcher/version.h"
 #include "policy/loader.h"
@@ -66,6 +67,7 @@ void add_state_dir_option(CLI::App* cmd, std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cordon::launcher::reap_as_pid1();  // a container's entrypoint: a reaper stays pid 1
   CLI::App app{
       "cordon " CORDON_VERSION
       " - run a program (an AI agent, a shell, a build) unmodified in a\n"

@@ -58,17 +58,23 @@ Outcome supervise(const SuperviseSpec& spec) {
     sigaddset(&handled, sig);
   }
   UniqueFd sfd(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
-  UniqueFd tfd;
-  if (spec.timeout.count() > 0) {
-    tfd.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-    if (tfd) {
-      arm(tfd.get(), spec.timeout);
-    }
+  // The timeout's and a SIGTERM's clock: the first expiry (timeout) or the end of kill_grace.
+  UniqueFd tfd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (tfd && spec.timeout.count() > 0) {
+    arm(tfd.get(), spec.timeout);
   }
   std::optional<PtyRelay> relay;
   UniqueFd listener;  // the program's seccomp listener for user namespaces, once it arrives
   RawTerminal raw;
   bool init_exited = false, channel_eof = false, killed = false;
+  bool in_grace = false;  // SIGTERM was sent (timeout or cordon's own SIGTERM), SIGKILL is next
+  auto kill_sandbox = [&] {
+    killed = true;
+    pidfd_signal(spec.pidfd, SIGKILL);  // init: the kernel then kills the whole pid namespace
+    if (spec.limits != nullptr) {
+      spec.limits->kill_all();
+    }
+  };
   const size_t nwatch = std::min(spec.watches.size(), SuperviseSpec::kMaxWatches);
   std::vector<int> watch_fds;
   for (size_t i = 0; i < nwatch; ++i) {
@@ -149,8 +155,20 @@ Outcome supervise(const SuperviseSpec& spec) {
         int sig = static_cast<int>(si.ssi_signo);
         if (sig == SIGWINCH && relay) {
           relay->copy_window_size(0);  // the kernel signals the pty's foreground group itself
-        } else if (!init_exited) {
+        } else if (init_exited || killed) {
+          continue;
+        } else if (sig == SIGTERM && in_grace) {
+          // Asked again while the program had its grace: whoever sends it wants the end now.
+          out.term_killed = !out.timed_out;
+          kill_sandbox();
+        } else {
           pidfd_signal(spec.pidfd, sig);  // init forwards it to the program
+          if (sig == SIGTERM) {
+            in_grace = true;
+            if (tfd) {
+              arm(tfd.get(), spec.kill_grace);
+            }
+          }
         }
       }
     }
@@ -164,20 +182,18 @@ Outcome supervise(const SuperviseSpec& spec) {
     if (tfd && fds[3].revents != 0) {
       uint64_t ticks;
       (void)!::read(tfd.get(), &ticks, sizeof ticks);
-      if (!init_exited && !out.timed_out) {
-        // Phase 1: SIGTERM to every process of the sandbox, through init.
+      if (!init_exited && !in_grace) {
+        // The timeout. Phase 1: SIGTERM to every process of the sandbox, through init.
         out.timed_out = true;
+        in_grace = true;
         sigval v{};
         v.sival_int = kTerminateTree;
         ::sigqueue(spec.init_pid, SIGTERM, v);
         arm(tfd.get(), spec.kill_grace);
       } else if (!init_exited && !killed) {
-        // Phase 2: SIGKILL init; the kernel then kills the whole pid namespace.
-        killed = true;
-        pidfd_signal(spec.pidfd, SIGKILL);
-        if (spec.limits != nullptr) {
-          spec.limits->kill_all();
-        }
+        // Phase 2, after the timeout or cordon's SIGTERM: the grace is over.
+        out.term_killed = !out.timed_out;
+        kill_sandbox();
       }
     }
     if (listener && fds[4].revents != 0) {
@@ -202,18 +218,14 @@ Outcome supervise(const SuperviseSpec& spec) {
       }
       if (spec.watches[i].ready() && !init_exited && !killed) {
         out.alarm = true;
-        killed = true;
-        pidfd_signal(spec.pidfd, SIGKILL);
-        if (spec.limits != nullptr) {
-          spec.limits->kill_all();
-        }
+        kill_sandbox();
       }
     }
     if (relay) {
       relay->handle(&fds[relay_at], n - relay_at);
     }
   }
-  if (out.timed_out && spec.limits != nullptr) {
+  if ((out.timed_out || out.term_killed) && spec.limits != nullptr) {
     spec.limits->kill_all();
   }
   raw.restore();

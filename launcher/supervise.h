@@ -46,6 +46,9 @@ struct Outcome {
   std::optional<int> program_status;       // raw wait status of the program (from init)
   int init_status = 0;                     // raw wait status of init
   bool timed_out = false;
+  // SIGTERM reached cordon and the program had not ended at the end of kill_grace (or at a
+  // second SIGTERM): the sandbox was SIGKILLed.
+  bool term_killed = false;
   uint64_t userns_refused = 0;  // user namespaces refused through the listener
   bool alarm = false;           // a watch ended the session (network.on_exfil: kill)
 };
@@ -53,7 +56,10 @@ struct Outcome {
 // The signals cordon blocks before clone and handles synchronously.
 sigset_t supervised_signals();
 
-// Runs until init has exited and everything it said was read (and, with a terminal, the pty
+// Runs until init has exited. A SIGTERM to cordon is passed to the program and starts kill_grace;
+// a program still running at its end, or at a second SIGTERM, is SIGKILLed with its sandbox.
+// The other signals are passed to the program and change nothing else. Runs until init has
+// exited and everything it said was read (and, with a terminal, the pty
 // drained). Puts the terminal in raw mode once the pty arrives and restores it before returning.
 Outcome supervise(const SuperviseSpec& spec);
 
