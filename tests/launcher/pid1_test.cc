@@ -28,7 +28,8 @@ std::vector<std::string> as_pid1(const SandboxFixture& f, const std::vector<std:
   if (::geteuid() != 0) {
     a.push_back("-Ur");  // rootless: a user namespace of one's own, as a pod without root has
   }
-  a.insert(a.end(), {"--pid", "--fork", "--mount-proc", cordon_bin(), "run", "--workspace", f.ws()});
+  a.insert(a.end(),
+           {"--pid", "--fork", "--mount-proc", cordon_bin(), "run", "--workspace", f.ws()});
   a.insert(a.end(), flags.begin(), flags.end());
   a.push_back("--");
   a.insert(a.end(), cmd.begin(), cmd.end());
@@ -118,10 +119,16 @@ TEST(Pid1, OrphansOfTheEntrypointAreReaped) {
   // The entrypoint wrapper leaves two children behind and execs cordon: when they end, pid 1
   // (cordon) is their parent, and only a reaper keeps them from staying zombies.
   std::vector<std::string> argv = {
-      "/usr/bin/unshare", "--pid", "--fork", "--mount-proc", "/bin/sh", "-c",
+      "/usr/bin/unshare",
+      "--pid",
+      "--fork",
+      "--mount-proc",
+      "/bin/sh",
+      "-c",
       "sleep 0.2 & sleep 0.3 & exec \"$0\" run -q --mode cow --workspace \"$1\" -- "
       "/bin/sh -c 'echo started; sleep 3; echo done'",
-      cordon_bin(), f.ws()};
+      cordon_bin(),
+      f.ws()};
   if (::geteuid() != 0) {
     argv.insert(argv.begin() + 1, "-Ur");
   }
