@@ -89,6 +89,34 @@ UniqueFd open_lock(const std::string& id, bool create) {
   return UniqueFd(::open(path.c_str(), flags, 0600));
 }
 
+// The directories a session recorded in its lock file, one per line as it made them. Only
+// paths ending in /cordon/<id> are taken: nothing else is a session's cgroup.
+std::vector<std::string> recorded_dirs(int lock_fd, const std::string& id) {
+  std::string text;
+  char buf[4096];
+  for (off_t at = 0; text.size() < 65536;) {
+    ssize_t n = ::pread(lock_fd, buf, sizeof buf, at);
+    if (n <= 0) {
+      break;
+    }
+    text.append(buf, static_cast<size_t>(n));
+    at += n;
+  }
+  std::vector<std::string> dirs;
+  const std::string tail = "/cordon/" + id;
+  for (size_t at = 0; at < text.size();) {
+    size_t nl = text.find('\n', at);
+    std::string line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    at = nl == std::string::npos ? text.size() : nl + 1;
+    if (line.size() > tail.size() && line[0] == '/' &&
+        line.compare(line.size() - tail.size(), tail.size(), tail) == 0 &&
+        line.find("/../") == std::string::npos) {
+      dirs.push_back(line);
+    }
+  }
+  return dirs;
+}
+
 // Removes the empty cgroups of dead sessions under each hierarchy's cordon/ directory.
 void sweep_stale(const V1Layout& layout) {
   std::set<std::string> names;
@@ -108,12 +136,19 @@ void sweep_stale(const V1Layout& layout) {
   }
   for (const auto& n : names) {
     UniqueFd lock = open_lock(n, false);
+    bool all_gone = true;
     if (lock) {
       if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
         continue;  // its cordon is alive
       }
+      // Its directories in every hierarchy, including those under another cgroup than ours (a
+      // cordon started elsewhere on the host): the lock goes only once none of them is left.
+      for (const auto& dir : recorded_dirs(lock.get(), n)) {
+        if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {
+          all_gone = false;
+        }
+      }
     }
-    bool all_gone = true;
     for (const auto& e : layout.entries) {
       std::string dir = e.dir + "/cordon/" + n;
       struct stat st {};
@@ -153,6 +188,9 @@ class CgroupV1 final : public CgroupTree {
                        "a session with this id already exists");
     }
     lock_path_ = std::string(kLockDir) + "/" + id + ".lock";
+    if (::ftruncate(lock_.get(), 0) != 0) {
+      return sys_error("ftruncate(\"" + lock_path_ + "\")");
+    }
     for (const auto& e : layout.entries) {
       std::string base = e.dir + "/cordon";
       std::string dir = base + "/" + id;
@@ -169,6 +207,12 @@ class CgroupV1 final : public CgroupTree {
       if (::mkdir(dir.c_str(), 0755) != 0) {
         return sys_error("mkdir(\"" + dir + "\")",
                          errno == EEXIST ? "a session with this id already exists" : "");
+      }
+      // Recorded for the sweep of a later session should this cordon die without its
+      // destructor: that session may sit in another cgroup and not see this directory.
+      const std::string line = dir + "\n";
+      if (::write(lock_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        return sys_error("write(\"" + lock_path_ + "\")");
       }
       dirs_.push_back({dir, e.rel + (e.rel == "/" ? "" : "/") + "cordon/" + id, {e.controller}});
     }

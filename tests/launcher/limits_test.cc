@@ -267,6 +267,60 @@ TEST(Limits, EmptyCgroupsOfDeadSessionsAreSweptLiveOnesKept) {
   }
 }
 
+// A session killed with SIGKILL whose memory cgroup sits under another cgroup than the sweeping
+// cordon's (two pods, or two services, on one node): the sweeper cannot find that directory by
+// looking under its own cgroup; the dead session's lock file names it. The lock goes only with it.
+TEST(Limits, ADeadSessionsCgroupsUnderAnotherCgroupAreSweptThroughItsLockFile) {
+  REQUIRE_CGROUP_V1();
+  policy::ProcessPolicy p;
+  std::string dead = unique_id("elsewhere");
+  std::vector<std::string> dirs;
+  {
+    auto l = Limits::create(p, dead);
+    ASSERT_TRUE(l.ok());
+    dirs = l->cgroup_paths();
+  }
+  // The dead session's directories as its cordon left them, the memory one under a sibling of
+  // our own cgroup; the lock file as that cordon wrote it.
+  std::string memory;
+  for (const auto& d : dirs) {
+    if (d.find("/memory/") != std::string::npos) memory = d;
+  }
+  ASSERT_FALSE(memory.empty());
+  const std::string own = memory.substr(0, memory.rfind("/cordon/"));
+  const std::string sibling = own.substr(0, own.rfind('/')) + "/" + unique_id("other-pod");
+  std::vector<std::string> left;
+  for (const std::string& d : {sibling, sibling + "/cordon", sibling + "/cordon/" + dead}) {
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0) << d;
+  }
+  left.push_back(sibling + "/cordon/" + dead);
+  std::string listed = left.back() + "\n";
+  for (const auto& d : dirs) {
+    if (d != memory) {
+      ASSERT_EQ(mkdir(d.c_str(), 0755), 0) << d;
+      left.push_back(d);
+      listed += d + "\n";
+    }
+  }
+  // Not a session's cgroup (no /cordon/<id> at its end): never removed, whatever the file says.
+  const std::string bystander = sibling + "/bystander";
+  ASSERT_EQ(mkdir(bystander.c_str(), 0755), 0);
+  listed += bystander + "\n";
+  const std::string lock = "/run/cordon/cgroups/" + dead + ".lock";
+  std::ofstream(lock) << listed;
+
+  auto next = Limits::create(p, unique_id("next"));
+  ASSERT_TRUE(next.ok());
+  for (const auto& d : left) {
+    EXPECT_FALSE(exists(d)) << d << " (dead session) not swept";
+  }
+  EXPECT_FALSE(exists(lock));
+  EXPECT_TRUE(exists(bystander));
+  rmdir(bystander.c_str());
+  rmdir((sibling + "/cordon").c_str());
+  rmdir(sibling.c_str());
+}
+
 // A child that waits for `go` before running `body`, so it can be put into the cgroups first.
 struct HeldChild {
   pid_t pid = -1;
