@@ -25,7 +25,8 @@ int say_error(const std::string& cmd, const Error& e) {
 }
 
 bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The sessions root, made (0700) when this is the first session of the state directory.
@@ -107,8 +108,7 @@ int import_command(const ImportOptions& opts) {
     return say_error("import", std::move(r).error().with_context(opts.file));
   }
   std::printf("cordon import: session %s imported from %s (%llu entries, %llu bytes)%s\n",
-              r->id.c_str(), shown(opts.file).c_str(),
-              static_cast<unsigned long long>(r->entries),
+              r->id.c_str(), shown(opts.file).c_str(), static_cast<unsigned long long>(r->entries),
               static_cast<unsigned long long>(r->bytes),
               r->id != r->original_id ? (" as a copy of " + r->original_id).c_str() : "");
   return kReviewDone;

@@ -186,9 +186,9 @@ Status export_tree(Writer& w, int dir_fd, const std::string& prefix, int depth) 
       return make_error(path + " is neither a file, a directory nor a symlink",
                         "an overlayfs-format layer (device-node whiteouts) cannot be exported");
     }
-    UniqueFd fd(::openat(dir_fd, name.c_str(),
-                         O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
-                             (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0)));
+    UniqueFd fd(::openat(
+        dir_fd, name.c_str(),
+        O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0)));
     if (!fd) {
       return sys_error("open " + path);
     }
@@ -343,7 +343,8 @@ Result<std::vector<std::string>> split_path(std::string path, bool is_dir) {
   size_t start = 0;
   while (start <= path.size()) {
     size_t slash = path.find('/', start);
-    std::string part = path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    std::string part =
+        path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     if (part.empty() || part == "." || part == ".." || part.size() > 255) {
       return make_error("entry \"" + shown + "\": \"..\", \".\" or an empty component");
     }
@@ -408,8 +409,8 @@ class Importer {
     }
     auto m = nlohmann::json::parse(text, nullptr, false);
     if (!m.is_object() || m.value("format", std::string()) != kArchiveFormat ||
-        !m.contains("version") || !m["version"].is_number_integer() ||
-        !m.contains("session") || !m["session"].is_string()) {
+        !m.contains("version") || !m["version"].is_number_integer() || !m.contains("session") ||
+        !m["session"].is_string()) {
       return make_error("not a cordon session archive: manifest.json lacks format/version/session");
     }
     if (m["version"].get<int64_t>() != kArchiveVersion) {
@@ -441,7 +442,8 @@ class Importer {
       std::string name = ".import-" + std::to_string(rd());
       if (::mkdirat(root_fd_, name.c_str(), 0700) == 0) {
         tmp_name_ = name;
-        tmp_.reset(::openat(root_fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        tmp_.reset(
+            ::openat(root_fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!tmp_) {
           return sys_error("open " + name);
         }
@@ -458,8 +460,8 @@ class Importer {
   Result<UniqueFd> open_parent(const std::vector<std::string>& parts, const std::string& shown) {
     UniqueFd cur(::fcntl(tmp_.get(), F_DUPFD_CLOEXEC, 0));
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      UniqueFd next(::openat(cur.get(), parts[i].c_str(),
-                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd next(
+          ::openat(cur.get(), parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!next) {
         return make_error("entry \"" + shown +
                           "\": its directory is not an earlier directory entry (a link, a file, "
@@ -506,7 +508,8 @@ class Importer {
       if (::mkdirat(parent.get(), name.c_str(), 0700) != 0) {
         return sys_error("creating " + path);
       }
-      UniqueFd d(::openat(parent.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd d(
+          ::openat(parent.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!d) {
         return sys_error("open " + path);
       }
@@ -581,8 +584,8 @@ class Importer {
         return count(archive_entry_size(e), path);
       }
     }
-    UniqueFd fd(::openat(parent, name.c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    UniqueFd fd(
+        ::openat(parent, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd) {
       return sys_error("creating " + path);
     }
@@ -639,7 +642,8 @@ class Importer {
   }
 
   Status finish(const std::string& source) {
-    UniqueFd session(::openat(tmp_.get(), "session", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd session(
+        ::openat(tmp_.get(), "session", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!session) {
       return make_error("the archive holds no session/ directory");
     }

@@ -34,8 +34,8 @@ inline constexpr const char* kImportedMarker = "imported.json";
 Status export_session(const std::string& root, const std::string& id, int out_fd, bool zstd);
 
 struct ImportLimits {
-  uint64_t max_entries = 200000;        // entries of the archive, directories included
-  uint64_t max_bytes = 8ull << 30;      // file contents, as extracted
+  uint64_t max_entries = 200000;    // entries of the archive, directories included
+  uint64_t max_bytes = 8ull << 30;  // file contents, as extracted
   static constexpr size_t kMaxPath = 4096;
   static constexpr int kMaxDepth = 128;  // path components
 };
