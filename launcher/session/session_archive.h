@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/result.h"
 
@@ -27,6 +28,20 @@ inline constexpr int kArchiveVersion = 1;
 // Written into an imported session: where it came from. commit refuses such a session, since the
 // workspace path in its record names a directory of another machine.
 inline constexpr const char* kImportedMarker = "imported.json";
+
+// The record's files (session.h names them): the only entries of session/ besides the layers.
+inline constexpr const char* kRecordFiles[] = {
+    "policy.json", "policy.requested.json", "events.jsonl", "events.jsonl.head", "summary.json",
+    "cow.json",    "cordon-fs.log"};
+inline constexpr const char* kLayerDirs[] = {"upper", "snapshots"};
+inline bool is_record_file(std::string_view name) {
+  for (const char* f : kRecordFiles) {
+    if (name == f) {
+      return true;
+    }
+  }
+  return false;
+}
 
 // Writes session `id` (a full id under `root`) to `out_fd`; zstd-compressed when `zstd`. Refuses a
 // session without summary.json or whose cordon still runs, and a layer in the kernel overlayfs
