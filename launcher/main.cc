@@ -447,7 +447,11 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   export_cmd->add_flag("--zstd", export_opts.zstd, "Compress with zstd whatever the name");
   add_state_dir_option(export_cmd, state_dir);
-  export_cmd->footer(wf_footer);
+  export_cmd->footer(
+      "The archive holds manifest.json, report.html (the `cordon report` page) and session/ (the\n"
+      "record and the copy-on-write layer); `cordon import` reads it on another machine.\n"
+      "Exit status: 0 done; 1 refused (the session has not ended, its layer is in the kernel\n"
+      "overlayfs format, FILE exists); 125 cordon failed (bad id, I/O error).");
   ImportOptions import_opts;
   auto* import_cmd = app.add_subcommand(
       "import", "Unpack a session archive made by `cordon export` into the state directory");
@@ -463,7 +467,12 @@ int main(int argc, char** argv) {
                    "Refuse an archive whose contents exceed N bytes (default 8 GiB)")
       ->type_name("N");
   add_state_dir_option(import_cmd, state_dir);
-  import_cmd->footer(wf_footer);
+  import_cmd->footer(
+      "Every entry is checked and written beside the sessions in a temporary directory, moved\n"
+      "into place only when all passed. `cordon commit` refuses an imported session: the\n"
+      "workspace in its record is a path of the machine it ran on.\n"
+      "Exit status: 0 done; 1 refused (an entry, a bound, the id or the archive itself);\n"
+      "125 cordon failed (unreadable FILE, I/O error).");
   auto* doctor_cmd = app.add_subcommand(
       "doctor", "Check every requirement of a sandbox here at once: each with its state and fix");
   doctor_cmd

@@ -453,9 +453,16 @@ Result<Imported> import_archive_file(int root_fd, const std::string& path, const
   if (!a) {
     return make_error("libarchive: out of memory");
   }
-  int rc = path == "-" ? archive_read_open_fd(a.get(), STDIN_FILENO, 1 << 16)
-                       : archive_read_open_filename(a.get(), path.c_str(), 1 << 16);
-  if (rc != ARCHIVE_OK) {
+  // Opened here so an unreadable file is cordon's failure (errno kept), not a refused archive.
+  UniqueFd file;
+  if (path != "-") {
+    file.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!file) {
+      return sys_error("opening " + path);
+    }
+  }
+  if (archive_read_open_fd(a.get(), path == "-" ? STDIN_FILENO : file.get(), 1 << 16) !=
+      ARCHIVE_OK) {
     return archive_error(a.get(), "opening " + path);
   }
   return import_archive(root_fd, a.get(), as_id, limits, path);

@@ -108,9 +108,9 @@ TEST(SessionArchive, OverlayLayerIsRefusedByExport) {
   write_text(f.ws() + "/gone.txt", "x\n");
   f.make_workspace_owned();
   if (::geteuid() == 0) {
-    ASSERT_EQ(::chown((f.ws() + "/gone.txt").c_str(), SandboxFixture::kTestUid,
-                      SandboxFixture::kTestUid),
-              0);
+    ASSERT_EQ(
+        ::chown((f.ws() + "/gone.txt").c_str(), SandboxFixture::kTestUid, SandboxFixture::kTestUid),
+        0);
   }
   auto r = f.run({}, {"/bin/sh", "-c", "rm gone.txt"});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
@@ -148,49 +148,81 @@ def start(t):
 
 std::vector<Hostile> hostile_archives() {
   return {
-      {"dotdot", "t=tarfile.open(P,'w'); start(t); reg(t,'session/upper/../../../x',b'x'); t.close()",
-       {}, "\"..\", \".\" or an empty component"},
-      {"absolute", "t=tarfile.open(P,'w'); start(t); reg(t,'/tmp/cordon-abs-x',b'x'); t.close()",
-       {}, "absolute path"},
+      {"dotdot",
+       "t=tarfile.open(P,'w'); start(t); reg(t,'session/upper/../../../x',b'x'); t.close()",
+       {},
+       "\"..\", \".\" or an empty component"},
+      {"absolute",
+       "t=tarfile.open(P,'w'); start(t); reg(t,'/tmp/cordon-abs-x',b'x'); t.close()",
+       {},
+       "absolute path"},
       {"symlink_then_through",
        "t=tarfile.open(P,'w'); start(t); typ(t,'session/upper/etc',tarfile.SYMTYPE,'/tmp');"
        " reg(t,'session/upper/etc/cordon-through-x',b'x'); t.close()",
-       {}, "its directory is not an earlier directory entry"},
+       {},
+       "its directory is not an earlier directory entry"},
       {"symlink_record_file",
        "t=tarfile.open(P,'w'); reg(t,'manifest.json',M); typ(t,'session',tarfile.DIRTYPE);"
        " typ(t,'session/policy.json',tarfile.SYMTYPE,'/etc/passwd'); t.close()",
-       {}, "outside a session archive's layout"},
-      {"hardlink", "t=tarfile.open(P,'w'); start(t); typ(t,'session/upper/h',tarfile.LNKTYPE,"
-                   "'/etc/passwd'); t.close()",
-       {}, "hard links are refused"},
-      {"device", "t=tarfile.open(P,'w'); start(t); typ(t,'session/upper/dev',tarfile.CHRTYPE);"
-                 " t.close()",
-       {}, "devices, FIFOs and sockets are refused"},
-      {"fifo", "t=tarfile.open(P,'w'); start(t); typ(t,'session/upper/f',tarfile.FIFOTYPE);"
-               " t.close()",
-       {}, "devices, FIFOs and sockets are refused"},
-      {"setuid", "t=tarfile.open(P,'w'); start(t); reg(t,'session/upper/s',b'x',0o4755); t.close()",
-       {}, "setuid, setgid and sticky bits are refused"},
-      {"duplicate", "t=tarfile.open(P,'w'); start(t); reg(t,'session/upper/a',b'1');"
-                    " reg(t,'session/upper/a',b'2'); t.close()",
-       {}, "appears twice"},
-      {"outside_layout", "t=tarfile.open(P,'w'); start(t); reg(t,'session/evil.sh',b'x'); t.close()",
-       {}, "outside a session archive's layout"},
-      {"bad_id", "M=M.replace(b'20261127-120000-abcdef', b'../../etc'); t=tarfile.open(P,'w');"
-                 " start(t); t.close()",
-       {}, "not a valid session id"},
-      {"entry_bomb", "t=tarfile.open(P,'w'); start(t)\nfor k in range(10000): "
-                     "reg(t,'session/upper/f%d'%k)\nt.close()",
-       {"--max-entries", "5000"}, "more than 5000 entries"},
-      {"big_entry", "t=tarfile.open(P,'w'); start(t); reg(t,'session/upper/big',b'x'*2000000);"
-                    " t.close()",
-       {"--max-bytes", "1000000"}, "contents above 1000000 bytes"},
-      {"truncated", "t=tarfile.open(P+'.full','w'); start(t); reg(t,'session/upper/big',"
-                    "b'x'*100000); t.close(); d=open(P+'.full','rb').read();"
-                    " open(P,'wb').write(d[:len(d)//2])",
-       {}, "Truncated tar archive"},
-      {"not_an_archive", "open(P,'wb').write(b'hello, this is not a tar file\\n'*100)", {}, "Unrecognized archive format"},
-      {"no_manifest", "t=tarfile.open(P,'w'); typ(t,'session',tarfile.DIRTYPE); t.close()", {}, "the first entry is not manifest.json"},
+       {},
+       "outside a session archive's layout"},
+      {"hardlink",
+       "t=tarfile.open(P,'w'); start(t); typ(t,'session/upper/h',tarfile.LNKTYPE,"
+       "'/etc/passwd'); t.close()",
+       {},
+       "hard links are refused"},
+      {"device",
+       "t=tarfile.open(P,'w'); start(t); typ(t,'session/upper/dev',tarfile.CHRTYPE);"
+       " t.close()",
+       {},
+       "devices, FIFOs and sockets are refused"},
+      {"fifo",
+       "t=tarfile.open(P,'w'); start(t); typ(t,'session/upper/f',tarfile.FIFOTYPE);"
+       " t.close()",
+       {},
+       "devices, FIFOs and sockets are refused"},
+      {"setuid",
+       "t=tarfile.open(P,'w'); start(t); reg(t,'session/upper/s',b'x',0o4755); t.close()",
+       {},
+       "setuid, setgid and sticky bits are refused"},
+      {"duplicate",
+       "t=tarfile.open(P,'w'); start(t); reg(t,'session/upper/a',b'1');"
+       " reg(t,'session/upper/a',b'2'); t.close()",
+       {},
+       "appears twice"},
+      {"outside_layout",
+       "t=tarfile.open(P,'w'); start(t); reg(t,'session/evil.sh',b'x'); t.close()",
+       {},
+       "outside a session archive's layout"},
+      {"bad_id",
+       "M=M.replace(b'20261127-120000-abcdef', b'../../etc'); t=tarfile.open(P,'w');"
+       " start(t); t.close()",
+       {},
+       "not a valid session id"},
+      {"entry_bomb",
+       "t=tarfile.open(P,'w'); start(t)\nfor k in range(10000): "
+       "reg(t,'session/upper/f%d'%k)\nt.close()",
+       {"--max-entries", "5000"},
+       "more than 5000 entries"},
+      {"big_entry",
+       "t=tarfile.open(P,'w'); start(t); reg(t,'session/upper/big',b'x'*2000000);"
+       " t.close()",
+       {"--max-bytes", "1000000"},
+       "contents above 1000000 bytes"},
+      {"truncated",
+       "t=tarfile.open(P+'.full','w'); start(t); reg(t,'session/upper/big',"
+       "b'x'*100000); t.close(); d=open(P+'.full','rb').read();"
+       " open(P,'wb').write(d[:len(d)//2])",
+       {},
+       "Truncated tar archive"},
+      {"not_an_archive",
+       "open(P,'wb').write(b'hello, this is not a tar file\\n'*100)",
+       {},
+       "Unrecognized archive format"},
+      {"no_manifest",
+       "t=tarfile.open(P,'w'); typ(t,'session',tarfile.DIRTYPE); t.close()",
+       {},
+       "the first entry is not manifest.json"},
   };
 }
 
