@@ -394,6 +394,20 @@ class Importer {
         return make_error(std::string("the archive's session has no ") + need);
       }
     }
+    // The manifest names the record's chain head as summary.json had it at export: a record
+    // swapped or edited after export no longer matches (log --verify checks the lines against it).
+    auto summary = store::read_file(session.get(), "summary.json", 1 << 20);
+    auto sj = summary.ok() ? nlohmann::json::parse(*summary, nullptr, false) : nlohmann::json();
+    std::string head;
+    if (sj.is_object() && sj.contains("record") && sj["record"].is_object() &&
+        sj["record"].contains("chain") && sj["record"]["chain"].is_object() &&
+        sj["record"]["chain"].contains("head") && sj["record"]["chain"]["head"].is_string()) {
+      head = sj["record"]["chain"]["head"].get<std::string>();
+    }
+    if (head != chain_head_) {
+      return make_error("the manifest's chain_head does not match session/summary.json",
+                        "the record was changed after export");
+    }
     nlohmann::json marker = {{"from", out_.original_id},
                              {"archive", source},
                              {"chain_head", chain_head_},

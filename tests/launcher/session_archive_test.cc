@@ -219,6 +219,11 @@ std::vector<Hostile> hostile_archives() {
        "open(P,'wb').write(b'hello, this is not a tar file\\n'*100)",
        {},
        "Unrecognized archive format"},
+      {"chain_mismatch",
+       "M=M.replace(b'\"chain_head\": \"\"', b'\"chain_head\": \"ab\"'); t=tarfile.open(P,'w');"
+       " start(t); t.close()",
+       {},
+       "chain_head does not match"},
       {"no_manifest",
        "t=tarfile.open(P,'w'); typ(t,'session',tarfile.DIRTYPE); t.close()",
        {},
