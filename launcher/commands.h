@@ -1,6 +1,7 @@
 // Entry points of the `cordon` subcommands; main.cc only parses the command line and calls these.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,23 @@ int diff_command(const std::string& id, bool stat_only,
 int commit_command(const std::string& id, const std::vector<std::string>& paths,
                    bool include_protected);
 int discard_command(const std::string& id);
+
+// `cordon export` / `cordon import` (archive_cmd.cc, session/session_archive.h). Exit 0 done,
+// 1 refused (session not finished, output exists, an archive entry or bound refused, id taken),
+// 125 cordon failed (bad id, I/O error).
+struct ExportOptions {
+  std::string id;
+  std::string output;  // "" = cordon-session-ID.tar.zst; "-" = stdout
+  bool zstd = false;   // also implied by a name ending .zst
+};
+int export_command(const ExportOptions& opts);
+struct ImportOptions {
+  std::string file;          // "-" = stdin
+  std::string as;            // another id for the session ("" = the archive's)
+  uint64_t max_entries = 0;  // 0 = ImportLimits' default
+  uint64_t max_bytes = 0;
+};
+int import_command(const ImportOptions& opts);
 
 // Session retention (prune.cc): removes finished sessions' records; exit 0 done, 1 refused
 // (pending changes kept), 125 failed.

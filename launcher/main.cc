@@ -437,6 +437,44 @@ int main(int argc, char** argv) {
   discard_cmd->footer(wf_footer);
 
   bool doctor_json = false;
+  ExportOptions export_opts;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Pack a finished session (record, cow layer, report page) into one tar archive");
+  export_cmd->add_option("ID", export_opts.id, "Session id, a unique prefix of one, or `last`")
+      ->required();
+  export_cmd
+      ->add_option("--output,-o", export_opts.output,
+                   "Where to write it (`-` = stdout); default cordon-session-ID.tar.zst. "
+                   "zstd-compressed when the name ends .zst")
+      ->type_name("FILE");
+  export_cmd->add_flag("--zstd", export_opts.zstd, "Compress with zstd whatever the name");
+  add_state_dir_option(export_cmd, state_dir);
+  export_cmd->footer(
+      "The archive holds manifest.json, report.html (the `cordon report` page) and session/ (the\n"
+      "record and the copy-on-write layer); `cordon import` reads it on another machine.\n"
+      "Exit status: 0 done; 1 refused (the session has not ended, its layer is in the kernel\n"
+      "overlayfs format, FILE exists); 125 cordon failed (bad id, I/O error).");
+  ImportOptions import_opts;
+  auto* import_cmd = app.add_subcommand(
+      "import", "Unpack a session archive made by `cordon export` into the state directory");
+  import_cmd->add_option("FILE", import_opts.file, "The archive (`-` = stdin)")->required();
+  import_cmd->add_option("--as", import_opts.as, "Import under this session id instead")
+      ->type_name("ID");
+  import_cmd
+      ->add_option("--max-entries", import_opts.max_entries,
+                   "Refuse an archive of more entries (default 200000)")
+      ->type_name("N");
+  import_cmd
+      ->add_option("--max-bytes", import_opts.max_bytes,
+                   "Refuse an archive whose contents exceed N bytes (default 8 GiB)")
+      ->type_name("N");
+  add_state_dir_option(import_cmd, state_dir);
+  import_cmd->footer(
+      "Every entry is checked and written beside the sessions in a temporary directory, moved\n"
+      "into place only when all passed. `cordon commit` refuses an imported session: the\n"
+      "workspace in its record is a path of the machine it ran on.\n"
+      "Exit status: 0 done; 1 refused (an entry, a bound, the id or the archive itself);\n"
+      "125 cordon failed (unreadable FILE, I/O error).");
   auto* doctor_cmd = app.add_subcommand(
       "doctor", "Check every requirement of a sandbox here at once: each with its state and fix");
   doctor_cmd
@@ -523,6 +561,12 @@ int main(int argc, char** argv) {
   }
   if (*report_cmd) {
     return report_command(report);
+  }
+  if (*export_cmd) {
+    return export_command(export_opts);
+  }
+  if (*import_cmd) {
+    return import_command(import_opts);
   }
   if (*prune_cmd) {
     if (!prune_older.empty()) {

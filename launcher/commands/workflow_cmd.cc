@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 #include "launcher/commands.h"
 #include "launcher/diagnostics.h"
 #include "launcher/session/cow_session.h"
+#include "launcher/session/session_archive.h"
 
 namespace cordon::launcher {
 namespace {
@@ -255,6 +257,13 @@ int commit_command(const std::string& id, const std::vector<std::string>& paths,
     return o.rc;
   }
   const CowSession& s = *o.s;
+  if (struct stat st{}; ::stat((s.dir + "/" + kImportedMarker).c_str(), &st) == 0) {
+    // The workspace in its record is a path of the machine it ran on: never written implicitly.
+    return say_refused("commit", "session " + s.id +
+                                     " was imported from an archive; its workspace " + s.workspace +
+                                     " is a path of the machine it ran on, so cordon does not "
+                                     "write to it (review with cordon diff, apply by hand)");
+  }
   if (s.running) {
     return say_refused("commit",
                        "session " + s.id + " is still running; commit once the program has ended");

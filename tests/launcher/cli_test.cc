@@ -166,6 +166,8 @@ TEST(Cli, StateDirMustBeAnExistingDirectoryForEveryCommandThatUsesRecords) {
                                                           {"snapshot", "last"},
                                                           {"rollback", "last"},
                                                           {"discard", "last"},
+                                                          {"export", "last"},
+                                                          {"import", "s.tar.zst"},
                                                           {"prune"},
                                                           {"policy", "suggest", "last"}};
   for (const std::string& bad : {dir / "missing", dir / "file"}) {
