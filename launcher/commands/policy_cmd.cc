@@ -282,6 +282,12 @@ Status apply_suggestions(const suggest::Report& r, const std::string& file) {
     }
     adds.push_back({s.field, s.entry, why});
   }
+  return add_to_policy_file(file, adds);
+}
+
+}  // namespace
+
+Status add_to_policy_file(const std::string& file, const std::vector<PolicyAddition>& adds) {
   ASSIGN_OR_RETURN(std::string before, read_policy_text(file));
   auto after = add_to_policy_text(before, adds);
   if (!after.ok()) {
@@ -293,16 +299,14 @@ Status apply_suggestions(const suggest::Report& r, const std::string& file) {
     lo.source_name = file;
     policy::Policy p = policy::parse_policy(*after, lo);
     if (auto s = validate_for_run(p); !s.ok()) {
-      return std::move(s).error().with_context(file + " with the suggestions");
+      return std::move(s).error().with_context(file + " with the additions");
     }
   } catch (const policy::PolicyError& e) {
-    return make_error(std::string("with the suggestions, ") + e.what(),
+    return make_error(std::string("with the additions, ") + e.what(),
                       "the file was left unchanged");
   }
   return write_policy_text(file, *after);
 }
-
-}  // namespace
 
 int policy_suggest_command(const SuggestOptions& opts) {
   auto rec = open_record(opts.id);
