@@ -239,17 +239,23 @@ Result<std::string> read_policy_text(const std::string& file) {
   return s.str();
 }
 
-// Replaces `file` with `text` in one rename, keeping an existing file's mode, so that a crash
+// Replaces `file` with `text` in one rename, keeping an existing file's mode (and, as root, its
+// owner), so that a crash
 // leaves either the old policy or the new one.
 Status write_policy_text(const std::string& file, const std::string& text) {
   struct stat st {};
-  mode_t mode = ::stat(file.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
+  const bool existed = ::stat(file.c_str(), &st) == 0;
+  mode_t mode = existed ? (st.st_mode & 07777) : 0644;
   std::string tmp = file + ".cordon-suggest.tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) {
     return sys_error("open(\"" + tmp + "\")");
   }
   UniqueFd out(fd);
+  if (existed && ::geteuid() == 0) {
+    // cordon as root (`sudo cordon run --ask --policy ~/p.json`): the file stays its owner's.
+    (void)!::fchown(out.get(), st.st_uid, st.st_gid);
+  }
   if (::fchmod(out.get(), mode) != 0 ||
       ::write(out.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
       ::fsync(out.get()) != 0) {

@@ -16,12 +16,12 @@
 #include <ctime>
 #include <deque>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
 #include <vector>
 
 #include "launcher/commands/policy_patch.h"
 #include "netproxy/decider_wire.h"
-
-#include <nlohmann/json.hpp>
 
 namespace cordon::launcher {
 namespace {
@@ -92,7 +92,7 @@ void say_tty(const std::string& s) { write_all(kTtyFd, s + "\r\n"); }
 
 class AskLoop {
  public:
-  explicit AskLoop(const AskOptions& o) : opts_(o), user_(user_name()) {}
+  AskLoop(const AskOptions& o, std::string user) : opts_(o), user_(std::move(user)) {}
 
   void run() {
     while (!channel_closed_) {
@@ -231,8 +231,8 @@ class AskLoop {
     }
     const auto secs =
         std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count();
-    std::string what = q.kind == "dns" ? "look up " + printable(q.host)
-                                       : "connect to " + printable(target(q));
+    std::string what =
+        q.kind == "dns" ? "look up " + printable(q.host) : "connect to " + printable(target(q));
     std::string how = q.kind == "dns" ? "DNS" : printable(q.mode);
     if (!q.sni.empty()) {
       how += ", SNI " + printable(q.sni);
@@ -460,8 +460,8 @@ class AskLoop {
   bool channel_closed_ = false, stop_ = false, closing_ = false, acked_ = false;
 };
 
-[[noreturn]] void asker_main(const AskOptions& opts) {
-  AskLoop loop(opts);
+[[noreturn]] void asker_main(const AskOptions& opts, std::string user) {
+  AskLoop loop(opts, std::move(user));
   loop.run();
   ::_exit(0);
 }
@@ -513,6 +513,9 @@ Result<Asker> start_asker(UniqueFd tty, const AskOptions& opts) {
   for (int s : {SIGTERM, SIGINT, SIGHUP}) {
     sigaddset(&stop_on, s);
   }
+  // Looked up before the fork: cordon has threads by now, and the child of a threaded process
+  // should not take locks (NSS's) another thread might have held at the fork.
+  std::string user = user_name();
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -533,7 +536,7 @@ Result<Asker> start_asker(UniqueFd tty, const AskOptions& opts) {
     if (!sfd || !settle_fds({ours.get(), tty.get(), hold_theirs.get(), sfd.get()})) {
       ::_exit(125);
     }
-    asker_main(opts);
+    asker_main(opts, std::move(user));
   }
   Asker out;
   out.channel.proxy_end = std::move(proxy_end);

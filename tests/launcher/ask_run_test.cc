@@ -45,11 +45,11 @@ class AskRun : public ::testing::Test {
   // `cordon run --ask FLAGS -- sh -c SCRIPT` on a pty, answering the questions with `keys`.
   RunResult ask(const std::string& keys, const std::string& script,
                 std::vector<std::string> flags = {}) {
-    std::vector<std::string> argv = {"python3",  source_path("tests/launcher/ask_pty.py"),
-                                     keys,       cordon_bin(),
-                                     "run",      "-q",
-                                     "--ask",    "--workspace",
-                                     f_.ws(),    "--policy",
+    std::vector<std::string> argv = {"python3", source_path("tests/launcher/ask_pty.py"),
+                                     keys,      cordon_bin(),
+                                     "run",     "-q",
+                                     "--ask",   "--workspace",
+                                     f_.ws(),   "--policy",
                                      policy_};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.insert(argv.end(), {"--", "/bin/sh", "-c", script});
@@ -136,6 +136,9 @@ TEST_F(AskRun, SessionAllowsEveryLaterConnectionWithoutAsking) {
 }
 
 TEST_F(AskRun, AlwaysAddsTheEntryAndTheNextRunAsksNothing) {
+  // As root, the file is someone else's: it stays theirs.
+  const uid_t owner = ::geteuid() == 0 ? 65534 : ::geteuid();
+  ASSERT_EQ(::chown(policy_.c_str(), owner, static_cast<gid_t>(-1)), 0);
   auto r = ask("a", fetch() + fetch());
   ASSERT_THAT(r.out, HasSubstr("exit 0\n")) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("prompts 1\n"));
@@ -150,6 +153,10 @@ TEST_F(AskRun, AlwaysAddsTheEntryAndTheNextRunAsksNothing) {
   EXPECT_THAT(text, HasSubstr(" at the terminal, asked by 127.0.0.1:"));
   EXPECT_THAT(text, HasSubstr("\"api.test:1\""));  // what was there stays
   EXPECT_EQ(policy_check(), 0) << text;
+  struct stat st {};
+  ASSERT_EQ(::stat(policy_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, owner);
+  EXPECT_EQ(st.st_mode & 07777, 0666u);
   // Under the edited file nothing is asked: the policy allows it.
   auto again = ask("", fetch());
   ASSERT_THAT(again.out, HasSubstr("exit 0\n")) << again.out << again.err;
