@@ -126,8 +126,7 @@ class AskLoop {
     }
   }
 
-  bool stop_requested() const { return stop_; }
-
+ private:
   // "pid N, EXE: ARGV" for the process whose connection is `client`, as the preload shim reported
   // it (the program could lie to its shim; the record's net.attribution is the same claim).
   // Waits a little for the shim's event, which is written as the connection is made.
@@ -145,7 +144,6 @@ class AskLoop {
     return {};
   }
 
- private:
   // Reads what the proxy wrote, queueing each question; waits up to `timeout_ms` (-1: forever)
   // for something to happen. False once the channel is gone or the asker must stop.
   bool wait_for_questions(int timeout_ms) {
@@ -525,6 +523,8 @@ Result<Asker> start_asker(UniqueFd tty, const AskOptions& opts) {
     // SIGTERM (session end, cordon's death) ends the loop between reads, with the terminal's
     // mode restored; ^C at the terminal is the program's, not the asker's.
     ::sigprocmask(SIG_BLOCK, &stop_on, nullptr);
+    // A proxy or a cordon that is gone is an end of file or an error to the asker, not a signal.
+    ::signal(SIGPIPE, SIG_IGN);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) {
       ::_exit(0);

@@ -30,6 +30,6 @@ while time.time() < deadline:
             os.write(fd, keys[seen].encode())
         seen += 1
 _, status = os.waitpid(pid, 0)
-sys.stdout.write(out.decode("utf-8", "replace").replace("\r\n", "\n") + "\n")
+sys.stdout.write(out.decode("utf-8", "replace").replace("\r", "") + "\n")
 print("prompts", seen)
 print("exit", os.waitstatus_to_exitcode(status))

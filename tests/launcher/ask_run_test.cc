@@ -211,6 +211,32 @@ TEST_F(AskRun, TheProgramCannotReadTheAnswer) {
   EXPECT_THAT(r.out, HasSubstr("got=[]")) << r.out;
 }
 
+TEST_F(AskRun, AProgramThatEndsMidQuestionLeavesTheTerminalAsItWas) {
+  // The program ends while its question is open: the question is withdrawn (denied) and the
+  // terminal is back in its own mode (line editing, echo) once cordon exits, with the terminal
+  // relayed (stdin a terminal) and without (stdin /dev/null).
+  for (const std::string stdin_from : {"", " </dev/null"}) {
+    std::vector<std::string> argv = {"python3",
+                                     source_path("tests/launcher/ask_pty.py"),
+                                     ".",
+                                     "/bin/sh",
+                                     "-c",
+                                     "'" + cordon_bin() + "' run -q --ask --workspace '" + f_.ws() +
+                                         "' --policy '" + policy_ + "' -- /bin/sh -c 'curl -sS " +
+                                         url() + " & sleep 1; kill -9 $$'" + stdin_from +
+                                         "; stty -a </dev/tty"};
+    RunSpec spec;
+    spec.env = f_.env();
+    spec.cwd = f_.ws();
+    auto r = run_program(argv, spec);
+    ASSERT_THAT(r.out, HasSubstr("prompts 1\n")) << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr(": the program has ended, denied\n")) << stdin_from;
+    EXPECT_THAT(r.out, HasSubstr(" icanon ")) << stdin_from << r.out;
+    EXPECT_THAT(r.out, HasSubstr(" echo ")) << stdin_from << r.out;
+    EXPECT_THAT(r.out, Not(HasSubstr("hello through cordon")));
+  }
+}
+
 TEST_F(AskRun, WithoutATerminalItRefusesToStart) {
   // setsid: a new session has no controlling terminal (and the test's stdio is pipes).
   RunSpec spec;
