@@ -190,6 +190,22 @@ int main(int argc, char** argv) {
                    "up the program: records it does not take are counted in summary.json, and "
                    "cordon waits at most 2 s for it at exit")
       ->type_name("URL");
+  run_cmd->add_flag(
+      "--ask", run.ask,
+      "Ask at cordon's terminal (/dev/tty, outside the sandbox) about each connection or DNS "
+      "name the policy refuses only for not being in network.allow; the connection waits for "
+      "the answer: o allow once, s for this session, a always (added to the --policy file), d "
+      "deny, D deny always (added to network.deny). No answer within --ask-timeout denies. "
+      "Refuses to start without a controlling terminal; not with --decider*. See docs/ask.md");
+  run_cmd
+      ->add_option("--ask-timeout", run.ask_timeout,
+                   "How long an --ask question waits for an answer before the connection is "
+                   "refused (default 60s)")
+      ->type_name("DURATION")
+      ->check([](const std::string& v) {
+        auto d = cordon::policy::parse_duration(v);
+        return d && d->count() > 0 ? std::string() : "not a positive duration, e.g. 500ms or 60s";
+      });
   auto* decider_cmd =
       run_cmd
           ->add_option("--decider", run.decider,

@@ -1,6 +1,7 @@
 // `cordon run`: load -> plan -> open session -> start sidecars -> clone and release -> supervise
 // -> exit status, one call a stage in run_command. Cordon's own failures end it with exit 125.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -8,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -36,6 +38,7 @@
 #include "launcher/session/prune.h"
 #include "launcher/session/session.h"
 #include "launcher/session/shim_attribution.h"
+#include "launcher/sidecars/asker.h"
 #include "launcher/sidecars/canary_watch.h"
 #include "launcher/sidecars/cowfs_sidecar.h"
 #include "launcher/sidecars/credentials.h"
@@ -99,7 +102,9 @@ struct Wiring {
   CanaryWatch canary_watch;  // opens of the canaries' decoy files (canary_watch.h)
   // network.on_exfil: kill: cordon-netproxy writes a byte to exfil_alarm_w on each net.exfil.
   UniqueFd exfil_alarm, exfil_alarm_w;
-  DeciderChannel decider;  // --decider / --decider-socket (decider_sidecar.h)
+  DeciderChannel decider;  // --decider / --decider-socket (decider_sidecar.h), or --ask's asker
+  UniqueFd ask_tty;        // --ask: cordon's controlling terminal, until the asker takes it
+  UniqueFd ask_hold;       // --ask: the asker's input hold (SuperviseSpec::input_hold)
 
   int finish(const Planned& p, int code);
   int setup_failed(const Planned& p, const std::string& msg) {
@@ -157,7 +162,9 @@ Result<policy::Policy> load(const RunOptions& opts, const HostFacts& host) {
   }
 }
 
-bool asks_decider(const RunOptions& opts) { return opts.decider || opts.decider_socket; }
+bool asks_decider(const RunOptions& opts) {
+  return opts.decider || opts.decider_socket || opts.ask;
+}
 
 // --decider CMD / --decider-socket PATH: the channel the proxy will get. Opened after the clone,
 // by cordon in the host's namespaces, so that no process of the sandbox ever holds its fd.
@@ -166,6 +173,20 @@ Status open_decider(const RunOptions& opts, Wiring& w) {
     ASSIGN_OR_RETURN(w.decider, start_decider_command(*opts.decider));
   } else if (opts.decider_socket) {
     ASSIGN_OR_RETURN(w.decider, connect_decider_socket(*opts.decider_socket));
+  } else if (opts.ask) {
+    AskOptions ask;
+    ask.policy_file = opts.policy_file.value_or("");
+    ask.session_id = w.session.id();
+    ask.events_path = w.session.paths().events;
+    ask.timeout = std::chrono::seconds(60);
+    if (opts.ask_timeout) {
+      if (auto t = policy::parse_duration(*opts.ask_timeout)) {
+        ask.timeout = *t;
+      }
+    }
+    ASSIGN_OR_RETURN(Asker asker, start_asker(std::move(w.ask_tty), ask));
+    w.decider = std::move(asker.channel);
+    w.ask_hold = std::move(asker.hold);
   }
   return {};
 }
@@ -510,7 +531,9 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
       return make_error("decider: " + s.error().to_string());
     }
     net.decider_fd = w.decider.proxy_end ? w.decider.proxy_end.get() : -1;
-    net.decider_timeout = w.opts.decider_timeout.value_or("");
+    net.decider_timeout =
+        w.opts.ask ? w.opts.ask_timeout.value_or("") : w.opts.decider_timeout.value_or("");
+    net.decider_is_person = w.opts.ask;
     if (!lp.ids.rootless) {
       // Host root: the proxy runs as the sandbox's user, not as root.
       net.run_uid = lp.ids.uid;
@@ -550,6 +573,26 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
   return Sandbox{std::move(*child), std::move(*channel), sup};
 }
 
+// --ask: the program has ended; the asker stops asking (putting the terminal's mode back if it was
+// asking) and says so, before cordon restores the mode the terminal had before the session.
+void release_terminal(int hold) {
+  (void)!::write(hold, "q", 1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (int i = 0; i < 64; ++i) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    pollfd p{hold, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      return;
+    }
+    char buf[16];
+    ssize_t k = ::read(hold, buf, sizeof buf);
+    if (k <= 0 || std::memchr(buf, 'k', static_cast<size_t>(k)) != nullptr) {
+      return;
+    }
+  }
+}
+
 // Supervise: until init has exited; each refused user namespace is recorded meanwhile.
 Outcome supervise_sandbox(const LaunchPlan& lp, Sandbox& sb, Wiring& w) {
   SuperviseSpec spec;
@@ -586,6 +629,12 @@ Outcome supervise_sandbox(const LaunchPlan& lp, Sandbox& sb, Wiring& w) {
                               char buf[64];
                               return ::read(w.exfil_alarm.get(), buf, sizeof buf) > 0;
                             }});
+  }
+  if (w.ask_hold) {
+    spec.input_hold = w.ask_hold.get();
+    // The asker puts the terminal back as it found it when stopped mid-question: that must come
+    // before supervise() restores the mode the terminal had before cordon's raw mode.
+    spec.before_terminal_restore = [&w] { release_terminal(w.ask_hold.get()); };
   }
   Outcome out = supervise(spec);
   w.end.userns_refused = out.userns_refused;
@@ -634,6 +683,25 @@ int run_command(const RunOptions& opts) {
   if (!pol.ok()) {
     return fail(pol.error().to_string());
   }
+  if (opts.ask && (opts.decider || opts.decider_socket || opts.decider_timeout)) {
+    return fail(
+        "--ask: cordon itself is the decider, asking at its terminal; --decider, "
+        "--decider-socket and --decider-timeout name another one (use --ask-timeout)");
+  }
+  if (opts.ask_timeout && !opts.ask) {
+    return fail("--ask-timeout: there is no question to wait for without --ask");
+  }
+  UniqueFd ask_tty;
+  if (opts.ask) {
+    if (opts.no_namespaces) {
+      return fail("--ask: not with --no-namespaces (there is no proxy to hold connections)");
+    }
+    auto tty = open_controlling_terminal();
+    if (!tty.ok()) {
+      return fail(tty.error().to_string());
+    }
+    ask_tty = std::move(*tty);
+  }
   if (opts.decider_timeout && !asks_decider(opts)) {
     return fail(
         "--decider-timeout: there is no decider to wait for (give --decider CMD or "
@@ -654,6 +722,7 @@ int run_command(const RunOptions& opts) {
   }
   Planned& p = *planned;
   Wiring& w = **wiring;
+  w.ask_tty = std::move(ask_tty);
   if (auto s = start_sidecars(*pol, p, w); !s.ok()) {
     return w.setup_failed(p, s.error().to_string());
   }

@@ -27,6 +27,10 @@ struct RunOptions {
   // --decider CMD / --decider-socket PATH (docs/decider.md): asked about connections the policy
   // refuses only for not being in network.allow. --decider-timeout: how long one question waits.
   std::optional<std::string> decider, decider_socket, decider_timeout;
+  // --ask (docs/ask.md): cordon is the decider, asking at its controlling terminal;
+  // --ask-timeout: how long one question waits.
+  bool ask = false;
+  std::optional<std::string> ask_timeout;
   bool quiet = false;
   // --no-namespaces: advisory mode on the host (launcher/no_namespaces.h).
   bool no_namespaces = false;

@@ -64,6 +64,8 @@ Outcome supervise(const SuperviseSpec& spec) {
     arm(tfd.get(), spec.timeout);
   }
   std::optional<PtyRelay> relay;
+  int hold_fd = spec.input_hold;
+  bool held = false;
   UniqueFd listener;  // the program's seccomp listener for user namespaces, once it arrives
   RawTerminal raw;
   bool init_exited = false, channel_eof = false, killed = false;
@@ -85,13 +87,14 @@ Outcome supervise(const SuperviseSpec& spec) {
     if (init_exited && channel_eof && (!relay || relay->done())) {
       break;
     }
-    pollfd fds[8 + SuperviseSpec::kMaxWatches];
+    pollfd fds[10 + SuperviseSpec::kMaxWatches];
     int n = 0;
     fds[n++] = {channel_eof ? -1 : spec.channel, POLLIN, 0};  // 0
     fds[n++] = {sfd.get(), POLLIN, 0};                        // 1
     fds[n++] = {init_exited ? -1 : spec.pidfd, POLLIN, 0};    // 2
     fds[n++] = {tfd.get(), POLLIN, 0};                        // 3
     fds[n++] = {listener.get(), POLLIN, 0};                   // 4
+    fds[n++] = {hold_fd, POLLIN, 0};                          // 5
     const int watches_at = n;
     for (size_t i = 0; i < nwatch; ++i) {
       fds[n++] = {watch_fds[i], POLLIN, 0};
@@ -143,6 +146,7 @@ Outcome supervise(const SuperviseSpec& spec) {
                 raw = std::move(*t);
               }
               relay.emplace(0, 1, std::move(msg.fd), std::move(typed_ahead));
+              relay->hold_input(held);
               relay->copy_window_size(0);
             }
             break;
@@ -207,6 +211,26 @@ Outcome supervise(const SuperviseSpec& spec) {
         }
       }
     }
+    if (hold_fd >= 0 && fds[5].revents != 0) {
+      char cmd[16];
+      ssize_t k = ::read(hold_fd, cmd, sizeof cmd);
+      if (k <= 0 && !(k < 0 && (errno == EINTR || errno == EAGAIN))) {
+        hold_fd = -1;  // the asker is gone: nothing holds the terminal any more
+        held = false;
+      }
+      for (ssize_t i = 0; i < k; ++i) {
+        if (cmd[i] == 'h' || cmd[i] == 'r') {
+          held = cmd[i] == 'h';
+          if (held) {
+            // The relay reads the terminal only between polls: from here on it does not.
+            (void)!::write(hold_fd, "k", 1);
+          }
+        }
+      }
+      if (relay) {
+        relay->hold_input(held);
+      }
+    }
     for (size_t i = 0; i < nwatch; ++i) {
       const pollfd& f = fds[watches_at + static_cast<int>(i)];
       if (f.fd < 0 || f.revents == 0) {
@@ -227,6 +251,9 @@ Outcome supervise(const SuperviseSpec& spec) {
   }
   if ((out.timed_out || out.term_killed) && spec.limits != nullptr) {
     spec.limits->kill_all();
+  }
+  if (spec.before_terminal_restore) {
+    spec.before_terminal_restore();
   }
   raw.restore();
   return out;

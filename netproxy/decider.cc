@@ -30,6 +30,8 @@ const char* source_name(DecisionSource s) {
       return "policy";
     case DecisionSource::Decider:
       return "decider";
+    case DecisionSource::Person:
+      return "person";
     case DecisionSource::Timeout:
       return "timeout";
     case DecisionSource::DeciderError:
@@ -38,8 +40,11 @@ const char* source_name(DecisionSource s) {
   return "decider-error";
 }
 
-Decider::Decider(Context& ctx, int fd, std::chrono::milliseconds timeout)
-    : ctx_(ctx), channel_(ctx.io, fd), timeout_(timeout) {}
+Decider::Decider(Context& ctx, int fd, std::chrono::milliseconds timeout, bool person)
+    : ctx_(ctx),
+      channel_(ctx.io, fd),
+      timeout_(timeout),
+      answers_as_(person ? DecisionSource::Person : DecisionSource::Decider) {}
 
 Decider::~Decider() = default;
 
@@ -87,7 +92,7 @@ asio::awaitable<DeciderVerdict> Decider::ask(DeciderQuestion q) {
                                                : std::to_string(timeout_.count()) + " ms");
     }
   }
-  if (v.source == DecisionSource::Decider && v.session) {
+  if (answered(v.source) && v.session) {
     session_.emplace(key, v);
   }
   const auto waited =
@@ -163,7 +168,7 @@ asio::awaitable<void> Decider::read_replies() {
       v.allow = reply->allow;
       v.session = reply->session;
       v.reason = std::move(reply->reason);
-      v.source = DecisionSource::Decider;
+      v.source = answers_as_;
       answer(reply->id, std::move(v));
     } else {
       // A malformed reply denies the question it names (fail closed); one naming none cannot be

@@ -21,8 +21,14 @@ namespace cordon::netproxy {
 struct Context;
 
 // Who made a network decision, as events name it ("source").
-enum class DecisionSource { Policy, Decider, Timeout, DeciderError };
+// Person: the decider is `cordon run --ask`, where each answer is typed by someone at cordon's
+// terminal.
+enum class DecisionSource { Policy, Decider, Person, Timeout, DeciderError };
 const char* source_name(DecisionSource s);
+// True for an answer the decider (or the person) gave, as opposed to a timeout or a failure.
+inline bool answered(DecisionSource s) {
+  return s == DecisionSource::Decider || s == DecisionSource::Person;
+}
 
 struct DeciderVerdict {
   bool allow = false;
@@ -35,8 +41,9 @@ struct DeciderVerdict {
 class Decider {
  public:
   // Takes `fd` (a connected stream socket). `timeout`: how long one question stays open before it
-  // is denied (source timeout).
-  Decider(Context& ctx, int fd, std::chrono::milliseconds timeout);
+  // is denied (source timeout). `person`: the answers are typed by a person (`cordon run --ask`),
+  // and events say decided_by "person".
+  Decider(Context& ctx, int fd, std::chrono::milliseconds timeout, bool person = false);
   ~Decider();
   Decider(const Decider&) = delete;
   Decider& operator=(const Decider&) = delete;
@@ -63,6 +70,7 @@ class Decider {
   Context& ctx_;
   boost::asio::posix::stream_descriptor channel_;
   std::chrono::milliseconds timeout_;
+  DecisionSource answers_as_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Pending> pending_;
   std::map<std::string, DeciderVerdict> session_;  // "kind host port" -> session answer

@@ -83,6 +83,60 @@ Result<DeciderReply> parse_decider_reply(std::string_view line) {
   return r;
 }
 
+Result<DeciderQuestion> parse_decider_question(std::string_view line) {
+  if (line.size() > kMaxDeciderLine) {
+    return make_error("decider question longer than " + std::to_string(kMaxDeciderLine) + " bytes");
+  }
+  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return make_error("decider question is not a JSON object");
+  }
+  auto v = j.find("v");
+  if (v == j.end() || !(v->is_number_integer() && *v == kDeciderProtocol)) {
+    return make_error("decider question is not of protocol version " +
+                      std::to_string(kDeciderProtocol));
+  }
+  DeciderQuestion q;
+  auto id = j.find("id");
+  if (id == j.end() || !id->is_number_unsigned() || id->get<uint64_t>() == 0) {
+    return make_error("decider question has no \"id\" (a positive integer)");
+  }
+  q.id = id->get<uint64_t>();
+  auto port = j.find("port");
+  if (port != j.end()) {
+    if (!port->is_number_unsigned() || port->get<uint64_t>() > 65535) {
+      return make_error("decider question " + std::to_string(q.id) + " has a bad \"port\"");
+    }
+    q.port = static_cast<uint16_t>(port->get<uint64_t>());
+  }
+  for (auto [key, out] : {std::pair{"kind", &q.kind}, std::pair{"host", &q.host},
+                          std::pair{"mode", &q.mode}, std::pair{"client", &q.client},
+                          std::pair{"sni", &q.sni}, std::pair{"address", &q.address}}) {
+    if (auto f = j.find(key); f != j.end()) {
+      if (!f->is_string()) {
+        return make_error("decider question " + std::to_string(q.id) + " has a non-string \"" +
+                          key + "\"");
+      }
+      *out = f->get<std::string>();
+    }
+  }
+  if (q.host.empty() || (q.kind != "connect" && q.kind != "dns")) {
+    return make_error("decider question " + std::to_string(q.id) +
+                      " has no \"host\" or no \"kind\" of \"connect\" or \"dns\"");
+  }
+  return q;
+}
+
+std::string reply_line(const DeciderReply& r) {
+  nlohmann::json j = {{"id", r.id},
+                      {"decision", r.allow ? "allow" : "deny"},
+                      {"scope", r.session ? "session" : "once"}};
+  if (!r.reason.empty()) {
+    j["reason"] = clean_reason(r.reason);
+  }
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 uint64_t reply_id_hint(std::string_view line) {
   if (line.size() > kMaxDeciderLine) {
     return 0;

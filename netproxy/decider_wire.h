@@ -46,6 +46,14 @@ struct DeciderReply {
 // a later version can add fields. Never throws.
 Result<DeciderReply> parse_decider_reply(std::string_view line);
 
+// The decider's side, for a decider built into cordon (`cordon run --ask`): parses a question line
+// (without its '\n'): a JSON object with "v": 1, a positive "id", a string "host" and "kind", and
+// the optional fields question_line() writes. Never throws.
+Result<DeciderQuestion> parse_decider_question(std::string_view line);
+
+// One JSON line (with its '\n') for `r`; its reason is cleaned as parse_decider_reply() would.
+std::string reply_line(const DeciderReply& r);
+
 // The "id" of a reply that failed to parse, when it still names one (so only that question is
 // denied rather than every open one); 0 when it does not.
 uint64_t reply_id_hint(std::string_view line);

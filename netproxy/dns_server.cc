@@ -104,12 +104,12 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
     auto v = co_await ctx.decider->ask(std::move(dq));
     ev["decided_by"] = source_name(v.source);
     if (v.allow) {
-      d = {true, v.session ? "decider (session)" : "decider (once)"};
+      d = {true, std::string(source_name(v.source)) + (v.session ? " (session)" : " (once)")};
     } else {
       nlohmann::json more = nlohmann::json::object();
       if (!v.reason.empty()) {
         // The decider's own words, or what went wrong with it (timeout, a broken channel).
-        more[v.source == DecisionSource::Decider ? "decider_reason" : "reason"] = v.reason;
+        more[answered(v.source) ? "decider_reason" : "reason"] = v.reason;
       }
       co_return finish(dns::kNxDomain, d.decision(), {}, more);
     }

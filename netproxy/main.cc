@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
   int events_head_fd = -1;
   int decider_fd = -1;
   std::string decider_timeout = "60s";
+  bool decider_is_person = false;
   size_t handoff_count = 0;
   auto* pol_file = app.add_option("--policy,-p", policy_file,
                                   "Policy file (JSON with comments); its network "
@@ -159,6 +160,10 @@ int main(int argc, char** argv) {
   app.add_option("--decider-timeout", decider_timeout,
                  "How long a question to the decider stays open before the connection is refused "
                  "(e.g. 500ms, 60s; default 60s)")
+      ->needs("--decider-fd");
+  app.add_flag("--decider-is-person", decider_is_person,
+               "The decider is `cordon run --ask`: its answers are typed by a person, and events "
+               "say decided_by \"person\"")
       ->needs("--decider-fd");
   app.add_option("--ready-fd", ready_fd,
                  "Write one byte to this fd (then close it) once every socket is set up");
@@ -263,6 +268,7 @@ int main(int argc, char** argv) {
   }
   opts.exfil_alarm_fd = exfil_alarm_fd;
   opts.decider_fd = decider_fd;
+  opts.decider_is_person = decider_is_person;
   if (auto t = policy::parse_duration(decider_timeout); t && t->count() > 0) {
     opts.decider_timeout = *t;
   } else {

@@ -269,7 +269,8 @@ Status Proxy::start(const ProxyOptions& opts) {
     if (opts.decider_timeout.count() <= 0) {
       return make_error("--decider-timeout must be positive");
     }
-    im.decider = std::make_unique<Decider>(im.ctx, opts.decider_fd, opts.decider_timeout);
+    im.decider = std::make_unique<Decider>(im.ctx, opts.decider_fd, opts.decider_timeout,
+                                           opts.decider_is_person);
     im.ctx.decider = im.decider.get();
     im.decider->start();
   }

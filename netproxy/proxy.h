@@ -46,6 +46,8 @@ struct ProxyOptions {
   // the decider answers or `decider_timeout` passes (then refused).
   int decider_fd = -1;
   std::chrono::milliseconds decider_timeout{std::chrono::seconds(60)};
+  // The decider is `cordon run --ask`: its answers are recorded as decided_by "person".
+  bool decider_is_person = false;
 };
 
 class Proxy {

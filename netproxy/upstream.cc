@@ -151,16 +151,16 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
     auto v = co_await ctx.decider->ask(std::move(q));
     source = v.source;
     if (v.allow) {
-      d = {true, v.session ? "decider (session)" : "decider (once)"};
+      d = {true, std::string(source_name(v.source)) + (v.session ? " (session)" : " (once)")};
     } else {
       std::string msg = refusal_message(name, dest.port, d.decision());
-      if (v.source != DecisionSource::Decider) {
+      if (!answered(v.source)) {
         msg += " (" + v.reason + ")";
       } else if (!v.reason.empty()) {
         msg += ": " + v.reason;
       }
       nlohmann::json more = {{"decided_by", source_name(source)}};
-      if (v.source == DecisionSource::Decider && !v.reason.empty()) {
+      if (answered(v.source) && !v.reason.empty()) {
         more["decider_reason"] = v.reason;
       }
       co_return refuse(ctx, dest, Failure::Policy, std::move(msg), d.rule,

@@ -239,17 +239,23 @@ Result<std::string> read_policy_text(const std::string& file) {
   return s.str();
 }
 
-// Replaces `file` with `text` in one rename, keeping an existing file's mode, so that a crash
+// Replaces `file` with `text` in one rename, keeping an existing file's mode (and, as root, its
+// owner), so that a crash
 // leaves either the old policy or the new one.
 Status write_policy_text(const std::string& file, const std::string& text) {
   struct stat st {};
-  mode_t mode = ::stat(file.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
+  const bool existed = ::stat(file.c_str(), &st) == 0;
+  mode_t mode = existed ? (st.st_mode & 07777) : 0644;
   std::string tmp = file + ".cordon-suggest.tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) {
     return sys_error("open(\"" + tmp + "\")");
   }
   UniqueFd out(fd);
+  if (existed && ::geteuid() == 0) {
+    // cordon as root (`sudo cordon run --ask --policy ~/p.json`): the file stays its owner's.
+    (void)!::fchown(out.get(), st.st_uid, st.st_gid);
+  }
   if (::fchmod(out.get(), mode) != 0 ||
       ::write(out.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
       ::fsync(out.get()) != 0) {
@@ -282,6 +288,12 @@ Status apply_suggestions(const suggest::Report& r, const std::string& file) {
     }
     adds.push_back({s.field, s.entry, why});
   }
+  return add_to_policy_file(file, adds);
+}
+
+}  // namespace
+
+Status add_to_policy_file(const std::string& file, const std::vector<PolicyAddition>& adds) {
   ASSIGN_OR_RETURN(std::string before, read_policy_text(file));
   auto after = add_to_policy_text(before, adds);
   if (!after.ok()) {
@@ -293,16 +305,14 @@ Status apply_suggestions(const suggest::Report& r, const std::string& file) {
     lo.source_name = file;
     policy::Policy p = policy::parse_policy(*after, lo);
     if (auto s = validate_for_run(p); !s.ok()) {
-      return std::move(s).error().with_context(file + " with the suggestions");
+      return std::move(s).error().with_context(file + " with the additions");
     }
   } catch (const policy::PolicyError& e) {
-    return make_error(std::string("with the suggestions, ") + e.what(),
+    return make_error(std::string("with the additions, ") + e.what(),
                       "the file was left unchanged");
   }
   return write_policy_text(file, *after);
 }
-
-}  // namespace
 
 int policy_suggest_command(const SuggestOptions& opts) {
   auto rec = open_record(opts.id);

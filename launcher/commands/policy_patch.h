@@ -25,4 +25,9 @@ struct PolicyAddition {
 Result<std::string> add_to_policy_text(std::string_view text,
                                        const std::vector<PolicyAddition>& additions);
 
+// Adds `additions` to the policy file `file` (add_to_policy_text), keeping its mode, and only when
+// the result passes what `cordon policy check` checks; otherwise the file is left as it was and
+// the error says why. Used by `policy suggest --apply` and `run --ask`'s "always" answers.
+Status add_to_policy_file(const std::string& file, const std::vector<PolicyAddition>& additions);
+
 }  // namespace cordon::launcher

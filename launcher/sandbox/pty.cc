@@ -126,7 +126,7 @@ void PtyRelay::copy_window_size(int from) const {
 int PtyRelay::fill(pollfd* fds) {
   int n = 0;
   // Index layout is fixed: 0 stdin, 1 master, 2 stdout (fd -1 = ignored by poll).
-  fds[0] = {(!in_closed_ && to_master_.size() < kMaxBuffered) ? in_ : -1, POLLIN, 0};
+  fds[0] = {(!in_closed_ && !held_ && to_master_.size() < kMaxBuffered) ? in_ : -1, POLLIN, 0};
   short mev = 0;
   if (!master_closed_ && to_out_.size() < kMaxBuffered) mev |= POLLIN;
   if (!master_closed_ && !to_master_.empty()) mev |= POLLOUT;

@@ -64,12 +64,15 @@ class PtyRelay {
   // True once the master reported EOF/EIO (every slave closed) and its output was written out.
   bool done() const { return master_closed_ && to_out_.empty(); }
   int master() const { return master_.get(); }
+  // While held, nothing is read from the terminal: what is typed then is for cordon (`run --ask`'s
+  // prompt reads it from /dev/tty), never for the program.
+  void hold_input(bool held) { held_ = held; }
 
  private:
   int in_, out_;
   UniqueFd master_;
   std::string to_master_, to_out_;
-  bool in_closed_ = false, master_closed_ = false;
+  bool in_closed_ = false, master_closed_ = false, held_ = false;
 };
 
 }  // namespace cordon::launcher

@@ -244,6 +244,9 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
     if (!spec.decider_timeout.empty()) {
       argv.insert(argv.end(), {"--decider-timeout", spec.decider_timeout});
     }
+    if (spec.decider_is_person) {
+      argv.push_back("--decider-is-person");
+    }
   }
   add_fd_args(argv, "--transparent-fd", spec.transparent_fds, sources, next);
   add_fd_args(argv, "--dns-fd", spec.dns_fds, sources, next);
@@ -387,6 +390,7 @@ Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& ne
   spec.exfil_alarm_fd = net.exfil_alarm_fd;
   spec.decider_fd = net.decider_fd;
   spec.decider_timeout = net.decider_timeout;
+  spec.decider_is_person = net.decider_is_person;
   spec.transparent_fds = {sockets.transparent.get()};
   spec.dns_fds = {sockets.dns_udp.get()};
   spec.dns_tcp_fds = {sockets.dns_tcp.get()};

@@ -73,5 +73,50 @@ TEST(DeciderWire, ReasonIsCutAndFreeOfControlCharacters) {
   EXPECT_EQ(cut->reason, long_reason.substr(0, kMaxDeciderReason));
 }
 
+// The asker's side (`cordon run --ask`): it reads what question_line() writes and writes what
+// parse_decider_reply() reads, so the two ends share one protocol.
+TEST(DeciderWire, QuestionsRoundTripAndRepliesParseBack) {
+  DeciderQuestion q;
+  q.id = 9;
+  q.host = "asked.test";
+  q.port = 8443;
+  q.mode = "transparent";
+  q.client = "10.79.0.2:5000";
+  q.sni = "asked.test";
+  std::string line = question_line(q);
+  line.pop_back();  // the '\n'
+  auto back = parse_decider_question(line);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->id, 9u);
+  EXPECT_EQ(back->kind, "connect");
+  EXPECT_EQ(back->host, "asked.test");
+  EXPECT_EQ(back->port, 8443);
+  EXPECT_EQ(back->mode, "transparent");
+  EXPECT_EQ(back->client, "10.79.0.2:5000");
+  EXPECT_EQ(back->sni, "asked.test");
+  for (const char* bad :
+       {"", "[]", R"({"id":1,"kind":"connect","host":"a"})",
+        R"({"v":1,"kind":"connect","host":"a"})", R"({"v":1,"id":1,"kind":"exec","host":"a"})",
+        R"({"v":1,"id":1,"kind":"connect"})",
+        R"({"v":1,"id":1,"kind":"connect","host":"a","port":70000})",
+        R"({"v":1,"id":1,"kind":"connect","host":5})"}) {
+    EXPECT_FALSE(parse_decider_question(bad).ok()) << bad;
+  }
+  DeciderReply r;
+  r.id = 9;
+  r.allow = false;
+  r.session = true;
+  r.reason = "no\x1b[2J";
+  std::string reply = reply_line(r);
+  ASSERT_EQ(reply.back(), '\n');
+  reply.pop_back();
+  auto parsed = parse_decider_reply(reply);
+  ASSERT_TRUE(parsed.ok()) << reply;
+  EXPECT_EQ(parsed->id, 9u);
+  EXPECT_FALSE(parsed->allow);
+  EXPECT_TRUE(parsed->session);
+  EXPECT_EQ(parsed->reason, "no [2J");
+}
+
 }  // namespace
 }  // namespace cordon::netproxy
