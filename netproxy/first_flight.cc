@@ -1,6 +1,7 @@
 // Peeking at a client's first flight, and the name-mismatch (domain fronting) check built on it.
 #include "netproxy/first_flight.h"
 
+#include <algorithm>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include "netproxy/body_guard.h"
@@ -42,7 +43,15 @@ asio::awaitable<std::optional<std::pair<beast::error_code, size_t>>> read_until(
 asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp::socket& s,
                                                               beast::flat_buffer& buf) {
   FirstFlight out;
-  auto deadline = Clock::now() + ctx.peek_timeout;
+  const auto start = Clock::now();
+  auto deadline = start + ctx.peek_timeout;
+  // The bytes so far have begun a ClientHello or a request head with a registered method and
+  // are not complete: waited for (up to the handshake timeout), never relayed as opaque.
+  bool pending = false;
+  auto wait_for_the_rest = [&] {
+    pending = true;
+    deadline = std::max(deadline, start + ctx.handshake_timeout);
+  };
   constexpr size_t kMaxPeek = 16 * 1024 + 5 * 4;  // a ClientHello in a few records, or a head
   while (buf.size() < kMaxPeek) {
     // Grow by doubling from 1 KiB: most first flights are small, and a thousand connections
@@ -65,8 +74,13 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
     if (wire::looks_like_tls(bytes)) {
       auto hello = wire::parse_client_hello(bytes);
       if (hello.status == wire::ParseStatus::NeedMore) {
+        pending = false;
+        if (wire::tls_record_begun(bytes)) {
+          wait_for_the_rest();
+        }
         continue;
       }
+      pending = false;
       out.kind = hello.status == wire::ParseStatus::Done ? "tls" : "opaque";
       if (hello.has_sni) {
         out.claimed = hello.sni;
@@ -75,7 +89,17 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
     }
     auto head = wire::parse_http_head(bytes);
     if (head.status == wire::ParseStatus::NeedMore) {
+      pending = false;
+      if (wire::http_request_begun(bytes)) {
+        wait_for_the_rest();
+      }
       continue;
+    }
+    pending = false;
+    if (head.status != wire::ParseStatus::Done && bytes.size() >= wire::kMaxHttpHead &&
+        wire::http_request_begun(bytes)) {
+      out.kind = "incomplete";  // a request head larger than the peek: never relayed unread
+      break;
     }
     out.kind = head.status == wire::ParseStatus::Done ? "http" : "opaque";
     out.claimed = head.host;
@@ -84,7 +108,9 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
     }
     break;
   }
-  if (out.kind == "silent" && buf.size() > 0) {
+  if (pending) {
+    out.kind = "incomplete";
+  } else if (out.kind == "silent" && buf.size() > 0) {
     out.kind = "opaque";
   }
   if (!out.claimed.empty()) {
@@ -96,6 +122,27 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
     }
   }
   co_return out;
+}
+
+asio::awaitable<void> refuse_incomplete_first_flight(Context& ctx, tcp::socket& s,
+                                                     const RequestSite& at) {
+  const std::string msg =
+      "cordon: the connection's first bytes began a TLS ClientHello or an "
+      "HTTP request head that did not complete within " +
+      std::to_string(ctx.handshake_timeout.count() / 1000) + " s or 16 KiB; refused unread";
+  ctx.emit("net.refused", {{"name", at.name},
+                           {"port", at.port},
+                           {"mode", at.mode},
+                           {"decision", "deny"},
+                           {"rule", "network (first flight incomplete)"},
+                           {"decided_by", "policy"},
+                           {"client", at.client},
+                           {"peek", "incomplete"},
+                           {"reason", msg}});
+  beast::error_code ec;
+  s.set_option(asio::socket_base::linger(true, 0), ec);
+  s.close(ec);
+  co_return;
 }
 
 asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& p,
@@ -155,8 +202,22 @@ asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::
   if (!flight) {
     co_return true;  // closed before sending anything: the tunnel ends at once
   }
-  if (co_await refuse_secret_in_first_flight(ctx, s, *flight, buf,
-                                             {up.name, up.port, up.client, "", "", up.mode})) {
+  if (flight->kind == "incomplete") {
+    co_await refuse_incomplete_first_flight(ctx, s, {up.name, up.port, up.client, "", "", up.mode});
+    up.finished = true;  // dialled, but nothing relayed: the refusal is its record
+    up.slot.release();
+    co_return false;
+  }
+  const RequestSite site{up.name, up.port, up.client, "", "", up.mode};
+  bool refused = co_await refuse_secret_in_first_flight(ctx, s, *flight, buf, site);
+  if (!refused && flight->kind == "http") {
+    // Plain HTTP in a named tunnel is relayed as bytes, not through the HTTP front end: its first
+    // head (target and headers, in every form) is searched as a stream's first flight is.
+    FirstFlight as_stream = *flight;
+    as_stream.kind = "opaque";
+    refused = co_await refuse_secret_in_first_flight(ctx, s, as_stream, buf, site);
+  }
+  if (refused) {
     up.finished = true;  // dialled, but nothing relayed: the net.exfil event is its record
     up.slot.release();
     co_return false;

@@ -15,8 +15,10 @@
 namespace cordon::netproxy {
 
 struct FirstFlight {
-  std::string kind = "silent";  // tls | http | opaque | silent
-  std::string claimed;          // SNI or Host, normalised; empty if none
+  // tls | http | opaque | silent | incomplete (began as a ClientHello or a request head and did
+  // not complete: too slow, too large, or the client stopped)
+  std::string kind = "silent";
+  std::string claimed;  // SNI or Host, normalised; empty if none
   bool claimed_raw_ip = false;
   std::string method;  // http: the request's method (refusal events name it)
 };
@@ -24,9 +26,20 @@ struct FirstFlight {
 // Reads the first flight into `buf` (which keeps every byte, for relaying later) until it parses
 // as a ClientHello or an HTTP head, is neither, or ctx.peek_timeout passes (a server-speaks-first
 // client sends nothing: kind "silent"). nullopt: the client closed before sending anything.
+// Bytes that have begun a ClientHello (a TLS handshake record header) or a request head (a
+// registered method: wire::http_request_begun) are never taken for an opaque stream, however
+// slowly the rest comes: the peek then waits up to ctx.handshake_timeout, and a flight still
+// unfinished then (or past the peek's size) is kind "incomplete", which callers refuse.
+// Otherwise a client could pause mid-head and have SNI, Host, URL, header and rule checks
+// skipped. Other bytes keep the short peek (a line protocol's "PING" waits for its answer).
 // The socket should be non-blocking: bytes already queued are then taken without a timer.
 asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp::socket& s,
                                                               beast::flat_buffer& buf);
+
+// Refuses an "incomplete" first flight (see peek_first_flight): a net.refused event (rule
+// "network (first flight incomplete)") and a reset; nothing is dialled or relayed.
+asio::awaitable<void> refuse_incomplete_first_flight(Context& ctx, tcp::socket& s,
+                                                     const RequestSite& at);
 
 // Refuses: HTTP gets a readable 403; TLS and opaque streams are reset (RST via SO_LINGER 0).
 asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& f,

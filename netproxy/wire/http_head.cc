@@ -105,6 +105,20 @@ bool parse_absolute_http(std::string_view target, std::string* host, uint16_t* p
   return true;
 }
 
+bool http_request_begun(std::span<const uint8_t> data) {
+  static constexpr std::string_view kMethods[] = {
+      "GET ",   "HEAD ",     "POST ",      "PUT ",   "DELETE ", "CONNECT ", "OPTIONS ", "TRACE ",
+      "PATCH ", "PROPFIND ", "PROPPATCH ", "MKCOL ", "COPY ",   "MOVE ",    "LOCK ",    "UNLOCK "};
+  std::string_view text(reinterpret_cast<const char*>(data.data()), data.size());
+  for (std::string_view m : kMethods) {
+    const size_t n = std::min(text.size(), m.size());
+    if (n > 0 && text.substr(0, n) == m.substr(0, n)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 HttpHead parse_http_head(std::span<const uint8_t> data) {
   HttpHead out;
   std::string_view text(reinterpret_cast<const char*>(data.data()),

