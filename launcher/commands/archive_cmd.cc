@@ -17,8 +17,6 @@
 namespace cordon::launcher {
 namespace {
 
-constexpr int kFailed = 125;
-
 // A refusal (the session's state, the archive's content) is 1; a failing syscall is cordon's.
 int say_error(const std::string& cmd, const Error& e) {
   return e.code == 0 ? say_refused(cmd, e.to_string()) : say_failed(cmd, e);

@@ -617,7 +617,10 @@ void suggest_exec(const Gathered& g, const Inputs& in, Report& rep) {
     rep.notes.push_back("process.exec_allow could not be read back: " + dirs.error().to_string());
     return;
   }
-  for (const auto& [path, ev] : g.execs) {
+  for (const auto& exec : g.execs) {
+    // Named, not a structured binding: clang 14 cannot capture one in the lambda below.
+    const std::string& path = exec.first;
+    const auto& ev = exec.second;
     bool allowed = std::any_of(dirs->begin(), dirs->end(),
                                [&](const std::string& d) { return beneath(path, d); });
     if (!allowed && !plain_path(path)) {
