@@ -3,8 +3,8 @@
 // Why SEQPACKET and not SOCK_DGRAM: an unconnected unix datagram receiver accepts at most
 // net.unix.max_dgram_qlen (default 10) queued messages from all senders together, so a burst from
 // a few processes would drop events while the collector is being woken. A connected seqpacket keeps
-// message boundaries and gives each process its own send buffer (~200 KiB). A full buffer still
-// drops (counted), never blocks.
+// message boundaries and gives each process its own send buffer (~200 KiB). A full buffer makes
+// the event wait up to 20 ms for room (channel_send), then drops it (counted).
 //
 // The program owns the fd table: it may close our fd or reuse its number. Before every send we
 // check that the fd is still the socket we opened (fstat: inode), and otherwise forget it without
@@ -182,6 +182,31 @@ void channel_await_identity() {
   errno = saved;
 }
 
+namespace {
+
+// A full send buffer means the collector lags (a burst from many threads, a loaded machine): the
+// event waits a little for room rather than being lost. A collector that stays full for the whole
+// wait (hung) costs one wait per kFullSkipEvents events, the others dropped (counted) at once.
+constexpr int kFullWaitMs = 20;
+constexpr uint32_t kFullSkipEvents = 256;
+std::atomic<uint32_t> g_full_skip{0};
+
+bool wait_for_room(int fd) {
+  uint32_t skip = g_full_skip.load(std::memory_order_relaxed);
+  if (skip > 0) {
+    g_full_skip.compare_exchange_strong(skip, skip - 1, std::memory_order_relaxed);
+    return false;
+  }
+  pollfd p{fd, POLLOUT, 0};
+  if (poll(&p, 1, kFullWaitMs) > 0 && (p.revents & POLLOUT) != 0) {
+    return true;
+  }
+  g_full_skip.store(kFullSkipEvents, std::memory_order_relaxed);
+  return false;
+}
+
+}  // namespace
+
 bool channel_send(uint8_t* msg, size_t len, int attach_fd) {
   int saved = errno;
   uint64_t packed = kNoChannel;
@@ -192,17 +217,24 @@ bool channel_send(uint8_t* msg, size_t len, int attach_fd) {
     uint32_t dropped = channel_take_drops();
     memcpy(msg + wire::kOffDropped, &dropped, 4);
     // MSG_NOSIGNAL: a dead collector must not SIGPIPE the program.
-    long n = -1;
-    if (attach_fd >= 0) {
-      n = send_with_fd(fd, msg, len, attach_fd);
-      // ETOOMANYREFS (too many fds in flight for this user) or an fd that cannot be passed: the
-      // event goes without it (its addresses then stay the process's claim).
-      if (n < 0 && (errno == ETOOMANYREFS || errno == EBADF || errno == EINVAL)) {
-        attach_fd = -1;
+    auto attempt = [&]() -> long {
+      long r = -1;
+      if (attach_fd >= 0) {
+        r = send_with_fd(fd, msg, len, attach_fd);
+        // ETOOMANYREFS (too many fds in flight for this user) or an fd that cannot be passed:
+        // the event goes without it (its addresses then stay the process's claim).
+        if (r < 0 && (errno == ETOOMANYREFS || errno == EBADF || errno == EINVAL)) {
+          attach_fd = -1;
+        }
       }
-    }
-    if (attach_fd < 0) {
-      n = syscall(SYS_sendto, fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
+      if (attach_fd < 0) {
+        r = syscall(SYS_sendto, fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, nullptr, 0);
+      }
+      return r;
+    };
+    long n = attempt();
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_for_room(fd)) {
+      n = attempt();
     }
     if (n == static_cast<long>(len)) {
       sent = true;
