@@ -81,9 +81,33 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
         continue;
       }
       pending = false;
-      out.kind = hello.status == wire::ParseStatus::Done ? "tls" : "opaque";
+      // A handshake record the parser cannot read (a zero-length one first, a bad length) is
+      // refused, not relayed: OpenSSL servers skip an empty handshake record and read the
+      // ClientHello after it, whose SNI nobody checked.
+      out.kind = hello.status == wire::ParseStatus::Done ? "tls" : "malformed";
       if (hello.has_sni) {
         out.claimed = hello.sni;
+      }
+      break;
+    }
+    // Servers skip blank lines before a request line (RFC 9112 section 2.2), so bytes that
+    // begin with them are judged by what follows: a request head there is refused (no client
+    // sends one on a fresh connection), anything else is a stream.
+    size_t blank = 0;
+    while (blank < bytes.size() && (bytes[blank] == '\r' || bytes[blank] == '\n')) {
+      ++blank;
+    }
+    if (blank > 0) {
+      if (blank == bytes.size()) {
+        wait_for_the_rest();
+        continue;
+      }
+      pending = false;
+      if (wire::http_request_begun(bytes.subspan(blank))) {
+        out.kind = "malformed";
+        out.began_http = true;
+      } else {
+        out.kind = "opaque";
       }
       break;
     }
@@ -96,9 +120,12 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
       continue;
     }
     pending = false;
-    if (head.status != wire::ParseStatus::Done && bytes.size() >= wire::kMaxHttpHead &&
-        wire::http_request_begun(bytes)) {
-      out.kind = "incomplete";  // a request head larger than the peek: never relayed unread
+    if (head.status != wire::ParseStatus::Done && wire::http_request_begun(bytes)) {
+      // Larger than the peek: incomplete. Otherwise it began as a request and does not parse
+      // (two Host headers, a bad Host, bare LF line ends, a tab in the request line): a lenient
+      // server would still answer it, so it is refused rather than relayed as a stream.
+      out.kind = bytes.size() >= wire::kMaxHttpHead ? "incomplete" : "malformed";
+      out.began_http = true;
       break;
     }
     out.kind = head.status == wire::ParseStatus::Done ? "http" : "opaque";
@@ -110,6 +137,8 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
   }
   if (pending) {
     out.kind = "incomplete";
+    out.began_http = !wire::looks_like_tls(std::span<const uint8_t>(
+        static_cast<const uint8_t*>(buf.data().data()), buf.size()));
   } else if (out.kind == "silent" && buf.size() > 0) {
     out.kind = "opaque";
   }
@@ -124,25 +153,45 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
   co_return out;
 }
 
-asio::awaitable<void> refuse_incomplete_first_flight(Context& ctx, tcp::socket& s,
-                                                     const RequestSite& at) {
+asio::awaitable<void> refuse_unreadable_first_flight(Context& ctx, tcp::socket& s,
+                                                     const FirstFlight& f, const RequestSite& at) {
+  const bool incomplete = f.kind == "incomplete";
+  const std::string what = f.began_http ? "an HTTP request head" : "a TLS handshake record";
   const std::string msg =
-      "cordon: the connection's first bytes began a TLS ClientHello or an "
-      "HTTP request head that did not complete within " +
-      std::to_string(ctx.handshake_timeout.count() / 1000) + " s or 16 KiB; refused unread";
-  ctx.emit("net.refused", {{"name", at.name},
-                           {"port", at.port},
-                           {"mode", at.mode},
-                           {"decision", "deny"},
-                           {"rule", "network (first flight incomplete)"},
-                           {"decided_by", "policy"},
-                           {"client", at.client},
-                           {"peek", "incomplete"},
-                           {"reason", msg}});
+      incomplete ? "cordon: the connection's first bytes began " + what +
+                       " that did not complete within " +
+                       std::to_string(ctx.handshake_timeout.count() / 1000) +
+                       " s or 16 KiB; refused unread"
+                 : "cordon: the connection's first bytes began " + what +
+                       " that does not parse (" +
+                       (f.began_http ? "a repeated or bad Host, bare LF line ends, a blank line "
+                                       "before the request line, or a bad request line"
+                                     : "an empty or oversized record") +
+                       "); refused unrelayed";
+  ctx.emit("net.refused",
+           {{"name", at.name},
+            {"port", at.port},
+            {"mode", at.mode},
+            {"decision", "deny"},
+            {"rule", incomplete ? "network (first flight incomplete)"
+                                : "network (first flight malformed)"},
+            {"decided_by", "policy"},
+            {"client", at.client},
+            {"peek", f.kind},
+            {"reason", msg}});
   beast::error_code ec;
+  if (f.began_http && !incomplete) {
+    std::string body = msg + "\n";
+    std::string res =
+        "HTTP/1.1 400 Bad Request\r\nServer: cordon\r\nContent-Type: text/plain; "
+        "charset=utf-8\r\nConnection: close\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    co_await asio::async_write(s, asio::buffer(res), use_nothrow);
+    s.shutdown(tcp::socket::shutdown_send, ec);
+    co_return;
+  }
   s.set_option(asio::socket_base::linger(true, 0), ec);
   s.close(ec);
-  co_return;
 }
 
 asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& p,
@@ -202,8 +251,9 @@ asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::
   if (!flight) {
     co_return true;  // closed before sending anything: the tunnel ends at once
   }
-  if (flight->kind == "incomplete") {
-    co_await refuse_incomplete_first_flight(ctx, s, {up.name, up.port, up.client, "", "", up.mode});
+  if (unreadable_first_flight(*flight)) {
+    co_await refuse_unreadable_first_flight(ctx, s, *flight,
+                                            {up.name, up.port, up.client, "", "", up.mode});
     up.finished = true;  // dialled, but nothing relayed: the refusal is its record
     up.slot.release();
     co_return false;

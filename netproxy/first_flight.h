@@ -16,8 +16,12 @@ namespace cordon::netproxy {
 
 struct FirstFlight {
   // tls | http | opaque | silent | incomplete (began as a ClientHello or a request head and did
-  // not complete: too slow, too large, or the client stopped)
+  // not complete: too slow, too large, or the client stopped) | malformed (began as one and does
+  // not parse: two Host headers, a zero-length handshake record, bare LF line ends, a blank line
+  // before the request line). Callers refuse incomplete and malformed: a server may still accept
+  // such bytes, and relaying them as an opaque stream would skip SNI, Host, rule and inspection.
   std::string kind = "silent";
+  bool began_http = false;  // incomplete/malformed: began as a request head (else a TLS record)
   std::string claimed;  // SNI or Host, normalised; empty if none
   bool claimed_raw_ip = false;
   std::string method;  // http: the request's method (refusal events name it)
@@ -36,10 +40,16 @@ struct FirstFlight {
 asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp::socket& s,
                                                               beast::flat_buffer& buf);
 
-// Refuses an "incomplete" first flight (see peek_first_flight): a net.refused event (rule
-// "network (first flight incomplete)") and a reset; nothing is dialled or relayed.
-asio::awaitable<void> refuse_incomplete_first_flight(Context& ctx, tcp::socket& s,
-                                                     const RequestSite& at);
+// true for the kinds no caller may relay: incomplete and malformed.
+inline bool unreadable_first_flight(const FirstFlight& f) {
+  return f.kind == "incomplete" || f.kind == "malformed";
+}
+
+// Refuses an incomplete or malformed first flight (see peek_first_flight): a net.refused event
+// (rule "network (first flight incomplete)" or "network (first flight malformed)"), then a 400
+// for a request head or a reset for a TLS record; nothing is dialled or relayed.
+asio::awaitable<void> refuse_unreadable_first_flight(Context& ctx, tcp::socket& s,
+                                                     const FirstFlight& f, const RequestSite& at);
 
 // Refuses: HTTP gets a readable 403; TLS and opaque streams are reset (RST via SO_LINGER 0).
 asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& f,

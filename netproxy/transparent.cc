@@ -67,9 +67,9 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
     dest.method = peeked.method;  // a refused plain-HTTP request still counts as one (log --net)
   }
 
-  if (peeked.kind == "incomplete") {
-    co_await refuse_incomplete_first_flight(
-        ctx, s, {orig_text, orig.port, dest.client, "", "", "transparent"});
+  if (unreadable_first_flight(peeked)) {
+    co_await refuse_unreadable_first_flight(
+        ctx, s, peeked, {orig_text, orig.port, dest.client, "", "", "transparent"});
     co_return;
   }
   // A secret in the SNI or Host: refused before the name is matched or anything dialled (a
@@ -137,6 +137,26 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
   if (peeked.kind == "opaque" &&
       co_await refuse_secret_in_first_flight(
           ctx, s, peeked, buf, {dest.host, dest.port, dest.client, "", "", "transparent"})) {
+    co_return;
+  }
+  // A host the policy inspects (network.inspect, network.rules, a bound credential) is reached
+  // only by TLS, which is terminated and judged request by request, or by plain HTTP, which the
+  // HTTP front end judges: any other stream would reach it with no rule or credential check.
+  if (peeked.kind != "tls" && peeked.kind != "http" && ctx.policy.inspects(dest.host, dest.port)) {
+    std::string msg = "cordon: " + dest.host + ":" + std::to_string(dest.port) +
+                      " is inspected (network.inspect, network.rules or a credential): only TLS or "
+                      "HTTP/1.x may reach it, and this connection's first bytes were neither";
+    ctx.emit("net.refused", {{"name", dest.host},
+                             {"address", orig_text},
+                             {"port", dest.port},
+                             {"mode", "transparent"},
+                             {"decision", "deny"},
+                             {"rule", "network.inspect (not TLS or HTTP)"},
+                             {"decided_by", "policy"},
+                             {"client", dest.client},
+                             {"peek", peeked.kind},
+                             {"reason", msg}});
+    co_await refuse_first_flight(s, peeked, msg);
     co_return;
   }
   auto opened = co_await open_upstream(ctx, std::move(dest));

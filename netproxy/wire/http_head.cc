@@ -123,6 +123,19 @@ HttpHead parse_http_head(std::span<const uint8_t> data) {
   HttpHead out;
   std::string_view text(reinterpret_cast<const char*>(data.data()),
                         std::min(data.size(), kMaxHttpHead));
+  // A bare LF ends a line for lenient servers and not for us: a head that has one before its
+  // end is not a head we can judge (NotThis), however much more arrives.
+  bool bare_lf = false;
+  for (size_t k = 0; k < text.size(); ++k) {
+    if (text[k] == '\n' && (k == 0 || text[k - 1] != '\r')) {
+      text = text.substr(0, k);
+      bare_lf = true;
+      break;
+    }
+  }
+  auto need_more = [&](bool more) {
+    return more && !bare_lf ? ParseStatus::NeedMore : ParseStatus::NotThis;
+  };
   // Request line: method SP target SP HTTP/1.x CRLF. Validate what is there so far, so that
   // non-HTTP bytes are rejected without waiting for a CRLF that never comes.
   size_t i = 0;
@@ -130,8 +143,7 @@ HttpHead parse_http_head(std::span<const uint8_t> data) {
     ++i;
   }
   if (i == text.size()) {
-    out.status =
-        (i < 16 && data.size() < kMaxHttpHead) ? ParseStatus::NeedMore : ParseStatus::NotThis;
+    out.status = need_more(i < 16 && data.size() < kMaxHttpHead);
     return out;
   }
   if (i == 0 || i > 16 || text[i] != ' ') {
@@ -140,7 +152,7 @@ HttpHead parse_http_head(std::span<const uint8_t> data) {
   }
   auto line_end = text.find("\r\n");
   if (line_end == std::string_view::npos) {
-    out.status = data.size() >= kMaxHttpHead ? ParseStatus::NotThis : ParseStatus::NeedMore;
+    out.status = need_more(data.size() < kMaxHttpHead);
     return out;
   }
   auto line = text.substr(0, line_end);
@@ -165,7 +177,7 @@ HttpHead parse_http_head(std::span<const uint8_t> data) {
   for (;;) {
     auto eol = text.find("\r\n", pos);
     if (eol == std::string_view::npos) {
-      out.status = data.size() >= kMaxHttpHead ? ParseStatus::NotThis : ParseStatus::NeedMore;
+      out.status = need_more(data.size() < kMaxHttpHead);
       return out;
     }
     if (eol == pos) {

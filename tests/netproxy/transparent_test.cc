@@ -471,6 +471,102 @@ TEST_F(NetproxyTransparent, FrontedFirstFlightNeverReachesTheUpstream) {
   EXPECT_TRUE(events_of(box_->events(), "limit.hit").empty()) << dump_events(box_->events());
 }
 
+// Bytes that began a request head or a TLS record and do not parse are refused, never relayed
+// as an opaque stream: a lenient server would answer them with the SNI, Host and rule checks
+// skipped (two Host headers fronting another name, a blank line first, bare LF line ends, a
+// zero-length handshake record before the ClientHello). An honest stream still passes.
+constexpr const char* kMalformedPy = R"(import socket, sys
+port = int(sys.argv[1])
+def send(data):
+    s = socket.create_connection(("echo.test", port), timeout=20)
+    s.sendall(data)
+    b = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            b += d
+    except OSError:
+        pass
+    s.close()
+    return b.split(b"\r\n")[0].decode() or "reset"
+print(send(b"POST /up HTTP/1.1\r\nHost: echo.test\r\nHost: evil.test\r\n\r\nSECRET"))
+print(send(b"\r\nPOST /up HTTP/1.1\r\nHost: evil.test\r\n\r\nSECRET"))
+print(send(b"POST /up HTTP/1.1\nHost: evil.test\n\nSECRET"))
+print(send(b"POST /up HTTP/1.1\r\nHost: echo.test:1:1\r\n\r\nSECRET"))
+print(send(b"\x16\x03\x01\x00\x00" + b"\x16\x03\x01\x00\x05SECRET"))
+s = socket.create_connection(("echo.test", port), timeout=20)
+s.sendall(b"ping")
+print("echo", s.recv(100).decode())
+)";
+
+TEST_F(NetproxyTransparent, MalformedFirstFlightsAreRefusedNotRelayed) {
+  const std::string echo = std::to_string(up_->port("echo"));
+  box_.reset();
+  box_ = std::make_unique<CaptureSandbox>(
+      dir_, R"({"version": 1, "network": {"allow": ["echo.test:)" + echo +
+                R"("], "resolve": {"echo.test": "127.0.0.1"}}})");
+  ASSERT_TRUE(box_->ok());
+  const auto before = up_->stats();
+  auto r = box_->exec({"python3", "-c", kMalformedPy, echo});
+  ASSERT_EQ(r.exit_code(), 0) << r.err << dump_events(box_->events());
+  EXPECT_EQ(r.out,
+            "HTTP/1.1 400 Bad Request\nHTTP/1.1 400 Bad Request\nHTTP/1.1 400 Bad Request\n"
+            "HTTP/1.1 400 Bad Request\nreset\necho ping\n")
+      << dump_events(box_->events());
+  nlohmann::json after;
+  for (int i = 0; i < 250; ++i) {
+    after = up_->stats();
+    if (after.value("echo_open", -1) == 0 &&
+        after.value("echo_conns", 0) - before.value("echo_conns", 0) >= 1) {
+      break;
+    }
+    usleep(20000);
+  }
+  // Only the honest connection was dialled; its "ping" is all the echo server got.
+  EXPECT_EQ(after.value("echo_conns", 0) - before.value("echo_conns", 0), 1) << after.dump();
+  EXPECT_EQ(after.value("echo_bytes", 0) - before.value("echo_bytes", 0), 4) << after.dump();
+  auto refused = wait_events(box_->events(), "net.refused", 5);
+  ASSERT_EQ(refused.size(), 5u) << dump_events(box_->events());
+  for (const auto& e : refused) {
+    EXPECT_EQ(e["rule"], "network (first flight malformed)") << e.dump();
+    EXPECT_EQ(e["peek"], "malformed") << e.dump();
+    EXPECT_EQ(e["mode"], "transparent") << e.dump();
+  }
+}
+
+// A host with network.rules is reached only by HTTP or TLS: any other stream to it would pass
+// with no rule applied, so it is refused before anything is dialled.
+TEST_F(NetproxyTransparent, AnInspectedHostTakesNoOpaqueStream) {
+  const std::string echo = std::to_string(up_->port("echo"));
+  box_.reset();
+  box_ = std::make_unique<CaptureSandbox>(
+      dir_, R"({"version": 1, "network": {"allow": ["echo.test:)" + echo +
+                R"("], "resolve": {"echo.test": "127.0.0.1"},
+                "rules": [{"host": "echo.test", "methods": ["GET"], "paths": ["/ok"],
+                           "action": "allow"}]}})");
+  ASSERT_TRUE(box_->ok());
+  const auto before = up_->stats();
+  auto r = box_->exec({"python3", "-c", R"(import socket, sys
+s = socket.create_connection(("echo.test", int(sys.argv[1])), timeout=20)
+s.sendall(b"SEND SECRET")
+try:
+    print(repr(s.recv(100)))
+except OSError as e:
+    print("reset")
+)",
+                       echo});
+  ASSERT_EQ(r.exit_code(), 0) << r.err << dump_events(box_->events());
+  EXPECT_EQ(r.out, "reset\n") << dump_events(box_->events());
+  auto refused = wait_events(box_->events(), "net.refused", 1);
+  ASSERT_EQ(refused.size(), 1u) << dump_events(box_->events());
+  EXPECT_EQ(refused[0]["rule"], "network.inspect (not TLS or HTTP)");
+  EXPECT_EQ(refused[0]["peek"], "opaque");
+  usleep(200000);
+  EXPECT_EQ(up_->stats().value("echo_conns", 0) - before.value("echo_conns", 0), 0);
+}
+
 // Caps on the transparent path, exact: a connection a cap refuses, and a fronted one, are never
 // dialled and not counted in connections_per_minute; the honest ones are, each once.
 constexpr const char* kCapsPy = R"(import socket, sys, time

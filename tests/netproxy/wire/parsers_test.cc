@@ -137,6 +137,12 @@ TEST(HttpHead, ParsesHostAndRejectsSmuggling) {
   EXPECT_EQ(parse(std::string("\x16\x03\x01", 3)), ParseStatus::NotThis);
   EXPECT_EQ(parse("GET / HTTP/2.0\r\n\r\n"), ParseStatus::NotThis);
   EXPECT_EQ(parse(std::string(20000, 'A')), ParseStatus::NotThis);
+  // A bare LF before the head's end: lenient servers split lines there, so it is not a head we
+  // judge, complete or not; one in the body after a whole head does not matter.
+  EXPECT_EQ(parse("POST / HTTP/1.1\nHost: a\n\n"), ParseStatus::NotThis);
+  EXPECT_EQ(parse("POST / HTTP/1.1\r\nHost: a\nX: y\r\n\r\n"), ParseStatus::NotThis);
+  EXPECT_EQ(parse("POST / HTTP/1.1\r\nHost: a\r\n\r\nbody\n"), ParseStatus::Done);
+  EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a:1:1\r\n\r\n"), ParseStatus::NotThis);
 }
 
 TEST(HttpHead, AbsoluteFormTargets) {
