@@ -137,8 +137,8 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
   }
   if (pending) {
     out.kind = "incomplete";
-    out.began_http = !wire::looks_like_tls(std::span<const uint8_t>(
-        static_cast<const uint8_t*>(buf.data().data()), buf.size()));
+    out.began_http = !wire::looks_like_tls(
+        std::span<const uint8_t>(static_cast<const uint8_t*>(buf.data().data()), buf.size()));
   } else if (out.kind == "silent" && buf.size() > 0) {
     out.kind = "opaque";
   }
@@ -162,23 +162,21 @@ asio::awaitable<void> refuse_unreadable_first_flight(Context& ctx, tcp::socket& 
                        " that did not complete within " +
                        std::to_string(ctx.handshake_timeout.count() / 1000) +
                        " s or 16 KiB; refused unread"
-                 : "cordon: the connection's first bytes began " + what +
-                       " that does not parse (" +
+                 : "cordon: the connection's first bytes began " + what + " that does not parse (" +
                        (f.began_http ? "a repeated or bad Host, bare LF line ends, a blank line "
                                        "before the request line, or a bad request line"
                                      : "an empty or oversized record") +
                        "); refused unrelayed";
-  ctx.emit("net.refused",
-           {{"name", at.name},
-            {"port", at.port},
-            {"mode", at.mode},
-            {"decision", "deny"},
-            {"rule", incomplete ? "network (first flight incomplete)"
-                                : "network (first flight malformed)"},
-            {"decided_by", "policy"},
-            {"client", at.client},
-            {"peek", f.kind},
-            {"reason", msg}});
+  ctx.emit("net.refused", {{"name", at.name},
+                           {"port", at.port},
+                           {"mode", at.mode},
+                           {"decision", "deny"},
+                           {"rule", incomplete ? "network (first flight incomplete)"
+                                               : "network (first flight malformed)"},
+                           {"decided_by", "policy"},
+                           {"client", at.client},
+                           {"peek", f.kind},
+                           {"reason", msg}});
   beast::error_code ec;
   if (f.began_http && !incomplete) {
     std::string body = msg + "\n";

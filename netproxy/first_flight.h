@@ -22,7 +22,7 @@ struct FirstFlight {
   // such bytes, and relaying them as an opaque stream would skip SNI, Host, rule and inspection.
   std::string kind = "silent";
   bool began_http = false;  // incomplete/malformed: began as a request head (else a TLS record)
-  std::string claimed;  // SNI or Host, normalised; empty if none
+  std::string claimed;      // SNI or Host, normalised; empty if none
   bool claimed_raw_ip = false;
   std::string method;  // http: the request's method (refusal events name it)
 };
