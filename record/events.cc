@@ -177,6 +177,9 @@ Status EventLog::put(std::string_view kind, std::string line, Tier tier) const {
   if (!limiter_) {
     return raw_write(line);
   }
+  if (tier == Tier::kNormal && is_alert(kind)) {
+    tier = Tier::kAlert;
+  }
   switch (limiter_->admit(kind, line.size() + kSealOverhead, tier, fd_.get())) {
     case RecordLimiter::Verdict::kDropped:
       return {};
@@ -198,7 +201,7 @@ Status EventLog::put(std::string_view kind, std::string line, Tier tier) const {
     case RecordLimiter::Verdict::kWrite:
       break;
   }
-  if (tier == Tier::kNormal) {
+  if (tier == Tier::kNormal || tier == Tier::kAlert) {
     if (auto due = limiter_->due(kind)) {
       TRY(report(*due, false));
     }

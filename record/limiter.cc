@@ -36,6 +36,10 @@ uint64_t RecordLimits::reserve() const {
 }
 
 size_t family_of(std::string_view kind) {
+  if (is_alert(kind)) {
+    return static_cast<size_t>(std::find(std::begin(kFamilies), std::end(kFamilies), "alert") -
+                               std::begin(kFamilies));
+  }
   std::string_view head = kind.substr(0, kind.find('.'));
   for (size_t i = 0; i + 1 < kFamilyCount; ++i) {
     if (kFamilies[i] == head) {
@@ -79,6 +83,19 @@ RecordLimiter::Verdict RecordLimiter::admit(std::string_view kind, size_t len, T
   if (tier == Tier::kLast) {
     ended_.store(true);
     return Verdict::kWrite;
+  }
+  if (tier == Tier::kAlert) {
+    std::lock_guard lock(f.mu);
+    if (limits_.events_per_second > 0 && !take_token(f, now_ns())) {
+      count(f, false);
+      return Verdict::kDropped;
+    }
+    if (limits_.max_bytes == 0 ||
+        file_size(fd) + len <= limits_.max_bytes - limits_.reserve() / 2) {
+      return Verdict::kWrite;
+    }
+    count(f, true);
+    return Verdict::kDropped;
   }
   if (tier != Tier::kNormal) {
     if (limits_.max_bytes == 0 ||

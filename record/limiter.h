@@ -33,16 +33,23 @@ struct RecordLimits {
 // What part of the cap an event may use.
 enum class Tier : uint8_t {
   kNormal,     // rate-limited; written while the file stays within max_bytes - reserve()
+  kAlert,      // net.exfil, fs.canary (EventLog picks it by kind): rate-limited in a bucket of
+               // their own, which a flood of other events cannot spend, and written within
+               // max_bytes - reserve() / 2: a program that fills the record first cannot hide
+               // the alerts that follow, and half the kept part stays for the end
   kEssential,  // never rate-limited; within max_bytes - kEndRoom (limit.hit, record.dropped)
   kLast,       // session.end: within max_bytes, and written even past it (it is one line);
                // the writer writes nothing after it
 };
 
 // Which bucket a kind falls in: its text up to the first dot ("net.http" -> "net"), "other" for
-// the rest.
-inline constexpr std::string_view kFamilies[] = {"net", "fs", "proc", "limit", "shim", "other"};
+// the rest. The alert kinds (is_alert) have the bucket "alert" whatever their text.
+inline constexpr std::string_view kFamilies[] = {"net",  "fs",    "proc", "limit",
+                                                 "shim", "alert", "other"};
 inline constexpr size_t kFamilyCount = std::size(kFamilies);
 size_t family_of(std::string_view kind);
+// The kinds written in Tier::kAlert: a secret leaving (net.exfil), a decoy read (fs.canary).
+inline bool is_alert(std::string_view kind) { return kind == "net.exfil" || kind == "fs.canary"; }
 
 class RecordLimiter {
  public:

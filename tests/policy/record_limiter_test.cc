@@ -188,6 +188,46 @@ TEST(RecordLimiter, CapHoldsAcrossProcessesWithOneLimitHitAndRoomForTheEnd) {
   }
 }
 
+// A program that fills the record first (refused opens, refused connections) cannot hide what
+// follows: a secret leaving and a decoy read are written in the kept part, with a rate bucket of
+// their own that the flood did not spend, and the end of the session still fits after them.
+TEST(RecordLimiter, AlertsAreWrittenAfterAFloodFilledTheRecord) {
+  TempDir dir;
+  std::string path = dir / "events.jsonl";
+  constexpr uint64_t kCap = 1 << 20;
+  auto log = EventLog::open(path, "s", "netproxy", {kCap, 1000});
+  ASSERT_TRUE(log.ok());
+  // The flood: well past the normal part, and past the net family's burst of 10000.
+  for (int i = 0; i < 20000; ++i) {
+    ASSERT_TRUE(log->emit("net.refused", {{"i", i}, {"pad", std::string(100, 'x')}}).ok());
+  }
+  ASSERT_GT(log->dropped(), 0u);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(log->emit("net.exfil", {{"credential", "GITHUB_TOKEN"}, {"i", i}}).ok());
+    ASSERT_TRUE(log->append("fs.canary", R"({"kind":"fs.canary","canary":"aws"})").ok());
+  }
+  ASSERT_TRUE(log->report_drops().ok());
+  ASSERT_TRUE(log->emit("session.end", {{"exit_code", 0}}, Tier::kLast).ok());
+  auto evs = read_lines(path);
+  EXPECT_EQ(count_kind(evs, "net.exfil"), 20u);
+  EXPECT_EQ(count_kind(evs, "fs.canary"), 20u);
+  EXPECT_EQ(count_kind(evs, "limit.hit"), 1u);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(evs.back().value("kind", ""), "session.end");
+  EXPECT_LE(file_size(path), kCap);
+
+  // Alerts are bounded too: a flood of them stops within the first half of the kept part.
+  TempDir dir2;
+  std::string path2 = dir2 / "events.jsonl";
+  auto flood = EventLog::open(path2, "s", "netproxy", {kCap, 0});
+  ASSERT_TRUE(flood.ok());
+  for (int i = 0; i < 20000; ++i) {
+    ASSERT_TRUE(flood->emit("net.exfil", {{"i", i}, {"pad", std::string(100, 'x')}}).ok());
+  }
+  EXPECT_LE(file_size(path2), kCap - (RecordLimits{kCap, 0}.reserve() / 2));
+  EXPECT_GT(flood->dropped(), 0u);
+}
+
 // The one event that does not fit may be far longer than limit.hit and leave room behind it: the
 // limit.hit is padded over that room, so that no writer (in this process or another) finds space
 // for a small event after it and writes a second limit.hit later.
