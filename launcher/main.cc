@@ -371,9 +371,19 @@ int main(int argc, char** argv) {
   bool log_verify = false;
   log_cmd->add_flag("--verify", log_verify,
                     "Check the record's hash chain and name the first line that breaks it");
+  std::string log_verify_from;
+  log_cmd
+      ->add_option("--from", log_verify_from,
+                   "With --verify: check session ID's lines in FILE (`-`: standard input), a "
+                   "stream that mixes the record with other output, such as a container's log "
+                   "under --events-to stdout: lines that claim the session and are not in its "
+                   "hash chain are named")
+      ->needs("--verify")
+      ->type_name("FILE");
   log_cmd->footer(
       "--verify exit status: 0 the chain verifies; 1 a line was edited, removed, added or moved "
-      "(named); 2 the record could not be read.");
+      "(named), or with --from a line claims the session and is not in its chain; 2 the record "
+      "could not be read.");
 
   std::string watch_id;
   auto* watch_cmd = app.add_subcommand(
@@ -567,7 +577,8 @@ int main(int argc, char** argv) {
   }
   if (*log_cmd) {
     if (log_verify) {
-      return log_verify_command(session_id);
+      return log_verify_from.empty() ? log_verify_command(session_id)
+                                     : log_verify_stream_command(session_id, log_verify_from);
     }
     return log_net ? log_net_command(session_id, log_json)
                    : log_command(session_id, log_json, log_follow);

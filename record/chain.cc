@@ -101,6 +101,10 @@ std::optional<std::string_view> chain_field(std::string_view line) {
 }
 
 bool ChainVerifier::follows(std::string_view prev, std::string_view line) const {
+  return chain_follows(prev, line);
+}
+
+bool chain_follows(std::string_view prev, std::string_view line) {
   auto hex = chain_field(line);
   if (!hex) {
     return false;

@@ -28,6 +28,9 @@ std::string seal(std::string_view object, std::string_view prev, size_t pad = 0)
 // The chain value a line (without its newline) ends in, if it ends in one.
 std::optional<std::string_view> chain_field(std::string_view line);
 
+// true when `line` (without its newline) ends in the chain value that follows `prev`.
+bool chain_follows(std::string_view prev, std::string_view line);
+
 // What a reader of the whole record concluded.
 struct ChainReport {
   uint64_t lines = 0;             // lines read, the torn last one included

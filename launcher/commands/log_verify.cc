@@ -1,11 +1,15 @@
 // `cordon log ID --verify`: checks events.jsonl's hash chain, and its end against summary.json.
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <vector>
 
 #include "launcher/diagnostics.h"
 #include "launcher/session/session.h"
 #include "launcher/session/session_store.h"
+#include "launcher/session/session_text.h"
 #include "record/chain.h"
 
 namespace cordon::launcher {
@@ -100,6 +104,83 @@ int log_verify_command(const std::string& root, const std::string& id, std::ostr
   }
   out.flush();
   return kVerifyOk;
+}
+
+int log_verify_stream_command(const std::string& id, std::istream& in, const std::string& name,
+                              std::ostream& out, std::ostream& err) {
+  constexpr size_t kMaxLine = 1 << 20;  // record lines are at most 64 KiB; output lines may be long
+  constexpr size_t kNamed = 20;
+  std::string head(record::kChainStart);
+  uint64_t n = 0, chained = 0;
+  std::vector<uint64_t> strays;
+  std::string first_stray;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.size() > kMaxLine) {
+      continue;
+    }
+    if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    const size_t brace = line.find('{');
+    if (brace == std::string::npos) {
+      continue;
+    }
+    std::string_view obj = std::string_view(line).substr(brace);
+    auto j = nlohmann::json::parse(obj, nullptr, false);
+    if (!j.is_object() || j.value("session", nlohmann::json()) != id) {
+      continue;  // the program's own output, or another session's record
+    }
+    if (record::chain_follows(head, obj)) {
+      head = std::string(*record::chain_field(obj));
+      ++chained;
+      continue;
+    }
+    if (strays.size() < kNamed) {
+      strays.push_back(n);
+    }
+    if (first_stray.empty()) {
+      first_stray = text::one_line(obj, 120);
+    }
+  }
+  if (in.bad()) {
+    say(err, name + ": could not be read");
+    return kVerifyCannotCheck;
+  }
+  const std::string who = "session " + id + " in " + name + ": ";
+  if (chained == 0 && strays.empty()) {
+    say(err, who +
+                 "no line of the session (check the id: the record's first line, session.start, "
+                 "names it)");
+    return kVerifyCannotCheck;
+  }
+  out << who << chained << (chained == 1 ? " line" : " lines") << " in the record's chain, head "
+      << head << "\n";
+  if (strays.empty()) {
+    out.flush();
+    return kVerifyOk;
+  }
+  out << who << "lines that claim the session but are not in its chain (not written by cordon, "
+      << "or altered):";
+  for (uint64_t s : strays) {
+    out << " " << s;
+  }
+  out << (strays.size() == kNamed ? " ..." : "") << "\n"
+      << who << "the first: " << first_stray << "\n";
+  out.flush();
+  return kVerifyBroken;
+}
+
+int log_verify_stream_command(const std::string& id, const std::string& path) {
+  if (path == "-") {
+    return log_verify_stream_command(id, std::cin, "standard input", std::cout, std::cerr);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    say(std::cerr, path + ": cannot open: " + std::strerror(errno));
+    return kVerifyCannotCheck;
+  }
+  return log_verify_stream_command(id, in, path, std::cout, std::cerr);
 }
 
 int log_verify_command(const std::string& id) {

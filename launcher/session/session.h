@@ -176,6 +176,15 @@ inline constexpr int kVerifyCannotCheck = 2;  // no such session, events.jsonl u
 int log_verify_command(const std::string& id);
 int log_verify_command(const std::string& root, const std::string& id, std::ostream& out,
                        std::ostream& err);
+// `cordon log ID --verify --from FILE|-`: in a stream that mixes the record with other output (a
+// container's log, where --events-to stdout shares the program's stdout), the lines of session
+// ID that continue its hash chain are cordon's; a line that claims the session and does not is
+// named. A log agent's prefix before the line's '{' is skipped. Exit: kVerifyOk every line that
+// claims the session is in its chain; kVerifyBroken some are not; kVerifyCannotCheck the stream
+// is unreadable or holds no line of the session.
+int log_verify_stream_command(const std::string& id, std::istream& in, const std::string& name,
+                              std::ostream& out, std::ostream& err);
+int log_verify_stream_command(const std::string& id, const std::string& path);
 // The same over an explicit root and streams (tests, and later filters from main.cc).
 int ls_command(const std::string& root, std::ostream& out, std::ostream& err);
 int ls_ids_command(const std::string& root, std::ostream& out, std::ostream& err);

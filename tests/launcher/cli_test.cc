@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "policy/loader.h"
 #include "tests/support/subprocess.h"
@@ -216,6 +217,74 @@ TEST(Cli, StateDirHoldsTheRecordsAndEventsToStdoutCopiesThem) {
   EXPECT_NE(ls.out.find(ids[0]), std::string::npos) << ls.out;
   auto ls_env = run_program({cordon_bin(), "ls"}, spec);
   EXPECT_EQ(ls_env.out.find(ids[0]), std::string::npos) << ls_env.out;
+}
+
+// With --events-to stdout the program shares the stream, and can print lines that look like the
+// record's, even with the session id (it can learn it, e.g. from its cgroup or mounts). The
+// program never sees the record, so it cannot continue the hash chain: `log --verify --from`
+// keeps the lines that do and names the rest, behind a log agent's prefix too.
+TEST(Cli, ForgedRecordLinesInAMixedStreamAreNamed) {
+  TempDir dir;
+  RunSpec spec;
+  spec.env =
+      std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                               "HOME=" + dir.path(), "LANG=C"};
+  spec.cwd = dir.path();
+  auto r = run_program(
+      {cordon_bin(), "run", "--state-dir", dir.path(), "--events-to", "stdout", "--mode", "ro",
+       "-q", "--", "sh", "-c",
+       R"(echo '{"v":1,"ts":"2026-01-01T00:00:00Z","session":"@ID@","source":"netproxy","kind":"net.connect","name":"pypi.org","chain":"0000000000000000000000000000000000000000000000000000000000000000"}'; echo plain output)"},
+      spec);
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  std::string id;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "sessions")) {
+    id = e.path().filename();
+  }
+  ASSERT_FALSE(id.empty());
+  ASSERT_NE(r.out.find("plain output"), std::string::npos) << r.out;
+  // As a container runtime's log keeps it: a prefix before every line. The forged line gets the
+  // session's id (the record's own session.start quotes the command, "@ID@" and all).
+  std::string logged;
+  std::istringstream lines(r.out);
+  size_t forged_line = 0, n = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++n;
+    if (line.rfind(R"({"v":1,"ts":"2026-01-01T00:00:00Z")", 0) == 0) {
+      forged_line = n;
+      line.replace(line.find("@ID@"), 4, id);
+    }
+    logged += "2026-11-28T01:02:03.456Z stdout F " + line + "\n";
+  }
+  ASSERT_GT(forged_line, 0u);
+  std::ofstream(dir / "pod.log") << logged;
+  auto v = run_program({cordon_bin(), "log", id, "--verify", "--from", dir / "pod.log"}, spec);
+  EXPECT_EQ(v.exit_code(), 1) << v.out << v.err;
+  EXPECT_NE(v.out.find("not in its chain (not written by cordon, or altered): " +
+                       std::to_string(forged_line) + "\n"),
+            std::string::npos)
+      << v.out;
+  EXPECT_NE(v.out.find("\"kind\":\"net.connect\""), std::string::npos) << v.out;
+
+  // The record alone verifies, from standard input too; an unknown id is said.
+  std::ifstream events(dir / ("sessions/" + id + "/events.jsonl"));
+  std::string record((std::istreambuf_iterator<char>(events)), {});
+  std::ofstream(dir / "record.log") << record;
+  auto ok = run_program({cordon_bin(), "log", id, "--verify", "--from", dir / "record.log"}, spec);
+  EXPECT_EQ(ok.exit_code(), 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("lines in the record's chain"), std::string::npos) << ok.out;
+  auto none =
+      run_program({cordon_bin(), "log", "nosuch", "--verify", "--from", dir / "record.log"}, spec);
+  EXPECT_EQ(none.exit_code(), 2) << none.out << none.err;
+  EXPECT_NE(none.err.find("no line of the session"), std::string::npos) << none.err;
+  // An altered genuine line is named as well.
+  std::string altered = record;
+  const size_t at = altered.find("\"kind\":\"session.start\"");
+  ASSERT_NE(at, std::string::npos);
+  altered.replace(at, 22, "\"kind\":\"session.strt\"");
+  std::ofstream(dir / "altered.log") << altered;
+  auto bad =
+      run_program({cordon_bin(), "log", id, "--verify", "--from", dir / "altered.log"}, spec);
+  EXPECT_EQ(bad.exit_code(), 1) << bad.out << bad.err;
 }
 
 TEST(Cli, RunWithoutACommandIsAUsageError) {
