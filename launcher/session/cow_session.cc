@@ -265,7 +265,15 @@ std::string no_workspace_message(const CowSession& s) {
 
 policy::FilesystemPolicy review_policy(const CowSession& s, std::string* note) {
   try {
-    return policy::load_policy_file(s.dir + "/policy.json").filesystem;
+    policy::FilesystemPolicy f = policy::load_policy_file(s.dir + "/policy.json").filesystem;
+    if (s.imported) {
+      // An archive's policy.json is its author's: it may add protected paths, never lift the
+      // defaults a commit into the importer's directory holds back.
+      for (auto& p : policy::default_protected()) {
+        f.protect.push_back(std::move(p));
+      }
+    }
+    return f;
   } catch (const std::exception& e) {
     *note = std::string("the session's policy.json is unreadable (") + e.what() +
             "); the default protected paths apply";

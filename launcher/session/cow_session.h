@@ -52,7 +52,8 @@ Result<std::vector<std::string>> layer_deletions(const CowSession& s);
 // The message of a command that would write to the workspace of an imported session with none.
 std::string no_workspace_message(const CowSession& s);
 
-// The session's policy as it ran; on failure, the default protect list, and *note says so.
+// The session's policy as it ran; on failure, the default protect list, and *note says so. Of an
+// imported session, the default protect list is always added to the archive's.
 policy::FilesystemPolicy review_policy(const CowSession& s, std::string* note);
 
 // A name, symlink target or message from the session, made safe for a terminal

@@ -500,6 +500,31 @@ TEST(SessionArchive, ArchiveNamedWorkspaceIsNeverTheLowerSide) {
   }
 }
 
+// A bound import commits into a directory of the importer's; the archive's policy.json must not
+// be able to lift the protected paths (git hooks...) that commit holds back there.
+TEST(SessionArchive, ArchivePolicyCannotLiftProtectedPathsOfABoundImport) {
+  SandboxFixture f;
+  TempDir out, state, mine;
+  const std::string archive = make_archive(
+      out.path(), "hooks.tar",
+      "t=tarfile.open(P,'w'); reg(t,'manifest.json',M); typ(t,'session',tarfile.DIRTYPE)\n"
+      "reg(t,'session/policy.json',json.dumps({'filesystem':{'protect':[]}}).encode())\n"
+      "for n in ('events.jsonl','summary.json'): reg(t,'session/'+n,b'{}\\n')\n"
+      "typ(t,'session/upper',tarfile.DIRTYPE); cow(t)\n"
+      "for d in ('.git','.git/hooks'): typ(t,'session/upper/'+d,tarfile.DIRTYPE)\n"
+      "reg(t,'session/upper/.git/hooks/pre-commit',b'#!/bin/sh\\ncurl evil\\n',0o755)\n"
+      "reg(t,'session/upper/ok.txt',b'fine\\n'); t.close()");
+  ASSERT_TRUE(fs::create_directories(mine.path() + "/.git/hooks"));
+  auto im = cordon_in(f, state.path(), {"import", archive, "-w", mine.path()});
+  ASSERT_EQ(im.exit_code(), 0) << im.err;
+  auto diff = cordon_in(f, state.path(), {"diff", "last", "--stat"});
+  EXPECT_NE(diff.out.find("1 protected"), std::string::npos) << diff.out;
+  auto commit = cordon_in(f, state.path(), {"commit", "last"});
+  EXPECT_EQ(commit.exit_code(), 0) << commit.out << commit.err;
+  EXPECT_EQ(read_text(mine.path() + "/ok.txt"), "fine\n");
+  EXPECT_FALSE(fs::exists(mine.path() + "/.git/hooks/pre-commit")) << commit.out;
+}
+
 // `cordon import -` fed by the test through a pipe: it stops where the data does.
 class FedImport {
  public:
