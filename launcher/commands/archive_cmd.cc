@@ -147,9 +147,11 @@ int import_command(const ImportOptions& opts) {
   }
   auto r = import_archive_file(root_fd->get(), opts.file, opts.as, limits, workspace);
   if (r.ok() && r->stale_removed != 0) {
-    say_in("import", "removed " + std::to_string(r->stale_removed) + " unfinished import director" +
-                         (r->stale_removed == 1 ? "y" : "ies") +
-                         " left by an import that was killed");
+    say_in("import",
+           "removed " + std::to_string(r->stale_removed) +
+               (r->stale_removed == 1
+                    ? " unfinished import directory, left by an import that was killed"
+                    : " unfinished import directories, left by imports that were killed"));
   }
   if (!r.ok()) {
     return say_error("import", std::move(r).error().with_context(opts.file));
@@ -159,7 +161,9 @@ int import_command(const ImportOptions& opts) {
               static_cast<unsigned long long>(r->bytes),
               r->id != r->original_id ? (" as a copy of " + r->original_id).c_str() : "");
   const std::string origin = r->origin_workspace.empty() ? "?" : shown(r->origin_workspace);
-  if (workspace.empty()) {
+  if (!r->has_layer) {
+    // A --mode ro/rw session: nothing to review against a workspace, bound or not.
+  } else if (workspace.empty()) {
     std::printf(
         "cordon import: it ran on %s (not used here); no workspace bound: `cordon diff` shows "
         "its layer against nothing and `cordon commit` refuses (import with --workspace DIR to "

@@ -69,6 +69,7 @@ struct ImportLimits {
 struct Imported {
   std::string id;
   std::string original_id;
+  bool has_layer = false;        // the archive's session has a cow record (cow.json)
   std::string origin_workspace;  // as the archive's cow.json named it ("" when it has none)
   uint64_t stale_removed = 0;    // ".import-*" directories of killed imports removed first
   uint64_t entries = 0;

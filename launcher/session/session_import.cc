@@ -543,6 +543,7 @@ class Importer {
                             backend.substr(0, 64) + "\" but its manifest \"" + layer_format_ + "\"",
                         "the layer was checked as the manifest's format");
     }
+    out_.has_layer = true;
     out_.origin_workspace = j.value("workspace", std::string());
     nlohmann::json rec = {{"workspace", workspace_},
                           {"backend", backend},

@@ -665,6 +665,8 @@ TEST(SessionArchive, KilledImportIsCleanedByTheNextOneAndARunningOneIsNot) {
   auto next = cordon_in(f, state.path(), {"import", archive, "--as", "20200101-000000-0000bb"});
   EXPECT_EQ(next.exit_code(), 0) << next.err;
   EXPECT_NE(next.err.find("removed 1 unfinished import directory"), std::string::npos) << next.err;
+  // A session without a cow layer (no cow.json): nothing is said about a workspace.
+  EXPECT_EQ(next.out.find("workspace"), std::string::npos) << next.out;
   EXPECT_FALSE(fs::exists(sessions + "/" + stale));
   EXPECT_TRUE(fs::exists(sessions + "/" + live));
   EXPECT_EQ(import_dirs(sessions), std::vector<std::string>{live});
