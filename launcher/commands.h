@@ -62,6 +62,7 @@ int export_command(const ExportOptions& opts);
 struct ImportOptions {
   std::string file;          // "-" = stdin
   std::string as;            // another id for the session ("" = the archive's)
+  std::string workspace;     // the directory it reviews against and commits to ("" = none)
   uint64_t max_entries = 0;  // 0 = ImportLimits' default
   uint64_t max_bytes = 0;
 };

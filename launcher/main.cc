@@ -478,14 +478,21 @@ int main(int argc, char** argv) {
   export_cmd->footer(
       "The archive holds manifest.json, report.html (the `cordon report` page) and session/ (the\n"
       "record and the copy-on-write layer); `cordon import` reads it on another machine.\n"
-      "Exit status: 0 done; 1 refused (the session has not ended, its layer is in the kernel\n"
-      "overlayfs format, FILE exists); 125 cordon failed (bad id, I/O error).");
+      "A layer of the kernel overlayfs fallback is packed in its own format (0:0 character\n"
+      "device whiteouts, user.overlay.opaque).\n"
+      "Exit status: 0 done; 1 refused (the session has not ended, FILE exists, the layer holds\n"
+      "a device node or uses overlayfs redirects); 125 cordon failed (bad id, I/O error).");
   ImportOptions import_opts;
   auto* import_cmd = app.add_subcommand(
       "import", "Unpack a session archive made by `cordon export` into the state directory");
   import_cmd->add_option("FILE", import_opts.file, "The archive (`-` = stdin)")->required();
   import_cmd->add_option("--as", import_opts.as, "Import under this session id instead")
       ->type_name("ID");
+  import_cmd
+      ->add_option("--workspace,-w", import_opts.workspace,
+                   "Bind the session to this directory of yours: diff compares with it, commit "
+                   "writes to it. Default: none (the archive's workspace path is never used)")
+      ->type_name("DIR");
   import_cmd
       ->add_option("--max-entries", import_opts.max_entries,
                    "Refuse an archive of more entries (default 200000)")
@@ -497,10 +504,15 @@ int main(int argc, char** argv) {
   add_state_dir_option(import_cmd, state_dir);
   import_cmd->footer(
       "Every entry is checked and written beside the sessions in a temporary directory, moved\n"
-      "into place only when all passed. `cordon commit` refuses an imported session: the\n"
-      "workspace in its record is a path of the machine it ran on.\n"
-      "Exit status: 0 done; 1 refused (an entry, a bound, the id or the archive itself);\n"
-      "125 cordon failed (unreadable FILE, I/O error).");
+      "into place only when all passed; the directories of imports that were killed are\n"
+      "removed by the next import. The workspace the archive names is kept as the session's\n"
+      "origin, for display only: without --workspace, `cordon diff` shows the layer against\n"
+      "nothing (files as added, deletions listed from the layer) and `cordon commit` refuses.\n"
+      "Layers of either format (cordon-fs, kernel overlayfs) are accepted; of devices, only an\n"
+      "overlay whiteout (character device 0:0).\n"
+      "Exit status: 0 done; 1 refused (an entry, a bound, the id or the archive itself, a\n"
+      "--workspace that is not a directory of yours); 125 cordon failed (unreadable FILE, a\n"
+      "missing --workspace DIR, I/O error).");
   auto* doctor_cmd = app.add_subcommand(
       "doctor", "Check every requirement of a sandbox here at once: each with its state and fix");
   doctor_cmd

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "launcher/commands.h"
@@ -41,6 +43,40 @@ Result<UniqueFd> make_root(const std::string& root) {
     return sys_error("creating " + root);
   }
   return store::open_root(root);
+}
+
+// The directory `cordon import --workspace` binds: the caller names it, so it must be a real
+// directory (after symlinks) that the caller owns (root may name anyone's: it could write there
+// anyway, and names it itself); never "/", which holds everything.
+Result<std::string> check_workspace(const std::string& dir) {
+  char* real = ::realpath(dir.c_str(), nullptr);
+  if (real == nullptr) {
+    return sys_error("--workspace " + dir);
+  }
+  std::string path = real;
+  std::free(real);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return sys_error("stat(\"" + path + "\")");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return make_error("--workspace " + dir + " is not a directory");
+  }
+  try {
+    (void)nlohmann::json(path).dump();  // recorded in imported.json: it must survive as it is
+  } catch (const nlohmann::json::exception&) {
+    return make_error("--workspace " + dir + ": the path is not valid UTF-8",
+                      "rename the directory, or bind one whose path is");
+  }
+  if (path == "/") {
+    return make_error("--workspace /: the root directory is not a workspace");
+  }
+  if (st.st_uid != ::geteuid() && ::geteuid() != 0) {
+    return make_error("--workspace " + path + " is owned by uid " + std::to_string(st.st_uid) +
+                          ", not by you (uid " + std::to_string(::geteuid()) + ")",
+                      "bind a directory of your own, e.g. a fresh checkout of the project");
+  }
+  return path;
 }
 
 }  // namespace
@@ -90,6 +126,14 @@ int import_command(const ImportOptions& opts) {
     return say_refused("import", "--as " + shown(opts.as) +
                                      ": not a session id (YYYYMMDD-HHMMSS-xxxxxx, hex suffix)");
   }
+  std::string workspace;
+  if (!opts.workspace.empty()) {
+    auto ws = check_workspace(opts.workspace);
+    if (!ws.ok()) {
+      return say_error("import", ws.error());
+    }
+    workspace = *ws;
+  }
   auto root_fd = make_root(root);
   if (!root_fd.ok()) {
     return say_failed("import", root_fd.error());
@@ -101,7 +145,14 @@ int import_command(const ImportOptions& opts) {
   if (opts.max_bytes != 0) {
     limits.max_bytes = opts.max_bytes;
   }
-  auto r = import_archive_file(root_fd->get(), opts.file, opts.as, limits);
+  auto r = import_archive_file(root_fd->get(), opts.file, opts.as, limits, workspace);
+  if (r.ok() && r->stale_removed != 0) {
+    say_in("import",
+           "removed " + std::to_string(r->stale_removed) +
+               (r->stale_removed == 1
+                    ? " unfinished import directory, left by an import that was killed"
+                    : " unfinished import directories, left by imports that were killed"));
+  }
   if (!r.ok()) {
     return say_error("import", std::move(r).error().with_context(opts.file));
   }
@@ -109,6 +160,19 @@ int import_command(const ImportOptions& opts) {
               r->id.c_str(), shown(opts.file).c_str(), static_cast<unsigned long long>(r->entries),
               static_cast<unsigned long long>(r->bytes),
               r->id != r->original_id ? (" as a copy of " + r->original_id).c_str() : "");
+  const std::string origin = r->origin_workspace.empty() ? "?" : shown(r->origin_workspace);
+  if (!r->has_layer) {
+    // A --mode ro/rw session: nothing to review against a workspace, bound or not.
+  } else if (workspace.empty()) {
+    std::printf(
+        "cordon import: it ran on %s (not used here); no workspace bound: `cordon diff` shows "
+        "its layer against nothing and `cordon commit` refuses (import with --workspace DIR to "
+        "bind one)\n",
+        origin.c_str());
+  } else {
+    std::printf("cordon import: it ran on %s; bound to the workspace %s\n", origin.c_str(),
+                shown(workspace).c_str());
+  }
   return kReviewDone;
 }
 

@@ -258,14 +258,28 @@ int diff_command(const std::string& id, bool stat_only, const std::vector<std::s
   }
   std::string note;
   policy::FilesystemPolicy pol = review_policy(*s, &note);
-  auto changes = fusefs::diff_layers(s->workspace, s->upper, &pol, s->format);
+  // An imported session bound to no workspace is compared with an empty directory: its files
+  // all show as added, and its deletions, which name nothing here, are listed from the layer.
+  auto changes = fusefs::diff_layers(s->lower, s->upper, &pol, s->format);
   if (!changes.ok()) {
     return say_failed("diff", changes.error());
   }
-  UniqueFd lower = open_dir_fd(s->workspace);
+  std::vector<std::string> deletions;
+  if (s->workspace.empty()) {
+    auto d = layer_deletions(*s);
+    if (!d.ok()) {
+      return say_failed("diff", d.error());
+    }
+    for (auto& p : *d) {
+      if (selected(p, paths)) {
+        deletions.push_back(std::move(p));
+      }
+    }
+  }
+  UniqueFd lower = open_dir_fd(s->lower);
   UniqueFd upper = open_dir_fd(s->upper);
   if (!lower || !upper) {
-    return say_failed("diff", sys_error("open(\"" + (lower ? s->upper : s->workspace) + "\")"));
+    return say_failed("diff", sys_error("open(\"" + (lower ? s->upper : s->lower) + "\")"));
   }
   std::vector<Change> picked;
   for (auto& c : *changes) {
@@ -280,16 +294,22 @@ int diff_command(const std::string& id, bool stat_only, const std::vector<std::s
     counts[e.renamed_from.empty() ? static_cast<int>(e.change.kind) : 3]++;
     protected_count += e.change.is_protected ? 1 : 0;
   }
+  counts[static_cast<int>(ChangeKind::Deleted)] += deletions.size();
   Colors col = colors_for_stdout();
   if (!note.empty()) {
     say_in("diff", shown(note));
   }
   // The counts first: a reviewer knows how much there is before any of it scrolls by.
+  const size_t total = entries.size() + deletions.size();
+  const std::string against =
+      s->workspace.empty()
+          ? "no workspace (imported; it ran on " + shown(s->origin.empty() ? "?" : s->origin) + ")"
+          : shown(s->workspace);
   std::printf(
       "%zu change%s in session %s against %s: %zu added, %zu modified, %zu deleted, "
       "%zu renamed%s\n",
-      entries.size(), entries.size() == 1 ? "" : "s", s->id.c_str(), shown(s->workspace).c_str(),
-      counts[0], counts[1], counts[2], counts[3],
+      total, total == 1 ? "" : "s", s->id.c_str(), against.c_str(), counts[0], counts[1], counts[2],
+      counts[3],
       protected_count == 0 ? "" : ("; " + std::to_string(protected_count) + " protected").c_str());
   if (s->running) {
     std::printf("(the session is still running: this is its state now)\n");
@@ -310,6 +330,13 @@ int diff_command(const std::string& id, bool stat_only, const std::vector<std::s
     if (!e.change.is_protected) {
       print_entry(e, lower.get(), upper.get(), stat_only, col);
     }
+  }
+  for (const auto& p : deletions) {
+    const bool whole = p.back() == '/';
+    std::printf("%s%s%s %s  (%s)\n", stat_only ? col.del : col.head, stat_only ? "D" : "deleted",
+                col.off, shown(p).c_str(),
+                whole ? "replaced whole: all it held in the workspace it ran on"
+                      : "in the workspace it ran on; its content is not in the archive");
   }
   return kReviewDone;
 }

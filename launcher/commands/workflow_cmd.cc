@@ -28,7 +28,6 @@
 #include "launcher/commands.h"
 #include "launcher/diagnostics.h"
 #include "launcher/session/cow_session.h"
-#include "launcher/session/session_archive.h"
 
 namespace cordon::launcher {
 namespace {
@@ -257,12 +256,9 @@ int commit_command(const std::string& id, const std::vector<std::string>& paths,
     return o.rc;
   }
   const CowSession& s = *o.s;
-  if (struct stat st{}; ::stat((s.dir + "/" + kImportedMarker).c_str(), &st) == 0) {
-    // The workspace in its record is a path of the machine it ran on: never written implicitly.
-    return say_refused("commit", "session " + s.id +
-                                     " was imported from an archive; its workspace " + s.workspace +
-                                     " is a path of the machine it ran on, so cordon does not "
-                                     "write to it (review with cordon diff, apply by hand)");
+  if (s.workspace.empty()) {
+    // Imported with no workspace bound: the archive's own path is never written implicitly.
+    return say_refused("commit", no_workspace_message(s));
   }
   if (s.running) {
     return say_refused("commit",

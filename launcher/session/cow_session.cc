@@ -1,6 +1,7 @@
 // Opening a cow session for review, in either layer format.
 #include "launcher/session/cow_session.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -9,22 +10,114 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "fusefs/safe_io.h"
 #include "launcher/commands.h"
 #include "launcher/diagnostics.h"
 #include "launcher/session/session.h"
+#include "launcher/session/session_archive.h"
 #include "launcher/session/session_store.h"
 #include "launcher/session/session_text.h"
 #include "launcher/sidecars/cowfs_sidecar.h"
 #include "policy/loader.h"
 
 namespace cordon::launcher {
+
+class EmptyDir {
+ public:
+  static Result<std::shared_ptr<EmptyDir>> make() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ =
+        std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") + "/cordon-no-workspace-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return sys_error("mkdtemp(\"" + templ + "\")");
+    }
+    return std::shared_ptr<EmptyDir>(new EmptyDir(templ));
+  }
+  ~EmptyDir() { ::rmdir(path_.c_str()); }
+  EmptyDir(const EmptyDir&) = delete;
+  EmptyDir& operator=(const EmptyDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit EmptyDir(std::string p) : path_(std::move(p)) {}
+  std::string path_;
+};
+
 namespace {
+
+// An imported session's marker: the workspace it was bound to ("" for none) and its origin. A
+// marker that cannot be read binds nothing: the archive's word is never the fallback.
+void read_import_marker(int dir_fd, CowSession* s) {
+  s->imported = true;
+  s->origin = s->workspace;
+  s->workspace.clear();
+  auto text = store::read_file(dir_fd, kImportedMarker, 1 << 16);
+  auto j = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  if (!j.is_object()) {
+    return;
+  }
+  if (j.contains("origin_workspace") && j["origin_workspace"].is_string()) {
+    s->origin = j["origin_workspace"].get<std::string>();
+  }
+  if (j.contains("workspace") && j["workspace"].is_string()) {
+    s->workspace = j["workspace"].get<std::string>();
+  }
+}
+
+Status collect_deletions(fusefs::LayerFormat f, int dir, const std::string& rel, int depth,
+                         std::vector<std::string>* out) {
+  if (depth > 2048) {
+    return make_error("the upper layer nests deeper than 2048 levels at " + rel.substr(0, 200));
+  }
+  int dup = ::fcntl(dir, F_DUPFD_CLOEXEC, 0);
+  DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
+  if (d == nullptr) {
+    if (dup >= 0) {
+      ::close(dup);
+    }
+    return sys_error("reading the upper layer's " + (rel.empty() ? "top directory" : rel));
+  }
+  std::vector<std::string> names;
+  while (dirent* de = ::readdir(d)) {
+    std::string_view n = de->d_name;
+    if (n != "." && n != "..") {
+      names.emplace_back(n);
+    }
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    const std::string path = rel.empty() ? n : rel + "/" + n;
+    struct stat st {};
+    if (::fstatat(dir, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return sys_error("stat of the upper layer's " + path);
+    }
+    std::string target;
+    auto kind = fusefs::classify_upper(f, dir, n, st, &target);
+    if (kind == fusefs::UpperEntry::Whiteout) {
+      out->push_back(rel.empty() ? target : rel + "/" + target);
+    } else if (kind == fusefs::UpperEntry::User && S_ISDIR(st.st_mode)) {
+      UniqueFd sub(fusefs::open_beneath(dir, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW));
+      if (!sub) {
+        return sys_error("opening the upper layer's " + path);
+      }
+      if (fusefs::is_opaque_dir(f, sub.get())) {
+        out->push_back(path + "/");
+      }
+      TRY(collect_deletions(f, sub.get(), path, depth + 1, out));
+    }
+  }
+  return {};
+}
 
 // Seconds since the epoch at which process `pid` started, or -1.
 int64_t process_start(pid_t pid) {
@@ -117,8 +210,24 @@ Result<CowSession> open_cow_session(const std::string& id_text, bool* refused) {
     *refused = true;
     return std::move(format).error().with_context("session " + id);
   }
-  CowSession s{id, p.dir, p.upper, p.snapshots, p.control, rec->workspace, *format};
+  CowSession s;
+  s.id = id;
+  s.dir = p.dir;
+  s.upper = p.upper;
+  s.snapshots = p.snapshots;
+  s.control = p.control;
+  s.workspace = rec->workspace;
+  s.format = *format;
   struct stat st {};
+  if (::fstatat(dir_fd.get(), kImportedMarker, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    read_import_marker(dir_fd.get(), &s);
+  }
+  if (s.workspace.empty()) {
+    ASSIGN_OR_RETURN(s.empty_lower, EmptyDir::make());
+    s.lower = s.empty_lower->path();
+  } else {
+    s.lower = s.workspace;
+  }
   if (::fstatat(dir_fd.get(), "cow.json", &st, AT_SYMLINK_NOFOLLOW) == 0) {
     s.since = st.st_mtim;  // written once, before the program started
   }
@@ -134,9 +243,37 @@ Result<CowSession> open_cow_session(const std::string& id_text, bool* refused) {
   return s;
 }
 
+Result<std::vector<std::string>> layer_deletions(const CowSession& s) {
+  UniqueFd upper(::open(s.upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!upper) {
+    return sys_error("opening the upper layer " + s.upper);
+  }
+  std::vector<std::string> out;
+  if (fusefs::is_opaque_dir(s.format, upper.get())) {
+    out.push_back("./");
+  }
+  TRY(collect_deletions(s.format, upper.get(), "", 0, &out));
+  return out;
+}
+
+std::string no_workspace_message(const CowSession& s) {
+  return "session " + s.id + " was imported without a workspace (it ran on " +
+         (s.origin.empty() ? std::string("an unknown directory") : s.origin) +
+         ", a path of the machine that recorded it); cordon writes only to a directory you name: "
+         "import the archive again with `cordon import FILE --as NEW-ID --workspace DIR`";
+}
+
 policy::FilesystemPolicy review_policy(const CowSession& s, std::string* note) {
   try {
-    return policy::load_policy_file(s.dir + "/policy.json").filesystem;
+    policy::FilesystemPolicy f = policy::load_policy_file(s.dir + "/policy.json").filesystem;
+    if (s.imported) {
+      // An archive's policy.json is its author's: it may add protected paths, never lift the
+      // defaults a commit into the importer's directory holds back.
+      for (auto& p : policy::default_protected()) {
+        f.protect.push_back(std::move(p));
+      }
+    }
+    return f;
   } catch (const std::exception& e) {
     *note = std::string("the session's policy.json is unreadable (") + e.what() +
             "); the default protected paths apply";

@@ -5,8 +5,10 @@
 
 #include <time.h>
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "base/unique_fd.h"
@@ -20,8 +22,18 @@ namespace cordon::launcher {
 inline constexpr int kReviewDone = 0;
 inline constexpr int kReviewRefused = 1;
 
+// An empty directory of its own (under $TMPDIR), removed with the last copy of the handle: what
+// an imported session with no workspace is compared against.
+class EmptyDir;
+
 struct CowSession {
-  std::string id, dir, upper, snapshots, control, workspace;
+  // `workspace`: the real directory the layer applies to; "" for an imported session that was
+  // given none (`cordon import --workspace`). `lower`: what diff compares the layer with, the
+  // workspace or an empty directory.
+  std::string id, dir, upper, snapshots, control, workspace, lower;
+  bool imported = false;
+  std::string origin;  // of an imported session: the workspace its archive named, for display
+  std::shared_ptr<EmptyDir> empty_lower;
   fusefs::LayerFormat format = fusefs::LayerFormat::CordonFs;
   bool running = false;  // its program still runs (cordon-fs answers, or the overlay's init lives)
   bool live_control = false;      // cordon-fs's control socket answers: snapshot/rollback go there
@@ -32,7 +44,16 @@ struct CowSession {
 // layer to review (ro/rw sessions).
 Result<CowSession> open_cow_session(const std::string& id_text, bool* refused);
 
-// The session's policy as it ran; on failure, the default protect list, and *note says so.
+// The deletions of the layer, as paths: a whiteout's name, or "DIR/" for an opaque directory
+// (everything that was beneath it goes). Against no workspace they cannot be compared with
+// anything, so an imported session's diff lists them from here.
+Result<std::vector<std::string>> layer_deletions(const CowSession& s);
+
+// The message of a command that would write to the workspace of an imported session with none.
+std::string no_workspace_message(const CowSession& s);
+
+// The session's policy as it ran; on failure, the default protect list, and *note says so. Of an
+// imported session, the default protect list is always added to the archive's.
 policy::FilesystemPolicy review_policy(const CowSession& s, std::string* note);
 
 // A name, symlink target or message from the session, made safe for a terminal

@@ -17,12 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "fusefs/layer_format.h"
 #include "launcher/commands/report/report_cmd.h"
 #include "launcher/session/session.h"
 #include "launcher/session/session_store.h"
 
 namespace cordon::launcher {
 namespace {
+
+using fusefs::LayerFormat;
 
 constexpr int kExportDepth = 256;
 static_assert(std::string_view(kRecordFiles[1]) == kRequestedPolicy);
@@ -93,8 +96,10 @@ class Writer {
     return {};
   }
   // The user.* xattrs of `fd`, attached to the next header: the cow view keeps them when the
-  // policy's filesystem.xattrs allows. Other namespaces are the host's, never carried.
-  Status take_xattrs(int fd, const std::string& path) {
+  // policy's filesystem.xattrs allows. Other namespaces are the host's, never carried; of an
+  // overlay layer, the overlay's own (user.overlay.*) are not either: export_tree restates the
+  // one that matters, the opaque mark.
+  Status take_xattrs(int fd, const std::string& path, LayerFormat format) {
     char names[1 << 16];
     ssize_t n = ::flistxattr(fd, names, sizeof names);
     if (n < 0) {
@@ -103,7 +108,8 @@ class Writer {
     for (ssize_t i = 0; i < n;) {
       std::string name(names + i);
       i += static_cast<ssize_t>(name.size()) + 1;
-      if (!name.starts_with("user.")) {
+      if (!name.starts_with("user.") ||
+          (format == LayerFormat::Overlay && name.starts_with("user.overlay."))) {
         continue;
       }
       std::string value(1 << 16, '\0');
@@ -116,14 +122,20 @@ class Writer {
     }
     return {};
   }
+  void add_xattr(std::string name, std::string value) {
+    xattrs_.emplace_back(std::move(name), std::move(value));
+  }
 
  private:
   struct archive* a_;
   std::vector<std::pair<std::string, std::string>> xattrs_;
 };
 
-// Writes the tree under `dir_fd` as `prefix`/..., names sorted so an archive is reproducible.
-Status export_tree(Writer& w, int dir_fd, const std::string& prefix, int depth) {
+// Writes the tree under `dir_fd` as `prefix`/..., names sorted so an archive is reproducible. An
+// overlay layer's whiteouts and opaque marks go in the one form import accepts and an unprivileged
+// importer can make again: a 0:0 character device, user.overlay.opaque "y".
+Status export_tree(Writer& w, int dir_fd, const std::string& prefix, int depth,
+                   LayerFormat format) {
   if (depth > kExportDepth) {
     return make_error(prefix + ": deeper than " + std::to_string(kExportDepth) + " levels");
   }
@@ -151,6 +163,14 @@ Status export_tree(Writer& w, int dir_fd, const std::string& prefix, int depth) 
     if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       return sys_error("stat " + path);
     }
+    if (format == LayerFormat::Overlay) {
+      std::string target;
+      if (fusefs::classify_upper(format, dir_fd, name, st, &target) ==
+          fusefs::UpperEntry::Whiteout) {
+        TRY(w.header(path, AE_IFCHR, 0600, 0, st.st_mtim.tv_sec));
+        continue;
+      }
+    }
     if (S_ISLNK(st.st_mode)) {
       std::string target(4097, '\0');
       ssize_t n = ::readlinkat(dir_fd, name.c_str(), target.data(), target.size());
@@ -162,8 +182,9 @@ Status export_tree(Writer& w, int dir_fd, const std::string& prefix, int depth) 
       continue;
     }
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-      return make_error(path + " is neither a file, a directory nor a symlink",
-                        "an overlayfs-format layer (device-node whiteouts) cannot be exported");
+      return make_error(path + " is neither a file, a directory, a symlink nor a whiteout",
+                        "the program left a device node, FIFO or socket in its layer; discard "
+                        "the session or remove it from the layer by hand");
     }
     UniqueFd fd(::openat(
         dir_fd, name.c_str(),
@@ -174,10 +195,14 @@ Status export_tree(Writer& w, int dir_fd, const std::string& prefix, int depth) 
     if (::fstat(fd.get(), &st) != 0) {
       return sys_error("stat " + path);
     }
-    TRY(w.take_xattrs(fd.get(), path));
+    TRY(fusefs::check_overlay_features(format, fd.get(), path));
+    TRY(w.take_xattrs(fd.get(), path, format));
     if (S_ISDIR(st.st_mode)) {
+      if (format == LayerFormat::Overlay && fusefs::is_opaque_dir(format, fd.get())) {
+        w.add_xattr("user.overlay.opaque", "y");
+      }
       TRY(w.header(path, AE_IFDIR, st.st_mode, 0, st.st_mtim.tv_sec));
-      TRY(export_tree(w, fd.get(), path, depth + 1));
+      TRY(export_tree(w, fd.get(), path, depth + 1, format));
     } else {
       TRY(w.file(path, fd.get(), st));
     }
@@ -203,12 +228,17 @@ Status export_session(const std::string& root, const std::string& id, int out_fd
                         "only finished sessions can be exported");
     }
   }
+  LayerFormat format = LayerFormat::CordonFs;
   if (auto cow = store::read_file(dir.get(), "cow.json", 1 << 16); cow.ok()) {
     auto j = nlohmann::json::parse(*cow, nullptr, false);
-    if (j.is_object() && j.value("backend", std::string()) == "overlay") {
-      return make_error("session " + id + " ran on the kernel overlayfs fallback",
-                        "its whiteouts are device nodes, which an archive does not carry");
+    auto f = fusefs::parse_layer_format(j.is_object() && j.contains("backend") &&
+                                                j["backend"].is_string()
+                                            ? j["backend"].get<std::string>()
+                                            : std::string());
+    if (!f.ok()) {
+      return std::move(f).error().with_context("session " + id + ": cow.json");
     }
+    format = *f;
   }
   nlohmann::json summary = nlohmann::json::parse(*summary_text, nullptr, false);
   std::string head;
@@ -239,7 +269,8 @@ Status export_session(const std::string& root, const std::string& id, int out_fd
                              {"version", kArchiveVersion},
                              {"session", id},
                              {"cordon_version", CORDON_VERSION},
-                             {"chain_head", head}};
+                             {"chain_head", head},
+                             {"layer_format", fusefs::layer_format_name(format)}};
   TRY(w.text("manifest.json", manifest.dump(2) + "\n"));
   TRY(w.text("report.html", report.str()));
   TRY(w.header("session", AE_IFDIR, 0700, 0, ::time(nullptr)));
@@ -266,7 +297,7 @@ Status export_session(const std::string& root, const std::string& id, int out_fd
       return sys_error(std::string("open ") + name);
     }
     TRY(w.header(std::string("session/") + name, AE_IFDIR, 0700, 0, ::time(nullptr)));
-    TRY(export_tree(w, sub.get(), std::string("session/") + name, 1));
+    TRY(export_tree(w, sub.get(), std::string("session/") + name, 1, format));
   }
   if (archive_write_close(a.get()) != ARCHIVE_OK) {
     return archive_error(a.get(), "finishing the archive");

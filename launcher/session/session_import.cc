@@ -2,7 +2,9 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -26,6 +28,8 @@ namespace cordon::launcher {
 namespace {
 
 constexpr size_t kManifestMax = 64 * 1024;
+constexpr size_t kCowRecordMax = 64 * 1024;
+constexpr std::string_view kTempPrefix = ".import-";
 
 struct ReadFree {
   void operator()(struct archive* a) const { archive_read_free(a); }
@@ -68,6 +72,37 @@ void remove_tree(int dir_fd, const std::string& name, int depth = 0) {
   ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR);
 }
 
+// Removes the ".import-*" directories of `root_fd` that no import holds a lock on: those of
+// imports killed midway. The caller holds the root's exclusive lock, so none is being made.
+uint64_t remove_stale_imports(int root_fd) {
+  int fd = ::openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = fd >= 0 ? ::fdopendir(fd) : nullptr;
+  if (d == nullptr) {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+    return 0;
+  }
+  std::vector<std::string> names;
+  while (dirent* de = ::readdir(d)) {
+    if (std::string_view(de->d_name).starts_with(kTempPrefix) && names.size() < 10000) {
+      names.emplace_back(de->d_name);
+    }
+  }
+  ::closedir(d);
+  uint64_t removed = 0;
+  for (const auto& name : names) {
+    UniqueFd dir(::openat(root_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    // Held by a running import (its lock lasts as long as it does), or not a directory: left be.
+    if (!dir || ::flock(dir.get(), LOCK_EX | LOCK_NB) != 0) {
+      continue;
+    }
+    remove_tree(root_fd, name);
+    ++removed;
+  }
+  return removed;
+}
+
 // Splits an archive path into components, or says why it is refused.
 Result<std::vector<std::string>> split_path(std::string path, bool is_dir) {
   const std::string shown = path;
@@ -104,8 +139,8 @@ Result<std::vector<std::string>> split_path(std::string path, bool is_dir) {
 
 class Importer {
  public:
-  Importer(int root_fd, struct archive* a, const ImportLimits& limits)
-      : root_fd_(root_fd), a_(a), limits_(limits) {}
+  Importer(int root_fd, struct archive* a, const ImportLimits& limits, const std::string& workspace)
+      : root_fd_(root_fd), a_(a), limits_(limits), workspace_(workspace) {}
   ~Importer() {
     if (!tmp_name_.empty()) {
       tmp_.reset();
@@ -159,6 +194,11 @@ class Importer {
                         " is not one this cordon reads (" + std::to_string(kArchiveVersion) + ")");
     }
     out_.original_id = m["session"].get<std::string>();
+    // Archives from before overlay layers were exported name no format: cordon-fs's.
+    layer_format_ = m.value("layer_format", std::string(kCordonFsFormat));
+    if (layer_format_ != kCordonFsFormat && layer_format_ != kOverlayFormat) {
+      return make_error("the manifest's layer_format is neither \"cordon-fs\" nor \"overlay\"");
+    }
     if (m.contains("chain_head") && m["chain_head"].is_string()) {
       chain_head_ = m["chain_head"].get<std::string>();
     }
@@ -177,16 +217,33 @@ class Importer {
     return {};
   }
 
+  // Makes and locks this import's directory, after removing those of dead imports. The root's
+  // lock (on an open of its own: a lock lives with its open file) covers the sweep and the
+  // making, so the sweep never sees a directory made but not yet locked.
   Status make_temp() {
+    UniqueFd root_lock(::openat(root_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!root_lock) {
+      return sys_error("open the sessions root");
+    }
+    int rc = 0;
+    while ((rc = ::flock(root_lock.get(), LOCK_EX)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0) {
+      return sys_error("locking the sessions root");
+    }
+    out_.stale_removed = remove_stale_imports(root_fd_);
     std::random_device rd;
     for (int i = 0; i < 16; ++i) {
-      std::string name = ".import-" + std::to_string(rd());
+      std::string name = std::string(kTempPrefix) + std::to_string(rd());
       if (::mkdirat(root_fd_, name.c_str(), 0700) == 0) {
         tmp_name_ = name;
         tmp_.reset(
             ::openat(root_fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!tmp_) {
           return sys_error("open " + name);
+        }
+        if (::flock(tmp_.get(), LOCK_EX | LOCK_NB) != 0) {
+          return sys_error("locking " + name);
         }
         return {};
       }
@@ -224,8 +281,15 @@ class Importer {
     if (archive_entry_hardlink(e) != nullptr) {
       return make_error("entry \"" + path + "\": hard links are refused");
     }
-    if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
-      return make_error("entry \"" + path + "\": devices, FIFOs and sockets are refused");
+    // The one device an overlay layer holds is its whiteout, a character device 0:0 (which
+    // mknod(2) makes without privilege); any other device, a FIFO or a socket is refused.
+    const bool whiteout = type == AE_IFCHR && layer_format_ == kOverlayFormat &&
+                          archive_entry_rdev(e) == 0 && archive_entry_size(e) == 0;
+    if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && !whiteout) {
+      return make_error("entry \"" + path + "\": devices, FIFOs and sockets are refused",
+                        layer_format_ == kOverlayFormat
+                            ? "only an overlay whiteout (a character device 0:0) is carried"
+                            : "");
     }
     const mode_t perm = archive_entry_perm(e);
     if ((perm & 07000) != 0) {
@@ -240,11 +304,23 @@ class Importer {
       return make_error("entry \"" + path + "\" appears twice");
     }
     TRY(check_layout(parts, type, path));
+    if (whiteout && parts.size() < 3) {
+      return make_error("entry \"" + path + "\": a whiteout outside the layers is refused");
+    }
     if (parts[0] == "report.html") {
       return skip_data(e, path);  // regenerated by `cordon report` from the record
     }
     ASSIGN_OR_RETURN(UniqueFd parent, open_parent(parts, path));
     const std::string& name = parts.back();
+    if (whiteout) {
+      if (archive_entry_xattr_count(e) != 0) {
+        return make_error("entry \"" + path + "\": a whiteout carries no xattrs");
+      }
+      if (::mknodat(parent.get(), name.c_str(), S_IFCHR | 0600, makedev(0, 0)) != 0) {
+        return sys_error("creating the whiteout " + path);
+      }
+      return {};
+    }
     if (type == AE_IFDIR) {
       if (::mkdirat(parent.get(), name.c_str(), 0700) != 0) {
         return sys_error("creating " + path);
@@ -254,7 +330,7 @@ class Importer {
       if (!d) {
         return sys_error("open " + path);
       }
-      TRY(set_xattrs(e, d.get(), path));
+      TRY(set_xattrs(e, d.get(), path, /*dir=*/true));
       // The owner keeps write and search: later entries go inside.
       if (::fchmod(d.get(), (perm & 0777) | 0700) != 0) {
         return sys_error("chmod " + path);
@@ -351,7 +427,7 @@ class Importer {
         off += w;
       }
     }
-    TRY(set_xattrs(e, fd.get(), path));
+    TRY(set_xattrs(e, fd.get(), path, /*dir=*/false));
     if (::fchmod(fd.get(), perm) != 0) {
       return sys_error("chmod " + path);
     }
@@ -360,8 +436,10 @@ class Importer {
     return {};
   }
 
-  // user.* only, and never the overlayfs markers (user.overlay.*): a layer of cordon-fs has none.
-  Status set_xattrs(archive_entry* e, int fd, const std::string& path) {
+  // user.* only, and of the overlayfs markers (user.overlay.*) only an overlay layer's opaque
+  // directory mark: a layer of cordon-fs has none, and redirects or metacopy would make the
+  // overlay reader look elsewhere than the layer.
+  Status set_xattrs(archive_entry* e, int fd, const std::string& path, bool dir) {
     if (archive_entry_xattr_reset(e) == 0) {
       return {};
     }
@@ -370,7 +448,10 @@ class Importer {
     size_t size = 0;
     while (archive_entry_xattr_next(e, &name, &value, &size) == ARCHIVE_OK) {
       std::string_view n = name != nullptr ? name : "";
-      if (!n.starts_with("user.") || n.starts_with("user.overlay.")) {
+      const bool opaque_mark = dir && layer_format_ == kOverlayFormat &&
+                               n == "user.overlay.opaque" && size == 1 &&
+                               *static_cast<const char*>(value) == 'y';
+      if (!n.starts_with("user.") || (n.starts_with("user.overlay.") && !opaque_mark)) {
         return make_error("entry \"" + path + "\": xattr \"" + std::string(n) +
                           "\" is refused (only user.* ones are carried)");
       }
@@ -408,11 +489,16 @@ class Importer {
       return make_error("the manifest's chain_head does not match session/summary.json",
                         "the record was changed after export");
     }
-    nlohmann::json marker = {{"from", out_.original_id},
-                             {"archive", source},
-                             {"chain_head", chain_head_},
-                             {"imported_at", static_cast<int64_t>(::time(nullptr))}};
-    std::string text = marker.dump(2) + "\n";
+    TRY(rebind_cow_record(session.get()));
+    nlohmann::json marker = {
+        {"from", out_.original_id},
+        {"archive", source},
+        {"chain_head", chain_head_},
+        {"layer_format", layer_format_},
+        {"origin_workspace", out_.origin_workspace},
+        {"workspace", workspace_.empty() ? nlohmann::json() : nlohmann::json(workspace_)},
+        {"imported_at", static_cast<int64_t>(::time(nullptr))}};
+    std::string text = marker.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     UniqueFd m(::openat(session.get(), kImportedMarker,
                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!m || ::write(m.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
@@ -434,9 +520,51 @@ class Importer {
     return {};
   }
 
+  // The archive's cow.json names the layer's format and the workspace the session ran on. The
+  // format must be the manifest's (the entries were checked by it); the workspace is another
+  // machine's path, or whatever the archive's author wrote (/etc): kept as origin_workspace only,
+  // and the record rewritten to name the bound workspace or none.
+  Status rebind_cow_record(int session_fd) {
+    auto text = store::read_file(session_fd, "cow.json", kCowRecordMax);
+    if (!text.ok()) {
+      if (text.error().code == ENOENT) {
+        return {};  // a --mode ro/rw session: no layer to review
+      }
+      return make_error("the archive's session/cow.json is unreadable or too large");
+    }
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (!j.is_object() || !j.contains("backend") || !j["backend"].is_string() ||
+        (j.contains("workspace") && !j["workspace"].is_string())) {
+      return make_error("the archive's session/cow.json is not a cow record");
+    }
+    const std::string backend = j["backend"].get<std::string>();
+    if (backend != layer_format_) {
+      return make_error("the archive's session/cow.json names the layer format \"" +
+                            backend.substr(0, 64) + "\" but its manifest \"" + layer_format_ + "\"",
+                        "the layer was checked as the manifest's format");
+    }
+    out_.has_layer = true;
+    out_.origin_workspace = j.value("workspace", std::string());
+    nlohmann::json rec = {{"workspace", workspace_},
+                          {"backend", backend},
+                          {"origin_workspace", out_.origin_workspace}};
+    std::string body = rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (::unlinkat(session_fd, "cow.json", 0) != 0) {
+      return sys_error("replacing cow.json");
+    }
+    UniqueFd fd(::openat(session_fd, "cow.json",
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd || ::write(fd.get(), body.data(), body.size()) != static_cast<ssize_t>(body.size())) {
+      return sys_error("writing cow.json");
+    }
+    return {};
+  }
+
   int root_fd_;
   struct archive* a_;
   ImportLimits limits_;
+  std::string workspace_;
+  std::string layer_format_ = kCordonFsFormat;
   std::string tmp_name_;
   UniqueFd tmp_;
   std::set<std::string> seen_;
@@ -456,13 +584,14 @@ std::unique_ptr<struct archive, ReadFree> new_reader() {
 }  // namespace
 
 Result<Imported> import_archive(int root_fd, struct archive* a, const std::string& as_id,
-                                const ImportLimits& limits, const std::string& source) {
-  Importer imp(root_fd, a, limits);
+                                const ImportLimits& limits, const std::string& source,
+                                const std::string& workspace) {
+  Importer imp(root_fd, a, limits, workspace);
   return imp.run(as_id, source);
 }
 
 Result<Imported> import_archive_file(int root_fd, const std::string& path, const std::string& as_id,
-                                     const ImportLimits& limits) {
+                                     const ImportLimits& limits, const std::string& workspace) {
   auto a = new_reader();
   if (!a) {
     return make_error("libarchive: out of memory");
@@ -479,7 +608,7 @@ Result<Imported> import_archive_file(int root_fd, const std::string& path, const
       ARCHIVE_OK) {
     return archive_error(a.get(), "opening " + path);
   }
-  return import_archive(root_fd, a.get(), as_id, limits, path);
+  return import_archive(root_fd, a.get(), as_id, limits, path, workspace);
 }
 
 Result<Imported> import_archive_memory(int root_fd, const void* data, size_t size,
@@ -491,7 +620,7 @@ Result<Imported> import_archive_memory(int root_fd, const void* data, size_t siz
   if (archive_read_open_memory(a.get(), data, size) != ARCHIVE_OK) {
     return archive_error(a.get(), "opening the archive");
   }
-  return import_archive(root_fd, a.get(), as_id, limits, "(memory)");
+  return import_archive(root_fd, a.get(), as_id, limits, "(memory)", "");
 }
 
 }  // namespace cordon::launcher

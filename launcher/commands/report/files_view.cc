@@ -81,8 +81,9 @@ nlohmann::json files_view(const std::string& session_id) {
   }
   std::string note;
   policy::FilesystemPolicy pol = review_policy(*s, &note);
-  auto changes = fusefs::diff_layers(s->workspace, s->upper, &pol, s->format);
-  UniqueFd lower(::open(s->workspace.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  // An imported session bound to no workspace is shown against nothing (cow_session.h).
+  auto changes = fusefs::diff_layers(s->lower, s->upper, &pol, s->format);
+  UniqueFd lower(::open(s->lower.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   UniqueFd upper(::open(s->upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!changes.ok() || !lower || !upper) {
     out["note"] = changes.ok() ? "the workspace or the session's layer cannot be opened"
@@ -90,7 +91,13 @@ nlohmann::json files_view(const std::string& session_id) {
     return out;
   }
   out["available"] = true;
-  out["workspace"] = text::one_line(s->workspace, 1000);
+  out["workspace"] = text::one_line(
+      s->workspace.empty() ? "none (imported; it ran on " + s->origin + ")" : s->workspace, 1000);
+  if (s->workspace.empty()) {
+    note =
+        "imported without a workspace: every file of the layer shows as added, and its "
+        "deletions are not listed (cordon diff lists them)";
+  }
   out["running"] = s->running;
   if (!note.empty()) {
     out["note"] = text::one_line(note, 500);
