@@ -325,6 +325,9 @@ int policy_suggest_command(const SuggestOptions& opts) {
   in.policy = &rec->policy;
   in.learn = rec->learn;
   in.home = invoking_home(HostFacts::current());
+  // DIR of --state-dir DIR (or the default .../cordon): the sessions root is DIR/sessions.
+  const std::string root = sessions_root();
+  in.state_dir = root.substr(0, root.rfind('/'));
   in.tighten = opts.tighten;
   suggest::Report report = suggest::build_report(rec->events.get(), in);
   if (!rec->ended) {
