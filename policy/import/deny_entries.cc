@@ -140,8 +140,7 @@ std::optional<std::string> without_dotdot(const std::string& path, const std::st
 }  // namespace
 
 bool is_deny_list(std::string_view list_path) {
-  return list_path == "network.deny" || list_path == "filesystem.deny" ||
-         list_path == "filesystem.deny_write" || list_path == "process.env.deny";
+  return std::find(std::begin(kDenyLists), std::end(kDenyLists), list_path) != std::end(kDenyLists);
 }
 
 std::optional<std::vector<std::string>> normalise_deny(std::string_view list_path,

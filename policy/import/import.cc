@@ -191,20 +191,19 @@ ojson default_entries(const std::string& path) {
 // Rewrites each deny entry the way normalise_deny() says, or refuses the import: a deny must
 // never be weaker after import than in the file.
 void harden_denies(ImportResult& r, const std::string& source, const std::string& home) {
-  for (const char* list_path :
-       {"network.deny", "filesystem.deny", "filesystem.deny_write", "process.env.deny"}) {
+  for (std::string_view deny_list : kDenyLists) {
+    const std::string list_path(deny_list);
     ojson* list = find_path(r.policy, list_path);
     if (list == nullptr || !list->is_array()) {
       continue;
     }
-    auto key = [&](size_t i) { return std::string(list_path) + "[" + std::to_string(i) + "]"; };
+    auto key = [&](size_t i) { return list_path + "[" + std::to_string(i) + "]"; };
     ojson fresh = ojson::array();
     std::vector<std::string> origins;
     for (size_t i = 0; i < list->size(); ++i) {
       const std::string from = r.origin.count(key(i)) ? r.origin[key(i)] : list_path;
       r.origin.erase(key(i));
       const ojson& v = (*list)[i];
-      std::vector<std::string> forms;
       if (!v.is_string()) {
         fresh.push_back(v);  // the loader names the wrong type
         origins.push_back(from);
