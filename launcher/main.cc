@@ -291,7 +291,10 @@ int main(int argc, char** argv) {
       "host paths outside the workspace that were refused (filesystem.read, or filesystem.write\n"
       "for writes: the path itself, its directory when the write creates it), and programs\n"
       "outside process.exec_allow. Never suggested, but listed with the reason: private,\n"
-      "loopback and metadata addresses, the policy's own deny rules, canaries and exfiltration.\n"
+      "loopback and metadata addresses, localhost and cloud metadata names, sockets and the\n"
+      "directories for them (/run, /var/run, /tmp/.X11-unix), cordon's state directory, the\n"
+      "policy's own deny rules, canaries and exfiltration, and an entry cordon's loader refuses\n"
+      "(each is checked alone, so --apply adds the others).\n"
       "A host path that is not granted is missing in the sandbox (ENOENT), which the record\n"
       "keeps only when the run sets CORDON_SHIM_FS_EVENTS=all (--env-set, process.env.set).\n"
       "Exit status: 0 (also when there is nothing to suggest); 125 for an unknown id, an\n"
@@ -319,6 +322,9 @@ int main(int argc, char** argv) {
       "The policy says in `//` comments where each entry came from; every setting of the file\n"
       "is either in it or listed in the report with the reason. `cordon run`, `policy check`\n"
       "and `policy explain` import such a file on the fly when given it as the policy.\n"
+      "A deny is never weaker after the import: a deny entry is put in cordon's syntax where\n"
+      "that is safe (a URL becomes its host, spaces are trimmed, `..` is resolved after a\n"
+      "directory that is not a symlink), and one that cannot be fails the import.\n"
       "Exit status: 0 imported; 1 the file was refused (the message names the file, the key\n"
       "and the fix); 125 a usage or output error.");
 

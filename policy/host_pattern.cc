@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "policy/metadata_names.h"
+
 namespace cordon::policy {
 namespace {
 
@@ -369,6 +371,19 @@ bool HostPattern::names_host_loopback() const {
     last.bytes[static_cast<size_t>(i / 8)] |= bit;
   }
   return first.is_loopback() && last.is_loopback();
+}
+
+bool is_metadata_name(std::string_view host) {
+  static constexpr std::string_view kNames[] = {
+      "metadata.google.internal",    // GCP (169.254.169.254)
+      "metadata.goog",               // GCP
+      "metadata",                    // GCP's short name, through the instance's search domain
+      "instance-data",               // AWS (169.254.169.254)
+      "instance-data.ec2.internal",  // AWS
+      "metadata.tencentyun.com",     // Tencent Cloud
+  };
+  std::string n = normalize_host(host);
+  return std::find(std::begin(kNames), std::end(kNames), n) != std::end(kNames);
 }
 
 }  // namespace cordon::policy

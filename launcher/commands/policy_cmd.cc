@@ -1,16 +1,11 @@
 // `cordon policy default | check FILE | explain [FILE] | import srt|codex FILE`, the first three
 // optionally with --agent NAME, and `cordon policy suggest ID [--json] [--tighten] [--apply FILE]`.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <ctime>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "base/unique_fd.h"
 #include "launcher/commands.h"
@@ -18,8 +13,6 @@
 #include "launcher/diagnostics.h"
 #include "launcher/identity.h"
 #include "launcher/run_options.h"
-#include "launcher/sandbox/landlock.h"
-#include "launcher/sandbox/seccomp.h"
 #include "launcher/session/policy_suggest.h"
 #include "launcher/session/session.h"
 #include "launcher/session/session_store.h"
@@ -75,19 +68,6 @@ Status write_out(const std::string& path, const std::string& text) {
   }
   if (::close(fd.release()) != 0) {
     return sys_error("cannot write " + path);
-  }
-  return {};
-}
-
-// What `cordon run` checks beyond the loader before anything starts, so that a policy `check`
-// passes is one `run` accepts: syscall names libseccomp knows, exec_allow paths Landlock can
-// express. (What depends on the host, such as paths that exist, is said by `run`.)
-Status validate_for_run(const policy::Policy& p) {
-  if (auto s = compile_seccomp(p.process.seccomp, {p.process.nested_sandbox, true}); !s.ok()) {
-    return std::move(s).error().with_context("seccomp");
-  }
-  if (auto e = exec_allow_paths(p.process, "/workspace"); !e.ok()) {
-    return std::move(e).error();
   }
   return {};
 }
@@ -175,8 +155,6 @@ namespace cordon::launcher {
 namespace {
 
 constexpr size_t kMaxPolicyBytes = 1u << 20;
-// A new policy file for --apply when FILE does not exist yet.
-constexpr char kFreshPolicy[] = "{\n  \"version\": 1\n}\n";
 
 struct SessionRecord {
   std::string id;
@@ -223,54 +201,6 @@ std::string utc_date() {
   return buf;
 }
 
-Result<std::string> read_policy_text(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) {
-      return std::string(kFreshPolicy);
-    }
-    return sys_error("open(\"" + file + "\")");
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (s.str().size() > kMaxPolicyBytes) {
-    return make_error(file + ": larger than a policy can be (1 MiB)");
-  }
-  return s.str();
-}
-
-// Replaces `file` with `text` in one rename, keeping an existing file's mode (and, as root, its
-// owner), so that a crash
-// leaves either the old policy or the new one.
-Status write_policy_text(const std::string& file, const std::string& text) {
-  struct stat st {};
-  const bool existed = ::stat(file.c_str(), &st) == 0;
-  mode_t mode = existed ? (st.st_mode & 07777) : 0644;
-  std::string tmp = file + ".cordon-suggest.tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-  if (fd < 0) {
-    return sys_error("open(\"" + tmp + "\")");
-  }
-  UniqueFd out(fd);
-  if (existed && ::geteuid() == 0) {
-    // cordon as root (`sudo cordon run --ask --policy ~/p.json`): the file stays its owner's.
-    (void)!::fchown(out.get(), st.st_uid, st.st_gid);
-  }
-  if (::fchmod(out.get(), mode) != 0 ||
-      ::write(out.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-      ::fsync(out.get()) != 0) {
-    Error e = sys_error("writing \"" + tmp + "\"");
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
-    Error e = sys_error("rename(\"" + tmp + "\", \"" + file + "\")");
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  return {};
-}
-
 // The suggestions written into `file`, each after a `//` line saying when and why; the result
 // must pass what `cordon policy check` checks, or the file is left as it was.
 Status apply_suggestions(const suggest::Report& r, const std::string& file) {
@@ -293,27 +223,6 @@ Status apply_suggestions(const suggest::Report& r, const std::string& file) {
 
 }  // namespace
 
-Status add_to_policy_file(const std::string& file, const std::vector<PolicyAddition>& adds) {
-  ASSIGN_OR_RETURN(std::string before, read_policy_text(file));
-  auto after = add_to_policy_text(before, adds);
-  if (!after.ok()) {
-    return std::move(after).error().with_context(file);
-  }
-  try {
-    policy::LoadOptions lo;
-    lo.home = invoking_home(HostFacts::current());
-    lo.source_name = file;
-    policy::Policy p = policy::parse_policy(*after, lo);
-    if (auto s = validate_for_run(p); !s.ok()) {
-      return std::move(s).error().with_context(file + " with the additions");
-    }
-  } catch (const policy::PolicyError& e) {
-    return make_error(std::string("with the additions, ") + e.what(),
-                      "the file was left unchanged");
-  }
-  return write_policy_text(file, *after);
-}
-
 int policy_suggest_command(const SuggestOptions& opts) {
   auto rec = open_record(opts.id);
   if (!rec.ok()) {
@@ -325,6 +234,9 @@ int policy_suggest_command(const SuggestOptions& opts) {
   in.policy = &rec->policy;
   in.learn = rec->learn;
   in.home = invoking_home(HostFacts::current());
+  // DIR of --state-dir DIR (or the default .../cordon): the sessions root is DIR/sessions.
+  const std::string root = sessions_root();
+  in.state_dir = root.substr(0, root.rfind('/'));
   in.tighten = opts.tighten;
   suggest::Report report = suggest::build_report(rec->events.get(), in);
   if (!rec->ended) {

@@ -2,9 +2,21 @@
 // member and array element lies, and the additions are spliced in at those offsets.
 #include "launcher/commands/policy_patch.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/replace_file.h"
+#include "launcher/identity.h"
+#include "launcher/sandbox/landlock.h"
+#include "launcher/sandbox/seccomp.h"
+#include "policy/loader.h"
 
 namespace cordon::launcher {
 namespace {
@@ -279,6 +291,77 @@ Result<std::string> add_to_policy_text(std::string_view text,
     out.insert(s.at, s.text);
   }
   return out;
+}
+
+namespace {
+
+constexpr size_t kMaxPolicyBytes = 1u << 20;
+// A new policy file when FILE does not exist yet.
+constexpr char kFreshPolicy[] = "{\n  \"version\": 1\n}\n";
+
+Result<std::string> read_policy_text(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) {
+      return std::string(kFreshPolicy);
+    }
+    return sys_error("open(\"" + file + "\")");
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (s.str().size() > kMaxPolicyBytes) {
+    return make_error(file + ": larger than a policy can be (1 MiB)");
+  }
+  return s.str();
+}
+
+// Replaces `file` with `text` in one rename (a crash leaves the old policy or the new one),
+// keeping an existing file's mode and, as root, its owner: `sudo cordon run --ask --policy
+// ~/p.json` leaves the file its owner's.
+Status write_policy_text(const std::string& file, const std::string& text) {
+  struct stat st {};
+  ReplaceOptions o;
+  if (::stat(file.c_str(), &st) == 0) {
+    o.mode = st.st_mode & 07777;
+    if (::geteuid() == 0) {
+      o.uid = st.st_uid;
+      o.gid = st.st_gid;
+    }
+  }
+  return replace_file(file, text, o);
+}
+
+}  // namespace
+
+Status validate_for_run(const policy::Policy& p) {
+  if (auto s = compile_seccomp(p.process.seccomp, {p.process.nested_sandbox, true}); !s.ok()) {
+    return std::move(s).error().with_context("seccomp");
+  }
+  if (auto e = exec_allow_paths(p.process, "/workspace"); !e.ok()) {
+    return std::move(e).error();
+  }
+  return {};
+}
+
+Status add_to_policy_file(const std::string& file, const std::vector<PolicyAddition>& adds) {
+  ASSIGN_OR_RETURN(std::string before, read_policy_text(file));
+  auto after = add_to_policy_text(before, adds);
+  if (!after.ok()) {
+    return std::move(after).error().with_context(file);
+  }
+  try {
+    policy::LoadOptions lo;
+    lo.home = invoking_home(HostFacts::current());
+    lo.source_name = file;
+    policy::Policy p = policy::parse_policy(*after, lo);
+    if (auto s = validate_for_run(p); !s.ok()) {
+      return std::move(s).error().with_context(file + " with the additions");
+    }
+  } catch (const policy::PolicyError& e) {
+    return make_error(std::string("with the additions, ") + e.what(),
+                      "the file was left unchanged");
+  }
+  return write_policy_text(file, *after);
 }
 
 }  // namespace cordon::launcher

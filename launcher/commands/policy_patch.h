@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "policy/policy.h"
 
 namespace cordon::launcher {
 
@@ -25,9 +26,17 @@ struct PolicyAddition {
 Result<std::string> add_to_policy_text(std::string_view text,
                                        const std::vector<PolicyAddition>& additions);
 
-// Adds `additions` to the policy file `file` (add_to_policy_text), keeping its mode, and only when
-// the result passes what `cordon policy check` checks; otherwise the file is left as it was and
-// the error says why. Used by `policy suggest --apply` and `run --ask`'s "always" answers.
+// What `cordon run` checks beyond the loader before anything starts, so that a policy `check`
+// passes is one `run` accepts: syscall names libseccomp knows, exec_allow paths Landlock can
+// express. (What depends on the host, such as paths that exist, is said by `run`.)
+Status validate_for_run(const policy::Policy& p);
+
+// Adds `additions` to the policy file `file` (add_to_policy_text; a file not there yet starts as
+// {"version": 1}), only when the result passes what `cordon policy check` checks (the loader,
+// with "~" as the invoking user's home, and validate_for_run()); otherwise the file is left as it
+// was and the error says why. The file is replaced in one rename (base/replace_file.h) keeping
+// its mode and, as root, its owner. Used by `policy suggest --apply` and `run --ask`'s "always"
+// answers.
 Status add_to_policy_file(const std::string& file, const std::vector<PolicyAddition>& additions);
 
 }  // namespace cordon::launcher

@@ -44,6 +44,7 @@
 #include <optional>
 #include <set>
 
+#include "base/replace_file.h"
 #include "base/unique_fd.h"
 #include "launcher/diagnostics.h"
 
@@ -404,22 +405,13 @@ std::optional<std::vector<unsigned char>> read_cache(const std::string& path,
   return bpf;
 }
 
-void write_cache(const std::string& dir, const std::string& path, const std::string& key,
+void write_cache(const std::string& path, const std::string& key,
                  const std::vector<unsigned char>& bpf) {
-  // Atomic: a complete file appears under its final name or nothing does.
-  std::string tmp = dir + "/.seccomp-" + std::to_string(::getpid()) + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd) {
-    return;  // the cache only saves time: the next run compiles the filter again
-  }
   std::string data = kCacheMagic + key;
   data.append(bpf.begin(), bpf.end());
-  bool ok = ::write(fd.get(), data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
-            ::fsync(fd.get()) == 0;
-  ok = ::close(fd.release()) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-  }
+  // Atomic: a complete file appears under its final name or nothing does. A failure is not
+  // reported: the cache only saves time, and the next run compiles the filter again.
+  (void)replace_file(path, data, {.mode = 0600});
 }
 
 }  // namespace
@@ -488,7 +480,7 @@ Result<SeccompProgram> compile_seccomp(const policy::SeccompPolicy& p, SeccompOp
   }
   ASSIGN_OR_RETURN(std::vector<unsigned char> bpf, build_bpf(e));
   if (cache_ok) {
-    write_cache(dir, path, key, bpf);
+    write_cache(path, key, bpf);
   }
   memo.emplace(memo_key, bpf);
   return SeccompProgram{std::move(bpf), e.notify_userns};

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -14,6 +16,8 @@
 #include "launcher/session/net_summary.h"
 #include "launcher/session/session_store.h"
 #include "launcher/session/session_text.h"
+#include "policy/loader.h"
+#include "policy/metadata_names.h"
 
 namespace cordon::launcher::suggest {
 namespace {
@@ -367,6 +371,15 @@ std::string net_hold_reason(const NetRefusal& r) {
     return "not a plain host name or address" + (why.empty() ? "" : " (" + why + ")") +
            "; not suggested";
   }
+  if (policy::is_metadata_name(r.name)) {
+    return "a cloud metadata service's name; not suggested: on a cloud instance it leads to the "
+           "metadata address, which the built-in protection refuses and suggest never allows";
+  }
+  if (pattern->names_host_loopback()) {
+    return "names the host's loopback; not suggested: an entry would carry the sandbox's "
+           "connections to a service of the host (add \"localhost:PORT\" by hand if the program "
+           "should reach one)";
+  }
   if (auto ip = policy::IpAddress::parse(r.name); ip && (ip->is_special() || ip->is_metadata())) {
     return std::string("refused by the built-in protection; not suggested: ") +
            (ip->is_metadata() ? "a cloud metadata address"
@@ -539,6 +552,95 @@ std::string fs_entry(const FsAttempt& a, const std::string& home) {
   return parent == "/" || parent == home ? "" : parent;
 }
 
+// Directories that exist to hold the host's service sockets (the system's runtime directory, the
+// users' beneath it, X11's and ICE's).
+constexpr const char* kSocketDirs[] = {"/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix"};
+
+bool is_socket(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+// The first socket beneath the directory `dir`, or "". The walk does not follow symlinks and is
+// bounded (a data set's directory can be huge): past the bound the directory counts as free of
+// them, which the socket directories above do not rely on.
+std::string socket_beneath(const std::string& dir) {
+  namespace fs = std::filesystem;
+  constexpr size_t kMaxEntries = 4096;
+  constexpr int kMaxDepth = 4;
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) {
+    return {};
+  }
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  for (size_t n = 0; !ec && it != fs::recursive_directory_iterator() && n < kMaxEntries;
+       it.increment(ec), ++n) {
+    if (it.depth() >= kMaxDepth) {
+      it.disable_recursion_pending();
+    }
+    std::error_code sec;
+    if (fs::is_socket(it->symlink_status(sec))) {
+      return it->path().string();
+    }
+  }
+  return {};
+}
+
+std::string real_path(const std::string& path) {
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (real == nullptr) {
+    return {};
+  }
+  std::string out = real;
+  std::free(real);
+  return out;
+}
+
+// Why `entry` (the grant a refused `path` calls for) is never suggested, or "": a grant of a
+// socket lets the sandbox connect to the service behind it (/var/run/docker.sock is the host),
+// and a grant of cordon's own state would let the program read or rewrite its records. Checked
+// as written and as the host resolves it, since a symlink can lead into either.
+std::string grant_hold_reason(const std::string& path, const std::string& entry,
+                              const std::string& state_dir) {
+  std::vector<std::string> forms{entry};
+  if (std::string real = real_path(entry); !real.empty() && real != entry) {
+    forms.push_back(real);
+  }
+  if (!state_dir.empty()) {
+    std::vector<std::string> states{state_dir};
+    if (std::string real = real_path(state_dir); !real.empty() && real != state_dir) {
+      states.push_back(real);
+    }
+    for (const auto& f : forms) {
+      for (const auto& st : states) {
+        if (beneath(f, st) || beneath(st, f)) {
+          return "not suggested: " + entry + (beneath(f, st) ? " is in" : " holds") +
+                 " cordon's own state directory (" + state_dir +
+                 "), where its session records are kept";
+        }
+      }
+    }
+  }
+  const std::string kSocket = "not suggested: a socket grants a connection to a host service (";
+  if (is_socket(path)) {
+    return kSocket + path + " is a socket)";
+  }
+  for (const auto& f : forms) {
+    for (const char* dir : kSocketDirs) {
+      if (beneath(f, dir)) {
+        return kSocket + f + " is in " + dir + ", which holds the host's service sockets)";
+      }
+      if (beneath(dir, f)) {
+        return kSocket + f + " holds " + dir + ", which holds the host's service sockets)";
+      }
+    }
+  }
+  if (std::string sock = socket_beneath(entry); !sock.empty()) {
+    return kSocket + entry + " holds the socket " + sock + ")";
+  }
+  return {};
+}
+
 void suggest_filesystem(const Gathered& g, const Inputs& in, Report& rep) {
   FsContext c{*in.policy, in.workspace.empty() ? g.workspace : in.workspace, g.canary_paths};
   std::map<std::string, Suggestion> write, read;
@@ -571,6 +673,10 @@ void suggest_filesystem(const Gathered& g, const Inputs& in, Report& rep) {
                (entry.empty() ? std::string("/ or the home directory") : entry) +
                ", which holds the home directory; not suggested",
            a.ev});
+      continue;
+    }
+    if (std::string hold = grant_hold_reason(a.path, entry, in.state_dir); !hold.empty()) {
+      rep.held_back.push_back({a.path, hold, a.ev});
       continue;
     }
     auto& into = a.write ? write : read;
@@ -670,6 +776,26 @@ void tighten(const Gathered& g, const Inputs& in, Report& rep) {
   }
 }
 
+// Why the loader refuses `s` as the only entry of its list, or "": each suggestion is checked on
+// its own, so that one entry no policy can hold does not stop the others from being applied.
+std::string loader_refusal(const Suggestion& s, const std::string& home) {
+  const size_t dot = s.field.find('.');
+  nlohmann::json p = {{"version", 1}};
+  p[s.field.substr(0, dot)][s.field.substr(dot + 1)] = nlohmann::json::array({s.entry});
+  policy::LoadOptions lo;
+  lo.home = home;
+  lo.source_name = "suggestion";
+  try {
+    (void)policy::parse_policy(p.dump(), lo);
+  } catch (const policy::PolicyError& e) {
+    std::string what = e.what();
+    const std::string prefix = e.field_path() + ": ";
+    const size_t at = what.find(prefix);
+    return at == std::string::npos ? what : what.substr(at + prefix.size());
+  }
+  return {};
+}
+
 std::string evidence_lines(const Evidence& e, const std::string& indent) {
   std::string out = indent + "count: " + std::to_string(e.count);
   if (!e.first_time.empty()) {
@@ -714,7 +840,16 @@ Report build_report(int events_fd, const Inputs& in) {
       same->evidence.count += s.evidence.count;
     }
   }
-  rep.add = std::move(unique);
+  rep.add.clear();
+  for (auto& s : unique) {
+    if (std::string why = loader_refusal(s, in.home); !why.empty()) {
+      rep.held_back.push_back(
+          {s.entry, "not suggested: cordon does not take it as a " + s.field + " entry: " + why,
+           s.evidence});
+    } else {
+      rep.add.push_back(std::move(s));
+    }
+  }
   if (in.tighten) {
     tighten(g, in, rep);
   }

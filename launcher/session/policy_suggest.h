@@ -65,11 +65,19 @@ struct Inputs {
   bool learn = false;
   std::string workspace;  // the host workspace (session.start), "" if unknown
   std::string home;       // the invoking user's home, for canaries
+  // cordon's own state directory (the sessions root's parent, or --state-dir): no path in it,
+  // and no directory holding it, is ever suggested.
+  std::string state_dir;
   bool tighten = false;
 };
 
 // Reads an open events.jsonl (bounded, through store::for_each_line) and builds the report.
-// Host paths are checked on the host (stat) to choose between a file and its directory.
+// Host paths are checked on the host (stat) to choose between a file and its directory. Each
+// suggestion is checked on its own by the policy loader, so that every one in `add` can be
+// applied whatever the others are; one the loader refuses is held back with its reason. Never in
+// `add`: a socket, a directory holding one or a directory for sockets (/run, /var/run,
+// /tmp/.X11-unix: a grant would connect the sandbox to a host service), cordon's state
+// directory, a name of the host's loopback or of a cloud metadata service.
 Report build_report(int events_fd, const Inputs& in);
 
 // The report for a person: each suggestion's entry, why, count, first process and example.

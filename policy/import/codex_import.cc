@@ -542,7 +542,12 @@ class CodexReader {
       } else if (a == "read") {
         r_.set("filesystem.mode", "ro", p);
       } else {
-        r_.skip(p, "cordon always shows the workspace; use filesystem.deny for paths in it");
+        // Dropping it would show a workspace the file hid: the import must not be weaker.
+        refuse(source_, p,
+               "\"" + a +
+                   "\" makes the workspace unreachable, and cordon always shows the workspace: "
+                   "run cordon in a directory the program may see (or deny paths inside it: "
+                   "\":workspace_roots\" = { \"secrets\" = \"deny\" })");
       }
     } else if (a == "read") {
       r_.add("filesystem.deny_write", sub, p);
@@ -639,8 +644,12 @@ class CodexReader {
         }
       } else if (key == "include_only") {
         auto names = strings(v, p);
-        if (names.empty()) {
-          r_.set("process.env.keep", nlohmann::ordered_json::array(), p);  // only these: none
+        if (std::none_of(names.begin(), names.end(), valid_env_name)) {
+          // Only these: none, or only patterns cordon cannot keep; never cordon's defaults.
+          r_.set("process.env.keep", nlohmann::ordered_json::array(), p);
+          if (!names.empty()) {
+            --r_.settings;  // the entries below are counted one by one
+          }
         }
         for (size_t i = 0; i < names.size(); ++i) {
           std::string ip = p + "[" + std::to_string(i) + "]";

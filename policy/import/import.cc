@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/read_up_to.h"
 #include "base/unique_fd.h"
 #include "policy/import/codex_import.h"
+#include "policy/import/deny_entries.h"
 #include "policy/import/srt_import.h"
 
 namespace cordon::policy::import {
@@ -177,6 +179,59 @@ ojson default_entries(const std::string& path) {
   return v != nullptr && v->is_array() ? *v : ojson::array();
 }
 
+[[noreturn]] void refuse_deny(const std::string& source, const std::string& from,
+                              const std::string& value, const std::string& why) {
+  refuse(source, from,
+         "the deny entry " + value + " cannot be put in cordon's syntax: " + why +
+             ". An import never leaves a deny out, since the allow entries would then let "
+             "through what the file refused: write it as cordon takes it (a host name such as "
+             "\"example.com\", a path without \"..\") and import again");
+}
+
+// Rewrites each deny entry the way normalise_deny() says, or refuses the import: a deny must
+// never be weaker after import than in the file.
+void harden_denies(ImportResult& r, const std::string& source, const std::string& home) {
+  for (std::string_view deny_list : kDenyLists) {
+    const std::string list_path(deny_list);
+    ojson* list = find_path(r.policy, list_path);
+    if (list == nullptr || !list->is_array()) {
+      continue;
+    }
+    auto key = [&](size_t i) { return list_path + "[" + std::to_string(i) + "]"; };
+    ojson fresh = ojson::array();
+    std::vector<std::string> origins;
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string from = r.origin.count(key(i)) ? r.origin[key(i)] : list_path;
+      r.origin.erase(key(i));
+      const ojson& v = (*list)[i];
+      if (!v.is_string()) {
+        fresh.push_back(v);  // the loader names the wrong type
+        origins.push_back(from);
+        continue;
+      }
+      std::string why;
+      auto normal = normalise_deny(list_path, v.get<std::string>(), home, &why);
+      if (!normal) {
+        refuse_deny(source, from, v.dump(), why);
+      }
+      for (const auto& f : *normal) {
+        if (std::find(fresh.begin(), fresh.end(), ojson(f)) != fresh.end()) {
+          continue;
+        }
+        if (f != v.get<std::string>()) {
+          r.notes.push_back(from + ": " + v.dump() + " is denied as " + ojson(f).dump());
+        }
+        fresh.push_back(f);
+        origins.push_back(from);
+      }
+    }
+    *list = std::move(fresh);
+    for (size_t i = 0; i < origins.size(); ++i) {
+      r.origin[key(i)] = origins[i];
+    }
+  }
+}
+
 }  // namespace
 
 void ImportResult::add(const std::string& path, ojson value, const std::string& from) {
@@ -294,7 +349,12 @@ Format detect_format(std::string_view text, const std::string& source) {
 
 void settle(ImportResult& r, const std::string& source, const LoadOptions& lo) {
   LoadOptions o = lo;
-  o.source_name = source;
+  o.source_name = source + " (imported)";
+  if (o.home.empty()) {
+    const char* h = std::getenv("HOME");
+    o.home = h != nullptr ? h : "";  // as the loader expands "~"
+  }
+  harden_denies(r, source, o.home);
   // Each pass removes one entry, so there are at most as many passes as entries (plus one).
   const size_t passes = r.origin.size() + 1;
   for (size_t pass = 0; pass < passes; ++pass) {
@@ -310,6 +370,11 @@ void settle(ImportResult& r, const std::string& source, const LoadOptions& lo) {
         ojson* list = find_path(r.policy, list_path);
         if (list != nullptr && list->is_array() && index < list->size()) {
           std::string value = (*list)[index].dump();
+          if (is_deny_list(list_path)) {
+            const std::string key = list_path + "[" + std::to_string(index) + "]";
+            refuse_deny(source, r.origin.count(key) ? r.origin[key] : list_path, value,
+                        bare_message(e));
+          }
           std::string from = remove_element(r, *list, list_path, index);
           r.unmapped.push_back({from, value + " is not accepted by cordon: " + bare_message(e)});
           continue;
@@ -456,7 +521,7 @@ ImportResult import_text(Format f, std::string_view text, const std::string& sou
   }
   ImportResult r =
       f == Format::Codex ? import_codex(text, source, profile) : import_srt(text, source);
-  settle(r, source + " (imported)", lo);
+  settle(r, source, lo);
   return r;
 }
 

@@ -62,10 +62,14 @@ std::string read_input_file(const std::string& path);
 // Cordon (the loader then reports the JSON error), unless `source` ends in ".toml".
 Format detect_format(std::string_view text, const std::string& source);
 
-// Runs the loader over the result; an entry it refuses (a host pattern cordon does not accept,
-// a relative path where an absolute one is needed) moves to `unmapped` with the loader's reason,
-// so that the policy left passes `cordon policy check`. Throws PolicyError when the loader
-// refuses something that is not one entry of a list.
+// Runs the loader over the result (errors name `source`). Deny entries are first put in
+// cordon's syntax (normalise_deny(), deny_entries.h); a deny that cannot be, or that the loader
+// still refuses, fails the import: a deny is never weaker after import. An allow or other entry
+// the loader refuses (a host pattern cordon does not accept, a relative path where an absolute
+// one is needed) moves to `unmapped` with the loader's reason, which only narrows the policy, so
+// that the policy left passes `cordon policy check`. Throws PolicyError for a deny that cannot be
+// mapped, naming its input key and the fix, and when the loader refuses something that is not
+// one entry of a list.
 void settle(ImportResult& r, const std::string& source, const LoadOptions& lo = {});
 
 // The policy as a file: JSON with `//` comments naming where each entry came from, the notes

@@ -133,6 +133,31 @@ TEST(PolicyImport, AFileWithKeysOfBothKindsIsRefused) {
                                "sandbox-runtime's settings (filesystem.denyRead)"));
 }
 
+// A deny is never weaker after import: a URL becomes its host, and one that cannot be put in
+// cordon's syntax fails `policy import` and `run --policy` alike, before any sandbox exists.
+TEST(PolicyImport, ADenyThatCannotBeMappedFailsTheImportAndTheRun) {
+  TempDir dir;
+  write_text(dir / "url.json",
+             R"({"network": {"allowedDomains": ["*"], "deniedDomains": ["https://exfil.com/x"]}})");
+  auto r = cordon({"policy", "explain", dir / "url.json"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("network: deny exfil.com any port"));
+
+  write_text(dir / "bad.json",
+             R"({"network": {"allowedDomains": ["*"], "deniedDomains": ["exfil com"]}})");
+  r = cordon({"policy", "import", "srt", dir / "bad.json"});
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr(dir / "bad.json" +
+                               ": network.deniedDomains[0]: the deny entry \"exfil com\" cannot "
+                               "be put in cordon's syntax"));
+  SandboxFixture f;
+  r = f.run({"-q", "--policy", dir / "bad.json"}, {"/bin/echo", "ran"});
+  EXPECT_EQ(r.exit_code(), 125) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("ran")));
+  EXPECT_THAT(r.err, HasSubstr("network.deniedDomains[0]: the deny entry \"exfil com\""));
+}
+
 // The imported denies hold in a real sandbox: a denyRead path inside an allowRead grant is
 // unreadable, and a host not in allowedDomains is refused by the proxy before anything leaves
 // (as root, SinkNetns counts what would have).

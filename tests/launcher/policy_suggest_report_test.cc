@@ -3,8 +3,11 @@
 // the whole loop for real; this covers the cases a real run cannot stage safely.)
 #include <fcntl.h>
 #include <gmock/gmock.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "base/unique_fd.h"
@@ -27,6 +30,8 @@ class Record {
     ::mkdir((dir_.path() + "/out").c_str(), 0755);
     ::mkdir((dir_.path() + "/home").c_str(), 0755);
     ::mkdir((dir_.path() + "/home/.ssh").c_str(), 0755);
+    ::mkdir((dir_.path() + "/var").c_str(), 0755);
+    ::mkdir((dir_.path() + "/var/state").c_str(), 0755);
     write_text(dir_.path() + "/data/f.csv", "a\n");
     write_text(dir_.path() + "/data/decoy", "x\n");
     write_text(dir_.path() + "/home/.ssh/id_ed25519", "k\n");
@@ -51,6 +56,7 @@ class Record {
     in.policy = &policy_;
     in.workspace = path("ws");
     in.home = home();
+    in.state_dir = path("var/state");
     in.tighten = tighten;
     in.learn = learn;
     return build_report(fd.get(), in);
@@ -295,6 +301,115 @@ TEST(PolicySuggestReport, PatternsInTheRecordAreNeverSuggested) {
         rec.path("out/*"), rec.path("data/../data/f.csv"), rec.home()}) {
     EXPECT_NE(held(r, what), nullptr) << what << "\n" << format_text(r);
   }
+}
+
+// A bound Unix socket at `path` (closed: the file stays, as a dead service's would).
+bool make_socket(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (!fd || path.size() >= sizeof sa.sun_path) {
+    return false;
+  }
+  std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+  return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+}
+
+// A grant of a socket connects the sandbox to the host service behind it: never suggested, nor
+// a directory holding one, nor the directories for them (/run, also through a symlink).
+TEST(PolicySuggestReport, SocketsAndTheirDirectoriesAreNeverSuggested) {
+  Record rec;
+  ::mkdir(rec.path("svc").c_str(), 0755);
+  ::mkdir(rec.path("tree").c_str(), 0755);
+  ::mkdir(rec.path("tree/deep").c_str(), 0755);
+  ASSERT_TRUE(make_socket(rec.path("svc/docker.sock")));
+  ASSERT_TRUE(make_socket(rec.path("tree/deep/agent.sock")));
+  ASSERT_EQ(::symlink("/run", rec.path("runlink").c_str()), 0);
+  rec.add(failed_open(rec.path("svc/docker.sock"), ENOENT, O_RDWR));
+  rec.add(failed_open(rec.path("tree"), ENOENT));
+  rec.add(failed_open("/run/cordon-suggest-test.pid", ENOENT, O_WRONLY | O_CREAT));
+  rec.add(failed_open("/run", ENOENT));
+  rec.add(failed_open(rec.path("runlink"), ENOENT));
+  rec.add(failed_open(rec.path("data/f.csv"), ENOENT));
+  Report r = rec.report();
+  EXPECT_EQ(entries(r), (Entries{{"filesystem.read", rec.path("data/f.csv")}})) << format_text(r);
+  const std::string why = "not suggested: a socket grants a connection to a host service";
+  for (const auto& [what, detail] : std::vector<std::pair<std::string, std::string>>{
+           {rec.path("svc/docker.sock"), "docker.sock is a socket"},
+           {rec.path("tree"), "holds the socket " + rec.path("tree/deep/agent.sock")},
+           {"/run/cordon-suggest-test.pid", "/run is in /run"},
+           {"/run", "/run is in /run"},
+           {rec.path("runlink"), "/run is in /run"}}) {
+    const HeldBack* h = held(r, what);
+    ASSERT_NE(h, nullptr) << what << "\n" << format_text(r);
+    EXPECT_THAT(h->reason, HasSubstr(why));
+    EXPECT_THAT(h->reason, HasSubstr(detail));
+    EXPECT_EQ(h->evidence.count, 1u);
+    EXPECT_EQ(h->evidence.first_process, "python3 (pid 7)");
+  }
+  EXPECT_THAT(format_text(r), HasSubstr("\n  " + rec.path("svc/docker.sock") + ": " + why));
+}
+
+// cordon's own state directory: no path in it, and no directory holding it.
+TEST(PolicySuggestReport, CordonsStateDirectoryIsNeverSuggested) {
+  Record rec;
+  ::mkdir(rec.path("var/state/sessions").c_str(), 0755);
+  write_text(rec.path("var/state/sessions/events.jsonl"), "{}\n");
+  rec.add(failed_open(rec.path("var/state/sessions/events.jsonl"), EACCES, O_RDWR));
+  rec.add(failed_open(rec.path("var/new.txt"), ENOENT, O_WRONLY | O_CREAT));
+  rec.add(failed_open(rec.path("var"), ENOENT));
+  Report r = rec.report();
+  EXPECT_EQ(entries(r), Entries{}) << format_text(r);
+  for (const auto& what :
+       {rec.path("var/state/sessions/events.jsonl"), rec.path("var/new.txt"), rec.path("var")}) {
+    const HeldBack* h = held(r, what);
+    ASSERT_NE(h, nullptr) << what << "\n" << format_text(r);
+    EXPECT_THAT(h->reason, HasSubstr("cordon's own state directory (" + rec.path("var/state")));
+  }
+}
+
+// Names that cannot be or must not be an allow entry are held back one by one; the rest stay.
+TEST(PolicySuggestReport, EachSuggestionIsCheckedOnItsOwn) {
+  Record rec;
+  const std::string none = "network.allow (no match)";
+  auto lookup = [](const std::string& name) {
+    return nlohmann::json{{"kind", "net.dns"},
+                          {"source", "netproxy"},
+                          {"decision", "deny"},
+                          {"name", name},
+                          {"type", "A"},
+                          {"rcode", "NXDOMAIN"},
+                          {"rule", "network.allow (no match)"}};
+  };
+  rec.add(lookup("localhost"));
+  rec.add(lookup("METADATA.google.internal."));
+  rec.add(refused("metadata.google.internal", 80, none));
+  rec.add(refused("instance-data", 80, none));
+  rec.add(refused("api.test", 8443, none));
+  // A path with a NUL from a hostile record: the host sees the part before it, the loader the
+  // whole, which it refuses.
+  rec.add(failed_open(rec.path("data") + std::string("\0/x", 3), ENOENT));
+  Report r = rec.report();
+  EXPECT_EQ(entries(r), (Entries{{"network.allow", "api.test:8443"}})) << format_text(r);
+  ASSERT_NE(held(r, "localhost"), nullptr) << format_text(r);
+  EXPECT_THAT(held(r, "localhost")->reason, HasSubstr("names the host's loopback; not suggested"));
+  for (const char* what :
+       {"METADATA.google.internal.", "metadata.google.internal:80", "instance-data:80"}) {
+    ASSERT_NE(held(r, what), nullptr) << what << "\n" << format_text(r);
+    EXPECT_THAT(held(r, what)->reason, HasSubstr("a cloud metadata service's name"));
+  }
+  const HeldBack* nul = held(r, rec.path("data") + std::string("\0/x", 3));
+  ASSERT_NE(nul, nullptr) << format_text(r);
+  EXPECT_THAT(nul->reason, HasSubstr("cordon does not take it as a filesystem.read entry"));
+  EXPECT_THAT(nul->reason, HasSubstr("NUL"));
+
+  // A connection to a host loopback name and port: it would hand over a service of the host.
+  Record other;
+  other.add(refused("localhost", 5432, none));
+  r = other.report();
+  EXPECT_EQ(entries(r), Entries{});
+  ASSERT_NE(held(r, "localhost:5432"), nullptr) << format_text(r);
+  EXPECT_THAT(held(r, "localhost:5432")->reason, HasSubstr("names the host's loopback"));
 }
 
 TEST(PolicySuggestReport, TightenListsTheAllowEntriesNothingUsed) {

@@ -2,12 +2,18 @@
 // host directory outside the workspace; the suggestions, applied to the policy file, make the same
 // run pass with no refusal in its record, and they hold exactly the entries it needed. Also
 // --tighten, a session with nothing to suggest, the built-in protection, and an unknown id.
+#include <fcntl.h>
 #include <gmock/gmock.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "base/unique_fd.h"
 #include "tests/launcher/sandbox_fixture.h"
 #include "tests/netproxy/fixture.h"
 
@@ -217,6 +223,79 @@ TEST(PolicySuggest, ASessionWithoutRefusalsSuggestsNothing) {
   EXPECT_EQ(a.exit_code(), 0) << a.err;
   EXPECT_THAT(a.err, HasSubstr("left unchanged"));
   EXPECT_EQ(read_text(p), "{\"version\": 1}\n");
+}
+
+// One suggestion no policy may hold (a bare "localhost"), a metadata name and a host socket in
+// the record: each is listed as not suggested, and --apply adds the rest. The record is written
+// by hand into a --state-dir, as a session leaves it.
+TEST(PolicySuggest, OneInvalidEntryDoesNotStopTheOthersFromBeingApplied) {
+  TempDir state, host;
+  const std::string id = "20261127-100000-abcdef";
+  const std::string dir = state / ("sessions/" + id);
+  std::filesystem::create_directories(dir);
+  write_text(dir + "/policy.json", "{\"version\": 1}\n");
+  write_text(dir + "/summary.json", "{}\n");
+  write_text(host / "data.csv", "a\n");
+  const std::string sock = host / "agent.sock";
+  {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    ASSERT_LT(sock.size(), sizeof sa.sun_path);
+    std::memcpy(sa.sun_path, sock.c_str(), sock.size() + 1);
+    ASSERT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  }
+  std::string events;
+  auto add = [&](nlohmann::json ev) {
+    ev["ts"] = "2026-11-27T10:00:00.000000Z";
+    ev["session"] = id;
+    events += ev.dump() + "\n";
+  };
+  for (const char* name : {"localhost", "metadata.google.internal"}) {
+    add({{"kind", "net.dns"},
+         {"source", "netproxy"},
+         {"decision", "deny"},
+         {"name", name},
+         {"type", "A"},
+         {"rcode", "NXDOMAIN"},
+         {"rule", "network.allow (no match)"}});
+  }
+  add({{"kind", "net.refused"},
+       {"source", "netproxy"},
+       {"name", "api.test"},
+       {"port", 8443},
+       {"decision", "deny"},
+       {"rule", "network.allow (no match)"}});
+  for (const auto& path : {sock, host / "data.csv"}) {
+    add({{"kind", "fs.open"},
+         {"source", "shim"},
+         {"path", path},
+         {"errno", ENOENT},
+         {"flags", O_RDWR},
+         {"pid", 7},
+         {"exe", "/usr/bin/python3"}});
+  }
+  write_text(dir + "/events.jsonl", events);
+  const std::string p = host / "p.json";
+  write_text(p, "{\n  // mine\n  \"version\": 1\n}\n");
+
+  auto r = run_program(
+      {cordon_bin(), "policy", "suggest", id, "--state-dir", state.path(), "--apply", p});
+  ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr("  localhost: names the host's loopback; not suggested"));
+  EXPECT_THAT(r.out, HasSubstr("  metadata.google.internal: a cloud metadata service's name"));
+  EXPECT_THAT(r.out, HasSubstr("  " + sock +
+                               ": not suggested: a socket grants a connection to a host service"));
+  EXPECT_THAT(r.err, HasSubstr("added 2 entries"));
+  const std::string applied = read_text(p);
+  EXPECT_THAT(applied, HasSubstr("// mine"));
+  EXPECT_THAT(applied, HasSubstr("\"api.test:8443\""));
+  EXPECT_THAT(applied, HasSubstr("\"" + host / "data.csv" + "\""));
+  EXPECT_THAT(applied, Not(HasSubstr("localhost")));
+  EXPECT_THAT(applied, Not(HasSubstr("metadata.google.internal")));
+  EXPECT_THAT(applied, Not(HasSubstr("agent.sock")));
+  auto check = run_program({cordon_bin(), "policy", "check", p});
+  EXPECT_EQ(check.exit_code(), 0) << check.err;
 }
 
 TEST(PolicySuggest, AnUnknownIdIsAClearError) {

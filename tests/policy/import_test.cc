@@ -4,6 +4,8 @@
 #include "policy/import/import.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -136,6 +138,135 @@ TEST(SrtImport, AnEntryCordonRefusesIsListedWithTheLoadersReason) {
   EXPECT_EQ(texts(p.network.allow), std::vector<std::string>{"ok.test"});
   ASSERT_TRUE(listed(r, "network.allowedDomains[1]"));
   EXPECT_NE(r.unmapped.back().why.find("exa mple.com"), std::string::npos) << r.unmapped.back().why;
+}
+
+// What an import made of `text`, or the PolicyError's message when it refused.
+std::string import_error(Format f, std::string_view text, const LoadOptions& lo = {}) {
+  try {
+    (void)import_text(f, text, "s.json", "", lo);
+  } catch (const PolicyError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(SrtImport, ADenyIsNeverWeakerAfterImport) {
+  // A URL, spaces and a trailing dot still deny their host while the wildcard allow stays: the
+  // host on every port, whatever the URL's port was.
+  ImportResult r = import_text(Format::Srt, R"({"network": {
+        "allowedDomains": ["*"],
+        "deniedDomains": ["https://exfil.com", " leak.test ", "HTTPS://user@x.test:8443/up?q",
+                          "http://[2001:db8::1]:80/", "drop.test/path", "dot.test."]}})",
+                               "s.json", "");
+  Policy p = load(r, "s.json", "srt");
+  for (const char* host :
+       {"exfil.com", "leak.test", "x.test", "2001:db8::1", "drop.test", "dot.test"}) {
+    EXPECT_TRUE(contains(p.network.deny, host)) << host << "\n" << render(r, "s.json", "srt");
+  }
+  EXPECT_FALSE(p.network.decide_destination("exfil.com", 443).allow);
+  EXPECT_FALSE(p.network.decide_destination("x.test", 443).allow);
+  EXPECT_FALSE(p.network.decide_destination("leak.test", 80).allow);
+  EXPECT_TRUE(p.network.decide_destination("fine.test", 443).allow);
+  EXPECT_EQ(r.unmapped.size(), 0u) << report(r, "s.json", "srt");
+  EXPECT_NE(render(r, "s.json", "srt").find("\"https://exfil.com\" is denied as \"exfil.com\""),
+            std::string::npos);
+
+  // One that no rewrite makes a host: the import fails, naming the key and the fix.
+  std::string e = import_error(
+      Format::Srt,
+      R"({"network": {"allowedDomains": ["*"], "deniedDomains": ["ok.test", "exfil com"]}})");
+  EXPECT_NE(e.find("s.json: network.deniedDomains[1]: the deny entry \"exfil com\" cannot be"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("import again"), std::string::npos) << e;
+  e = import_error(Format::Srt, R"({"network": {"deniedDomains": ["https:///x"]}})");
+  EXPECT_NE(e.find("network.deniedDomains[0]: the deny entry"), std::string::npos) << e;
+  // An allow cordon cannot take is still only listed: leaving it out narrows the policy.
+  r = import_text(Format::Srt, R"({"network": {"allowedDomains": ["ok.test", "bad host"]}})",
+                  "s.json", "");
+  EXPECT_TRUE(listed(r, "network.allowedDomains[1]"));
+}
+
+TEST(SrtImport, ADeniedPathIsNeverWeakerAfterImport) {
+  TempDir home;
+  ASSERT_EQ(::mkdir((home / "real").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink("/etc", (home / "link").c_str()), 0);
+  LoadOptions lo;
+  lo.home = home.path();
+  // ".." after a real directory (or a name not there) means what it says; a trailing space is
+  // trimmed and the name as written stays denied too.
+  ImportResult r = import_text(Format::Srt, R"({"filesystem": {
+        "denyRead": ["~/real/../.aws", "/srv/none/../secret", "/etc/shadow-copy ", "/.."],
+        "denyWrite": ["~/real/./../.npmrc"]},
+      "credentials": {"envVars": [{"name": " GH_TOKEN ", "mode": "deny"}]}})",
+                               "s.json", "", lo);
+  Policy p = parse_policy(render(r, "s.json", "srt"), lo);
+  EXPECT_TRUE(contains(p.filesystem.deny, "~/.aws"));
+  EXPECT_TRUE(contains(p.filesystem.deny, "/srv/secret"));
+  EXPECT_TRUE(contains(p.filesystem.deny, "/etc/shadow-copy"));
+  EXPECT_TRUE(contains(p.filesystem.deny, "/etc/shadow-copy "));
+  EXPECT_TRUE(contains(p.filesystem.deny, "/"));
+  EXPECT_TRUE(contains(p.filesystem.deny_write, "~/.npmrc"));
+  EXPECT_TRUE(contains(p.process.env.deny, "GH_TOKEN"));
+  EXPECT_EQ(r.unmapped.size(), 0u) << report(r, "s.json", "srt");
+
+  // ".." after a symlink is the target's parent, not the link's; after a glob, or above "~",
+  // or in a workspace path, it cannot be checked: each fails the import by name.
+  std::string e =
+      import_error(Format::Srt, R"({"filesystem": {"denyRead": ["~/link/../.ssh"]}})", lo);
+  EXPECT_NE(e.find("filesystem.denyRead[0]: the deny entry \"~/link/../.ssh\""), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("is a symlink on this host"), std::string::npos) << e;
+  e = import_error(Format::Srt, R"({"filesystem": {"denyRead": ["/x", "/srv/*/../key"]}})", lo);
+  EXPECT_NE(e.find("filesystem.denyRead[1]: the deny entry"), std::string::npos) << e;
+  EXPECT_NE(e.find("pattern segment \"*\""), std::string::npos) << e;
+  e = import_error(Format::Srt, R"({"filesystem": {"denyWrite": ["~/../other"]}})", lo);
+  EXPECT_NE(e.find("filesystem.denyWrite[0]: the deny entry"), std::string::npos) << e;
+  e = import_error(Format::Srt, R"({"filesystem": {"denyWrite": ["src/../.env"]}})", lo);
+  EXPECT_NE(e.find("workspace-relative"), std::string::npos) << e;
+  e = import_error(Format::Srt, R"({"filesystem": {"denyRead": ["  "]}})", lo);
+  EXPECT_NE(e.find("filesystem.denyRead[0]: the deny entry"), std::string::npos) << e;
+}
+
+TEST(CodexImport, ADenyIsNeverWeakerAfterImport) {
+  const std::string head = "default_permissions = \"p\"\n[permissions.p.network]\nenabled = true\n";
+  ImportResult r = import_text(Format::Codex,
+                               head +
+                                   "[permissions.p.network.domains]\n\"*\" = \"allow\"\n"
+                                   "\"https://exfil.com/x\" = \"deny\"\n",
+                               "c.toml", "");
+  Policy p = load(r, "c.toml", "codex");
+  EXPECT_TRUE(contains(p.network.deny, "exfil.com"));
+  EXPECT_FALSE(p.network.decide_destination("exfil.com", 443).allow);
+  std::string e = import_error(Format::Codex, head +
+                                                  "[permissions.p.network.domains]\n"
+                                                  "\"bad name\" = \"deny\"\n");
+  EXPECT_NE(e.find("permissions.p.network.domains.\"bad name\": the deny entry"), std::string::npos)
+      << e;
+  // A workspace Codex makes unreachable cannot be said in cordon, which always shows it.
+  e = import_error(Format::Codex,
+                   "default_permissions = \"p\"\n"
+                   "[permissions.p.filesystem]\n\":workspace_roots\" = \"none\"\n");
+  EXPECT_NE(e.find("permissions.p.filesystem.\":workspace_roots\": "), std::string::npos) << e;
+  EXPECT_NE(e.find("cordon always shows the workspace"), std::string::npos) << e;
+  // include_only with only patterns keeps nothing in Codex; in cordon too, not the defaults.
+  r = import_text(Format::Codex, "[shell_environment_policy]\ninclude_only = [\"AWS_*\"]\n",
+                  "c.toml", "");
+  EXPECT_TRUE(load(r, "c.toml", "codex").process.env.keep.empty());
+}
+
+TEST(ImportDetection, RunRefusesAFileWithADenyItCannotMap) {
+  TempDir dir;
+  std::string srt = dir / "srt.json";
+  std::ofstream(srt) << R"({"network": {"allowedDomains": ["*"], "deniedDomains": ["a b"]}})";
+  try {
+    (void)load_policy_or_import(srt, LoadOptions{}, nullptr);
+    FAIL() << "the import dropped a deny";
+  } catch (const PolicyError& e) {
+    EXPECT_NE(std::string(e.what()).find(srt + ": network.deniedDomains[0]: the deny entry"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(SrtImport, HostileInputIsRefusedNamingTheFileAndTheKey) {
