@@ -109,9 +109,9 @@ int exec_command(const ExecOptions& opts) {
   for (int i = 0; i < 3; ++i) {
     nulls[i] = stdio_or_null(i, &fds[i]);
   }
-  if (auto s = send_packet(conn->get(), bytes, fds, 3); !s.ok()) {
+  if (auto s = send_packet(conn->get(), bytes, fds, 3); !s.ok() && s.error().code != EPIPE) {
     return fail_in("exec", "sending the request: " + s.error().to_string());
-  }
+  }  // EPIPE: the session refused us at once; its reason is waiting to be read
   for (auto& n : nulls) {
     n.reset();
   }
