@@ -163,15 +163,17 @@ bool SessionControl::on_connection() {
   if (!conn) {
     return false;  // EAGAIN (another accept took it), or the caller already left
   }
+  // The request is read before any answer, also a refusal: a socket closed with a message still
+  // unread resets the connection, and the caller would lose the reason.
+  timeval tv{kRequestWaitMs / 1000, 0};
+  ::setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto p = recv_packet(conn.get(), kMaxExecRequest, 0);
   uid_t uid = 0;
   if (auto why = refuse_peer(conn.get(), init_pid_, &uid)) {
     reply(conn.get(), ExecEvent::Failed, kExitCordonFailed, "refused: " + *why);
     (void)events_.emit("exec.refused", {{"uid", uid}, {"reason", *why}});
     return false;
   }
-  timeval tv{kRequestWaitMs / 1000, 0};
-  ::setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  auto p = recv_packet(conn.get(), kMaxExecRequest, 0);
   if (!p.ok() || p->eof) {
     return false;
   }
