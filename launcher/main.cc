@@ -552,7 +552,8 @@ int main(int argc, char** argv) {
       "stdout and stderr, in its working directory where the sandbox shows it (else in the\n"
       "session's), and the session's environment. Its events go to the session's record.\n"
       "Exit status: the program's; 128+N if it died of signal N; 125 if cordon failed (no such\n"
-      "session, it ended, it is another user's); 126 not executable; 127 not found.");
+      "session, it ended, it is another user's); 126 not executable; 127 not found.\n"
+      "`cordon-exec ID -- COMMAND` does the same from a small binary that starts faster.");
   std::string stop_id;
   auto* stop_cmd = app.add_subcommand("stop", "End a detached session (`cordon run --detach`)");
   stop_cmd->add_option("ID", stop_id, "Session id (or prefix, or last) or --name")->required();

@@ -97,6 +97,24 @@ TEST(Exec, ReturnsTheCommandsStatusAndOutput) {
   EXPECT_NE(nf.err.find("no-such-command-here"), std::string::npos) << nf.err;
 }
 
+TEST(Exec, TheSmallCordonExecBinaryDoesTheSame) {
+  SandboxFixture f;
+  Detached d(f, {"--name", "small"});
+  ASSERT_EQ(d.start().exit_code(), 0) << d.start().err;
+  RunSpec spec;
+  spec.env = f.env();
+  spec.cwd = f.ws();
+  spec.stdin_data = "in\n";
+  auto r = run_program({build_path("launcher/cordon-exec"), "-e", "GREETING=hi", "small", "--",
+                        "/bin/sh", "-c", "read x; echo $GREETING-$x; exit 5"},
+                       spec);
+  EXPECT_EQ(r.exit_code(), 5) << r.err;
+  EXPECT_EQ(r.out, "hi-in\n");
+  auto bad = run_program({build_path("launcher/cordon-exec"), "no-such-name", "true"}, spec);
+  EXPECT_EQ(bad.exit_code(), 125);
+  EXPECT_NE(bad.err.find("no running session is named no-such-name"), std::string::npos) << bad.err;
+}
+
 TEST(Exec, TwoExecsShareTheWorkspaceAndTheRecordAttributesBoth) {
   SandboxFixture f;
   Detached d(f);
