@@ -30,6 +30,9 @@ std::string encode_request(const ExecRequest& r) {
     put(out, 'e', e);
   }
   put(out, 'c', r.cwd);
+  if (r.op == ControlOp::Signal) {
+    put(out, 'n', std::to_string(r.signal));
+  }
   return out;
 }
 
@@ -46,7 +49,7 @@ Result<ExecRequest> decode_request(std::string_view bytes) {
     bytes.remove_prefix(end + 1);
     switch (tag) {
       case 'o':
-        if (text != "x" && text != "s") {
+        if (text != "x" && text != "s" && text != "k") {
           return make_error("exec request: unknown operation");
         }
         r.op = static_cast<ControlOp>(text[0]);
@@ -64,6 +67,13 @@ Result<ExecRequest> decode_request(std::string_view bytes) {
       case 'c':
         r.cwd = std::move(text);
         break;
+      case 'n':
+        if (text.empty() || text.size() > 2 ||
+            text.find_first_not_of("0123456789") != std::string::npos) {
+          return make_error("exec request: bad signal number");
+        }
+        r.signal = std::stoi(text);
+        break;
       default:
         return make_error("exec request: unknown field");
     }
@@ -73,6 +83,9 @@ Result<ExecRequest> decode_request(std::string_view bytes) {
   }
   if (r.op == ControlOp::Exec && (r.argv.empty() || r.argv[0].empty())) {
     return make_error("exec request: no command");
+  }
+  if (r.op == ControlOp::Signal && (r.signal < 1 || r.signal > 64)) {
+    return make_error("exec request: bad signal number");
   }
   return r;
 }

@@ -20,6 +20,9 @@ inline constexpr size_t kMaxExecRequest = 128 * 1024;
 enum class ControlOp : char {
   Exec = 'x',  // run argv in the session; the caller's fds 0-2 ride along (SCM_RIGHTS)
   Stop = 's',  // end the session; the reply comes at once, the connection closes at its end
+  // On an exec's own connection, while it runs: pass `signal` to its program's process group
+  // (`cordon exec` got it). A connection that closes first has its program SIGKILLed.
+  Signal = 'k',
 };
 
 struct ExecRequest {
@@ -27,12 +30,13 @@ struct ExecRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // NAME=VALUE set over the session's environment
   std::string cwd;               // tried first; "" or not shown in the sandbox = session's
+  int signal = 0;                // Signal: 1-64
 };
 
 // Every string must be free of NUL bytes (as argv and environ always are).
 std::string encode_request(const ExecRequest& r);
 // Refuses what encode_request cannot have written: an unknown tag, a missing terminator, an exec
-// without argv, an env entry without '='.
+// without argv, an env entry without '=', a Signal without a signal number in 1-64.
 Result<ExecRequest> decode_request(std::string_view bytes);
 
 enum class ExecEvent : uint32_t {

@@ -553,6 +553,8 @@ int main(int argc, char** argv) {
       "session's), and the session's environment. Its events go to the session's record.\n"
       "Exit status: the program's; 128+N if it died of signal N; 125 if cordon failed (no such\n"
       "session, it ended, it is another user's); 126 not executable; 127 not found.\n"
+      "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 go to the program's process group;\n"
+      "if this command is killed first, its program is killed.\n"
       "`cordon-exec ID -- COMMAND` does the same from a small binary that starts faster.");
   std::string stop_id;
   auto* stop_cmd = app.add_subcommand("stop", "End a detached session (`cordon run --detach`)");

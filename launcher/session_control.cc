@@ -2,6 +2,7 @@
 #include "launcher/session_control.h"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <fstream>
 
@@ -120,6 +122,10 @@ Result<std::unique_ptr<SessionControl>> SessionControl::open(const SessionContro
   if (!c->idle_) {
     return sys_error("timerfd_create() for --idle-timeout");
   }
+  c->callers_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!c->callers_) {
+    return sys_error("epoll_create1() for cordon exec's callers");
+  }
   if (!o.name.empty()) {
     UniqueFd nf(::open((o.session_dir + "/" + kSessionNameFile).c_str(),
                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -155,7 +161,8 @@ void SessionControl::arm_idle() {
 std::vector<SuperviseSpec::Watch> SessionControl::watches() {
   return {{listen_.get(), [this] { return on_connection(); }},
           {supervisor_end_.get(), [this] { return on_reports(); }},
-          {idle_.get(), [this] { return on_idle(); }}};
+          {idle_.get(), [this] { return on_idle(); }},
+          {callers_.get(), [this] { return on_callers(); }}};
 }
 
 bool SessionControl::on_connection() {
@@ -202,6 +209,10 @@ bool SessionControl::on_connection() {
           "the session's exec server: " + s.error().to_string());
     return false;
   }
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = id;
+  (void)::epoll_ctl(callers_.get(), EPOLL_CTL_ADD, conn.get(), &ev);
   pending_[id] = Pending{std::move(conn), uid, req->argv};
   arm_idle();
   return false;
@@ -239,9 +250,50 @@ bool SessionControl::on_reports() {
       f["argv"] = it->second.argv;
     }
     (void)events_.emit("exec.end", std::move(f));
-    reply(it->second.conn.get(), rep.event, rep.value, r->second);
+    if (it->second.conn) {
+      reply(it->second.conn.get(), rep.event, rep.value, r->second);
+    }
     pending_.erase(it);
     arm_idle();
+  }
+  return false;
+}
+
+void SessionControl::signal_program(uint64_t id, int sig) {
+  ExecRequest k;
+  k.op = ControlOp::Signal;
+  k.signal = sig;
+  std::string fwd(reinterpret_cast<const char*>(&id), sizeof id);
+  fwd += encode_request(k);
+  (void)send_packet(supervisor_end_.get(), fwd);
+}
+
+bool SessionControl::on_callers() {
+  epoll_event evs[16];
+  int n = ::epoll_wait(callers_.get(), evs, 16, 0);
+  for (int i = 0; i < n; ++i) {
+    uint64_t id = evs[i].data.u64;
+    auto it = pending_.find(id);
+    if (it == pending_.end() || !it->second.conn) {
+      continue;
+    }
+    int fd = it->second.conn.get();
+    auto p = recv_packet(fd, 256, MSG_DONTWAIT);
+    if (p.ok() && !p->eof) {
+      auto req = decode_request(p->bytes);
+      if (req.ok() && req->op == ControlOp::Signal) {
+        signal_program(id, req->signal);
+      }
+      continue;
+    }
+    if (!p.ok() && p.error().code == EAGAIN) {
+      continue;
+    }
+    // The caller is gone (killed, or its harness gave up): nobody waits for the program, which
+    // must not go on in the session unseen. Its end is still recorded when the server reports it.
+    signal_program(id, SIGKILL);
+    (void)::epoll_ctl(callers_.get(), EPOLL_CTL_DEL, fd, nullptr);
+    it->second.conn.reset();
   }
   return false;
 }

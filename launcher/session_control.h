@@ -47,7 +47,8 @@ class SessionControl {
   // After the clone: closes our copy of the sandbox's end, remembers init's pid (a caller that
   // descends from it is inside the sandbox and is refused) and starts the idle timer.
   void started(pid_t init_pid);
-  // For supervise(): new connections, the exec server's reports, the idle timer. Each returns
+  // For supervise(): new connections, the exec server's reports, the idle timer, the waiting
+  // callers. Each returns
   // true when the session must end now (`cordon stop`, the idle timeout). They hold `this`.
   std::vector<SuperviseSpec::Watch> watches();
   // Why the session was ended from here (None: it was not).
@@ -58,7 +59,9 @@ class SessionControl {
   bool on_connection();
   bool on_reports();
   bool on_idle();
+  bool on_callers();
   void arm_idle();
+  void signal_program(uint64_t id, int sig);
 
   struct Pending {
     UniqueFd conn;  // the caller's connection: its reply goes there
@@ -68,7 +71,9 @@ class SessionControl {
 
   const record::EventLog& events_;
   std::string socket_path_;
-  UniqueFd listen_, supervisor_end_, sandbox_end_, idle_;
+  // callers_: an epoll set of the pending callers' connections (a signal to pass on, or the
+  // caller gone), so that any number of them is one watch.
+  UniqueFd listen_, supervisor_end_, sandbox_end_, idle_, callers_;
   std::chrono::milliseconds idle_timeout_{0};
   pid_t init_pid_ = -1;
   uint64_t next_id_ = 0;

@@ -1,6 +1,8 @@
 // `cordon exec` and `cordon stop`: the callers of a detached session's control socket.
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -69,6 +71,45 @@ UniqueFd stdio_or_null(int n, int* out) {
   return null;
 }
 
+// The signals `cordon exec` passes to its program, as `cordon run` does (SIGKILL cannot be
+// caught: the closed connection then has the program killed).
+constexpr int kPassed[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+UniqueFd passed_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kPassed) {
+    sigaddset(&set, sig);
+  }
+  sigaddset(&set, SIGPIPE);  // a closed connection is an EPIPE to handle, not our death
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+  sigdelset(&set, SIGPIPE);
+  return UniqueFd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+}
+
+// The reply to our request; each signal that arrives meanwhile goes to the program.
+Result<Packet> wait_for_reply(int conn, int sfd) {
+  for (;;) {
+    pollfd p[2] = {{conn, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (::poll(p, sfd >= 0 ? 2 : 1, -1) < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return sys_error("poll()");
+    }
+    if (p[0].revents != 0) {
+      return recv_packet(conn, 64 * 1024, 0);
+    }
+    signalfd_siginfo si{};
+    while (::read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      ExecRequest k;
+      k.op = ControlOp::Signal;
+      k.signal = static_cast<int>(si.ssi_signo);
+      (void)send_packet(conn, encode_request(k));
+    }
+  }
+}
+
 int shell_status(int st) {
   if (WIFEXITED(st)) {
     return WEXITSTATUS(st);
@@ -104,6 +145,8 @@ int exec_command(const ExecOptions& opts) {
   if (!conn.ok()) {
     return fail_in("exec", conn.error().to_string());
   }
+  // Blocked before the request goes: a ^C or a harness's SIGTERM from here on reaches the program.
+  UniqueFd signals = passed_signals();
   int fds[3];
   UniqueFd nulls[3];
   for (int i = 0; i < 3; ++i) {
@@ -115,7 +158,7 @@ int exec_command(const ExecOptions& opts) {
   for (auto& n : nulls) {
     n.reset();
   }
-  auto p = recv_packet(conn->get(), 64 * 1024, 0);
+  auto p = wait_for_reply(conn->get(), signals.get());
   if (!p.ok()) {
     return fail_in("exec", "reading the session's reply: " + p.error().to_string());
   }

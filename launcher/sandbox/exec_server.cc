@@ -90,6 +90,15 @@ class Server {
     uint64_t id;
     std::memcpy(&id, p->bytes.data(), sizeof id);
     auto req = decode_request(std::string_view(p->bytes).substr(sizeof id));
+    if (req.ok() && req->op == ControlOp::Signal) {
+      for (const auto& [pid, rid] : running_) {
+        if (rid == id) {
+          ::kill(-pid, req->signal);  // its process group: the program made one (setsid)
+          ::kill(pid, req->signal);
+        }
+      }
+      return true;
+    }
     if (!req.ok() || p->fds.size() != 3 || req->op != ControlOp::Exec) {
       report(c_.exec_fd, id, ExecEvent::Failed, kExitCordonFailed, 0, "malformed exec request");
       return true;

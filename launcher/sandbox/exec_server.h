@@ -23,7 +23,8 @@ struct ExecServerContext {
 // requests from exec_fd (exec_wire.h: 8-byte id, an encoded ExecRequest, the caller's fds 0-2).
 // For each, forks the program through spawn_program with an ExecOverride (the session's
 // environment with the request's NAME=VALUE over it) and reports Started (pid) or Failed, then
-// Exited with the raw wait status once reaped. SIGTERM, SIGINT and SIGHUP go to every process
+// Exited with the raw wait status once reaped. A Signal request with a running program's id is
+// passed to that program's process group. SIGTERM, SIGINT and SIGHUP go to every process
 // of the sandbox (kill(-1)); after SIGTERM the server exits once no program is left. The end of
 // exec_fd (the supervisor is gone) ends it at once, which ends the sandbox.
 [[noreturn]] void run_exec_server(const ExecServerContext& c);

@@ -115,6 +115,33 @@ TEST(Exec, TheSmallCordonExecBinaryDoesTheSame) {
   EXPECT_NE(bad.err.find("no running session is named no-such-name"), std::string::npos) << bad.err;
 }
 
+TEST(Exec, SignalsReachTheProgramAndACallerGoneTakesItsProgram) {
+  SandboxFixture f;
+  Detached d(f);
+  ASSERT_EQ(d.start().exit_code(), 0) << d.start().err;
+  Background interrupted({cordon_bin(), "exec", d.id(), "--", "/bin/sh", "-c",
+                          "trap 'echo got-int; exit 9' INT; echo ready; sleep 20 & wait"},
+                         f.env(), f.ws());
+  ASSERT_NE(interrupted.read_until("ready\n").find("ready"), std::string::npos);
+  ::kill(interrupted.pid(), SIGINT);
+  EXPECT_EQ(interrupted.wait(std::chrono::seconds(10)), 9);
+  EXPECT_NE(interrupted.text().find("got-int"), std::string::npos) << interrupted.text();
+
+  Background killed({cordon_bin(), "exec", d.id(), "--", "/bin/sh", "-c", "echo ready; sleep 30"},
+                    f.env(), f.ws());
+  ASSERT_NE(killed.read_until("ready\n").find("ready"), std::string::npos);
+  ::kill(killed.pid(), SIGKILL);
+  killed.wait(std::chrono::seconds(10));
+  // Nobody waits for it any more: the program is killed, and its end recorded.
+  bool ended = false;
+  for (int i = 0; i < 100 && !ended; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto ends = events_of(d.dir() + "/events.jsonl", "exec.end");
+    ended = ends.size() == 2 && ends[1].value("signal", 0) == SIGKILL;
+  }
+  EXPECT_TRUE(ended) << read_text(d.dir() + "/events.jsonl");
+}
+
 TEST(Exec, TwoExecsShareTheWorkspaceAndTheRecordAttributesBoth) {
   SandboxFixture f;
   Detached d(f);

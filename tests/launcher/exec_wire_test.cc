@@ -37,6 +37,13 @@ TEST(ExecWire, BytesItCannotHaveWrittenAreRefused) {
   EXPECT_FALSE(decode_request("ox\0als\0eNOEQUALS\0"s).ok());  // env without '='
   EXPECT_FALSE(decode_request("ox\0als\0e=value\0"s).ok());    // env without a name
   EXPECT_TRUE(decode_request("ox\0als\0eK=v=w\0c/\0"s).ok());
+  EXPECT_FALSE(decode_request("ok\0n0\0"s).ok());   // signal 0
+  EXPECT_FALSE(decode_request("ok\0n65\0"s).ok());  // past the last signal
+  EXPECT_FALSE(decode_request("ok\0n-1\0"s).ok());
+  EXPECT_FALSE(decode_request("ok\0"s).ok());  // no signal at all
+  auto k = decode_request("ok\0n15\0"s);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->signal, 15);
   EXPECT_FALSE(decode_report("short").ok());
 }
 
