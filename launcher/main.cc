@@ -538,7 +538,9 @@ int main(int argc, char** argv) {
       "exec",
       "Run a program in a running detached session: cordon exec [OPTIONS] ID|NAME [--] COMMAND "
       "[ARGS...]");
-  exec_cmd->add_option("ID", exec_opts.session, "Session id (or prefix, or last) or --name")
+  exec_cmd
+      ->add_option("ID", exec_opts.session,
+                   "Session id (or a prefix, or last), or the name it was given")
       ->required();
   exec_cmd
       ->add_option("--env,-e", exec_opts.env,
@@ -557,8 +559,10 @@ int main(int argc, char** argv) {
       "if this command is killed first, its program is killed.\n"
       "`cordon-exec ID -- COMMAND` does the same from a small binary that starts faster.");
   std::string stop_id;
-  auto* stop_cmd = app.add_subcommand("stop", "End a detached session (`cordon run --detach`)");
-  stop_cmd->add_option("ID", stop_id, "Session id (or prefix, or last) or --name")->required();
+  auto* stop_cmd = app.add_subcommand(
+      "stop", "End a detached session (one started with `cordon run` in the background)");
+  stop_cmd->add_option("ID", stop_id, "Session id (or a prefix, or last), or the name it was given")
+      ->required();
   add_state_dir_option(stop_cmd, state_dir);
   stop_cmd->footer(
       "Every program still running in it is killed; the record is completed as at the end of a\n"
