@@ -11,7 +11,17 @@
 namespace cordon::launcher {
 
 int run_command(const RunOptions& opts);  // run.cc
-int policy_default_command();             // policy_cmd.cc
+
+// `cordon exec ID -- COMMAND` (exec_cmd.cc): COMMAND in a detached session; exits with its
+// status (run_options.h's conventions). `cordon stop ID`: ends the session; 0, or 125.
+struct ExecOptions {
+  std::string session;            // id, prefix, "last", or --name
+  std::vector<std::string> env;   // NAME=VALUE over the session's environment
+  std::vector<std::string> argv;  // the program and its arguments
+};
+int exec_command(const ExecOptions& opts);
+int stop_command(const std::string& session);
+int policy_default_command();  // policy_cmd.cc
 // `agent`: the preset the policy extends, as `cordon run --agent` would ("" for none).
 int policy_check_command(const std::string& file, const std::string& agent);    // policy_cmd.cc
 int policy_explain_command(const std::string& file, const std::string& agent);  // "" default

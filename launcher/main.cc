@@ -18,17 +18,18 @@ using namespace cordon::launcher;
 
 namespace {
 
-// Finds where `cordon run`'s options end and the program begins: at "--", or at the first word
-// that is neither an option nor the value of one. Moves the program's words into `command` and
-// leaves cordon's own in `args`. Returns whether a program was found.
+// Finds where `cordon run`'s (or `cordon exec ID`'s) options end and the program begins: at
+// "--", or at the first word that is neither an option, nor the value of one, nor one of the
+// `leading` words the subcommand takes before the program (exec's ID). Moves the program's words
+// into `command` and leaves cordon's own in `args`. Returns whether a program was found.
 bool split_run_command(const CLI::App& run, std::vector<std::string>& args,
-                       std::vector<std::string>& command) {
+                       std::vector<std::string>& command, size_t leading = 0) {
   size_t i = 0;
   // Top-level options (--help, --version) come before the subcommand name.
   while (i < args.size() && args[i].rfind("-", 0) == 0) {
     ++i;
   }
-  if (i >= args.size() || args[i] != "run") {
+  if (i >= args.size() || args[i] != run.get_name()) {
     return false;
   }
   for (++i; i < args.size(); ++i) {
@@ -47,6 +48,10 @@ bool split_run_command(const CLI::App& run, std::vector<std::string>& args,
         ++i;
       }
       continue;  // unknown options stay in `args` for CLI11 to reject by name
+    }
+    if (leading > 0) {
+      --leading;
+      continue;
     }
     command.assign(args.begin() + static_cast<long>(i), args.end());
     args.resize(i);
@@ -89,6 +94,18 @@ int main(int argc, char** argv) {
   RunOptions run;
   auto* run_cmd = app.add_subcommand(
       "run", "Run a program in a sandbox: cordon run [OPTIONS] -- COMMAND [ARGS...]");
+  run_cmd->add_flag("--detach,-d", run.detach,
+                    "Start a session without a program and print its id: programs join it with "
+                    "`cordon exec ID -- COMMAND`, `cordon stop ID` ends it");
+  run_cmd
+      ->add_option("--name", run.name,
+                   "With --detach: a name `cordon exec` and `cordon stop` accept for the id")
+      ->type_name("NAME");
+  run_cmd
+      ->add_option("--idle-timeout", run.idle_timeout,
+                   "With --detach: end the session once no `cordon exec` ran for this long, e.g. "
+                   "30m, 0 for never (default 15m)")
+      ->type_name("DURATION");
   run_cmd
       ->add_option("--policy,-p", run.policy_file,
                    "Policy file (JSON with comments); default: the embedded policy "
@@ -544,10 +561,47 @@ int main(int argc, char** argv) {
   completion_cmd->group("");
   completion_cmd->add_option("SHELL", completion_shell, "bash | zsh | fish")->required();
 
+  ExecOptions exec_opts;
+  auto* exec_cmd = app.add_subcommand(
+      "exec",
+      "Run a program in a running detached session: cordon exec [OPTIONS] ID|NAME [--] COMMAND "
+      "[ARGS...]");
+  exec_cmd
+      ->add_option("ID", exec_opts.session,
+                   "Session id (or a prefix, or last), or the name it was given")
+      ->required();
+  exec_cmd
+      ->add_option("--env,-e", exec_opts.env,
+                   "Set NAME=VALUE in the program's environment, over the session's (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME=VALUE");
+  add_state_dir_option(exec_cmd, state_dir);
+  exec_cmd->footer(
+      "The program runs in the session's sandbox with the hardening of `cordon run`'s program\n"
+      "(seccomp, no capabilities, no_new_privs, Landlock, limits), with this command's stdin,\n"
+      "stdout and stderr, in its working directory where the sandbox shows it (else in the\n"
+      "session's), and the session's environment. Its events go to the session's record.\n"
+      "Exit status: the program's; 128+N if it died of signal N; 125 if cordon failed (no such\n"
+      "session, it ended, it is another user's); 126 not executable; 127 not found.\n"
+      "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 go to the program's process group;\n"
+      "if this command is killed first, its program is killed.\n"
+      "`cordon-exec ID -- COMMAND` does the same from a small binary that starts faster.");
+  std::string stop_id;
+  auto* stop_cmd = app.add_subcommand(
+      "stop", "End a detached session (one started with `cordon run` in the background)");
+  stop_cmd->add_option("ID", stop_id, "Session id (or a prefix, or last), or the name it was given")
+      ->required();
+  add_state_dir_option(stop_cmd, state_dir);
+  stop_cmd->footer(
+      "Every program still running in it is killed; the record is completed as at the end of a\n"
+      "run, and the session can be reviewed (diff, commit, discard) like any other. Returns once\n"
+      "it has ended. Exit status: 0 stopped; 125 no such running session.");
+
   // `run`'s program and its arguments are cut off before CLI11 sees them: CLI11 would otherwise
   // read the program's own flags as cordon's, or take a mistyped cordon flag as the program name.
   std::vector<std::string> args(argv + 1, argv + argc);
   bool has_command = split_run_command(*run_cmd, args, run.argv);
+  bool has_exec_command = split_run_command(*exec_cmd, args, exec_opts.argv, 1);
   try {
     std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
     app.parse(args);
@@ -563,8 +617,17 @@ int main(int argc, char** argv) {
       return fail(used.error().to_string());
     }
   }
+  if (*exec_cmd) {
+    if (!has_exec_command) {
+      return fail_in("exec", "no command given; usage: cordon exec ID [--] COMMAND [ARGS...]");
+    }
+    return exec_command(exec_opts);
+  }
+  if (*stop_cmd) {
+    return stop_command(stop_id);
+  }
   if (*run_cmd) {
-    if (!has_command) {
+    if (!has_command && !run.detach) {
       return fail_in("run", "no command given; usage: cordon run [OPTIONS] -- COMMAND [ARGS...]");
     }
     return run_command(run);

@@ -19,6 +19,7 @@
 #include "launcher/canaries.h"
 #include "launcher/channel.h"
 #include "launcher/commands.h"
+#include "launcher/detach.h"
 #include "launcher/diagnostics.h"
 #include "launcher/effective_policy.h"
 #include "launcher/exit_status.h"
@@ -34,10 +35,12 @@
 #include "launcher/sandbox/netns.h"
 #include "launcher/sandbox/seccomp.h"
 #include "launcher/sandbox/userns.h"
+#include "launcher/session/detached.h"
 #include "launcher/session/net_summary.h"
 #include "launcher/session/prune.h"
 #include "launcher/session/session.h"
 #include "launcher/session/shim_attribution.h"
+#include "launcher/session_control.h"
 #include "launcher/sidecars/asker.h"
 #include "launcher/sidecars/canary_watch.h"
 #include "launcher/sidecars/cowfs_sidecar.h"
@@ -105,6 +108,7 @@ struct Wiring {
   DeciderChannel decider;  // --decider / --decider-socket (decider_sidecar.h), or --ask's asker
   UniqueFd ask_tty;        // --ask: cordon's controlling terminal, until the asker takes it
   UniqueFd ask_hold;       // --ask: the asker's input hold (SuperviseSpec::input_hold)
+  std::unique_ptr<SessionControl> control;  // --detach: `cordon exec`'s way in
 
   int finish(const Planned& p, int code);
   int setup_failed(const Planned& p, const std::string& msg) {
@@ -201,7 +205,7 @@ Result<Planned> plan(const policy::Policy& pol, const RunOptions& opts, HostFact
   host.no_fs_views_reason = fs_views_unavailable_reason();
   host.fs_views = host.no_fs_views_reason.empty();
   p.no_fs_views_reason = host.no_fs_views_reason;
-  auto built = build_plan(pol, opts.argv, host, asks_decider(opts));
+  auto built = build_plan(pol, detached_plan_argv(opts), host, asks_decider(opts));
   if (!built.ok()) {
     return make_error(built.error().to_string());
   }
@@ -218,7 +222,9 @@ Result<Planned> plan(const policy::Policy& pol, const RunOptions& opts, HostFact
     return make_error(s.error().to_string());
   }
   // The user-namespace filter reports to cordon, which records each refusal (userns_listener.h).
-  auto seccomp = compile_seccomp(pol.process.seccomp, {pol.process.nested_sandbox, true});
+  // --detach: each exec'd program would bring a listener of its own, so there the filter
+  // refuses a user namespace with EPERM itself, unrecorded.
+  auto seccomp = compile_seccomp(pol.process.seccomp, {pol.process.nested_sandbox, !opts.detach});
   if (!seccomp.ok()) {
     return make_error("seccomp: " + seccomp.error().to_string());
   }
@@ -248,6 +254,7 @@ Result<std::unique_ptr<Wiring>> open_session(const policy::Policy& pol, const Ru
                                               t0,
                                               std::move(session).value(),
                                               std::move(limits).value(),
+                                              {},
                                               {},
                                               {},
                                               {},
@@ -472,6 +479,7 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
   const Limits& lim = w.limits;
   const SeccompProgram& sc = p.seccomp;
   int child_end = channel->child.get();
+  int exec_end = w.control ? w.control->sandbox_end() : -1;
   // The child starts as a copy of us, and an undumpable process's /proc files belong to root: a
   // rootless cordon could not write the child's id maps. So dumpable across the clone alone; the
   // child is then what its own steps make it (init makes itself undumpable, the program's exec
@@ -479,7 +487,7 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   auto child = clone_sandbox([&] {
     channel->parent.reset();
-    contain({lp, lim, sc, child_end, host_mask});
+    contain({lp, lim, sc, child_end, host_mask, exec_end});
   });
   std::optional<Unreleased> unreleased;
   if (child.ok()) {
@@ -489,6 +497,9 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
     return make_error(s.error().to_string());
   }
   channel->child.reset();
+  if (w.control && child.ok()) {
+    w.control->started(child->pid);
+  }
   if (!child.ok()) {
     int e = child.error().code;
     return make_error(child.error().to_string() +
@@ -630,6 +641,11 @@ Outcome supervise_sandbox(const LaunchPlan& lp, Sandbox& sb, Wiring& w) {
                               return ::read(w.exfil_alarm.get(), buf, sizeof buf) > 0;
                             }});
   }
+  if (w.control) {
+    for (auto& watch : w.control->watches()) {
+      spec.watches.push_back(std::move(watch));
+    }
+  }
   if (w.ask_hold) {
     spec.input_hold = w.ask_hold.get();
     // The asker puts the terminal back as it found it when stopped mid-question: that must come
@@ -643,6 +659,38 @@ Outcome supervise_sandbox(const LaunchPlan& lp, Sandbox& sb, Wiring& w) {
   }
   w.end.usage = w.limits.usage();
   return out;
+}
+
+// --detach: the session's control socket and the exec server's socketpair, before the clone.
+Status open_control(const RunOptions& opts, Wiring& w) {
+  if (!opts.detach) {
+    return {};
+  }
+  SessionControlOptions o;
+  o.session_dir = w.session.paths().dir;
+  o.name = opts.name.value_or("");
+  if (opts.idle_timeout) {
+    o.idle_timeout = *policy::parse_duration(*opts.idle_timeout);  // detach_option_error checked
+  }
+  auto c = SessionControl::open(o, w.session.events());
+  if (!c.ok()) {
+    return make_error("--detach: " + c.error().to_string());
+  }
+  w.control = std::move(*c);
+  return {};
+}
+
+// --name: unique among the running sessions, so that `cordon exec NAME` means one.
+Status check_name_free(const RunOptions& opts) {
+  if (!opts.name) {
+    return {};
+  }
+  if (auto other = find_running_by_name(sessions_root(), *opts.name)) {
+    return make_error("--name " + *opts.name + ": session " + *other +
+                      " is running under that name; stop it (`cordon stop " + *opts.name +
+                      "`) or choose another name");
+  }
+  return {};
 }
 
 ExitFacts exit_facts(const policy::Policy& pol, const LaunchPlan& lp) {
@@ -666,6 +714,21 @@ ExitFacts exit_facts(const policy::Policy& pol, const LaunchPlan& lp) {
 
 int run_command(const RunOptions& opts) {
   const auto t0 = Clock::now();
+  if (std::string e = detach_option_error(opts); !e.empty()) {
+    return fail(e);
+  }
+  std::optional<DetachedStart> detached;
+  if (opts.detach) {
+    // Before any thread exists (the cgroup warm-up below starts one): fork is safe only here.
+    if (auto s = check_name_free(opts); !s.ok()) {
+      return fail(s.error().to_string());
+    }
+    auto d = DetachedStart::fork_supervisor();
+    if (!d.ok()) {
+      return fail(d.error().to_string());
+    }
+    detached.emplace(std::move(*d));
+  }
   // cordon holds the session's fds (events.jsonl, the copy-on-write layer, the proxy's sockets)
   // from here on: no other process of its uid may take them (pidfd_getfd) or read its memory.
   if (auto s = make_undumpable(); !s.ok()) {
@@ -726,12 +789,21 @@ int run_command(const RunOptions& opts) {
   if (auto s = start_sidecars(*pol, p, w); !s.ok()) {
     return w.setup_failed(p, s.error().to_string());
   }
+  if (auto s = open_control(opts, w); !s.ok()) {
+    return w.setup_failed(p, s.error().to_string());
+  }
   const LaunchPlan& lp = p.plan;  // settled: nothing changes it from here on
   auto sandbox = clone_and_release(lp, p, w, warmup);
   if (!sandbox.ok()) {
     return w.setup_failed(p, sandbox.error().to_string());
   }
+  if (detached) {
+    detached->announce(w.session.id());
+  }
   Outcome out = supervise_sandbox(lp, *sandbox, w);
+  if (w.control && w.control->end() != SessionControl::End::None) {
+    return w.finish(p, 0);  // `cordon stop` or the idle timeout: the session's planned end
+  }
   return w.finish(p, exit_status(out, exit_facts(*pol, lp), w.end));
 }
 

@@ -37,6 +37,10 @@ struct RunOptions {
   // --learn: network.allow widened to every public destination and every open recorded, so
   // that `cordon policy suggest` can name what the run used (docs/learn.md).
   bool learn = false;
+  // --detach (docs/cli.md, `cordon exec`): a session with no program of its own that programs
+  // join with `cordon exec`; --name: another handle on it; --idle-timeout: its end when unused.
+  bool detach = false;
+  std::optional<std::string> name, idle_timeout;
   std::vector<std::string> argv;  // the program and its arguments
 };
 

@@ -29,8 +29,9 @@ struct SuperviseSpec {
   // refused (EPERM): the record of it. May be empty.
   std::function<void(const RefusedNamespace&)> on_userns_refused;
   // More fds to read while the sandbox runs (the canaries' watch, the proxy's exfiltration
-  // alarm): `ready` is called when one is readable and returns true when the session must end
-  // now (init is SIGKILLed, Outcome::alarm set). At most kMaxWatches.
+  // alarm, a detached session's control socket): `ready` is called when one is readable and returns
+  // true when the session must end now (init is SIGKILLed, Outcome::alarm set). At most
+  // kMaxWatches.
   struct Watch {
     int fd = -1;
     std::function<bool()> ready;
@@ -42,7 +43,7 @@ struct SuperviseSpec {
   int input_hold = -1;
   // Called once init has exited, before the terminal's mode is restored. May be empty.
   std::function<void()> before_terminal_restore;
-  static constexpr size_t kMaxWatches = 4;
+  static constexpr size_t kMaxWatches = 6;
 };
 
 // What happened, as observed; run.cc turns it into an exit code and messages.

@@ -9,6 +9,7 @@
 #include "launcher/run_options.h"
 #include "launcher/sandbox/decoys.h"
 #include "launcher/sandbox/exec.h"
+#include "launcher/sandbox/exec_server.h"
 #include "launcher/sandbox/init.h"
 #include "launcher/sandbox/mounts.h"
 #include "launcher/sandbox/namespaces.h"
@@ -90,6 +91,9 @@ Status contain_steps(const ContainContext& c) {
   ASSIGN_OR_RETURN(UniqueFd slave, open_terminal(c));
   TRY(prepare_init_signals());
   TRY(wait_for_program_release(c));
+  if (c.exec_fd >= 0) {
+    run_exec_server({c.plan, c.limits, c.seccomp, c.report_fd, c.exec_fd, c.host_mask});
+  }
   ASSIGN_OR_RETURN(pid_t program, spawn_program({c.plan, c.limits, c.seccomp, c.report_fd,
                                                  slave.get(), c.host_mask}));
   slave.reset();  // only the program holds the terminal: its hangup must reach cordon

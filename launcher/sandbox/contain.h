@@ -15,6 +15,9 @@ struct ContainContext {
   const SeccompProgram& seccomp;
   int report_fd;       // child end of the report channel
   sigset_t host_mask;  // the mask cordon started with, restored for the program
+  // `cordon run --detach`: the exec server's end of its socketpair; init then serves `cordon
+  // exec` requests (exec_server.h) instead of starting the plan's program. -1 = a plain run.
+  int exec_fd = -1;
 };
 
 // Never returns: becomes init, or reports a SetupError and exits 125.

@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "launcher/channel.h"
@@ -56,6 +58,35 @@ Status close_inherited_fds(int& report_fd) {
   return {};
 }
 
+// `cordon exec`: the caller's fds become 0-2 (the exec server holds them above 4, so no dup2 here
+// overwrites another's source), and the caller's directory is used where the sandbox shows it.
+Status take_callers_stdio(const ExecOverride& x) {
+  for (int i = 0; i < 3; ++i) {
+    if (::dup2(x.stdio[i], i) != i) {
+      return sys_error("dup2(the caller's fd " + std::to_string(i) + ")");
+    }
+  }
+  if (!x.cwd.empty()) {
+    (void)!::chdir(x.cwd.c_str());  // not shown in the sandbox: init's, the session's directory
+  }
+  return {};
+}
+
+// A failure before exec: to cordon over report_fd, or for `cordon exec` on the caller's stderr.
+void report_failure(const ProgramContext& ctx, int report_fd, MsgKind kind, int err,
+                    const std::string& text) {
+  if (ctx.exec == nullptr) {
+    send_msg(report_fd, kind, err, text.c_str());
+    return;
+  }
+  std::string line = "cordon exec: " + text;
+  if (kind == MsgKind::ExecError) {
+    line += ": " + std::string(std::strerror(err));
+  }
+  line += "\n";
+  (void)!::write(2, line.data(), line.size());
+}
+
 Status prepare(const ProgramContext& ctx, int& report_fd) {
   TRY(reset_signals(ctx.host_mask));
   // Its own session: job control signals from the host terminal never reach it directly, and it
@@ -65,6 +96,9 @@ Status prepare(const ProgramContext& ctx, int& report_fd) {
   }
   if (ctx.tty_slave >= 0) {
     TRY(attach_terminal_in_program(ctx.tty_slave));
+  }
+  if (ctx.exec != nullptr) {
+    TRY(take_callers_stdio(*ctx.exec));
   }
   // Before the limits: RLIMIT_NOFILE refuses any new fd numbered at or above it, and what cordon
   // held when it cloned init (the record, its head, sidecar pipes) would push Landlock's rule fds
@@ -94,20 +128,22 @@ Status prepare(const ProgramContext& ctx, int& report_fd) {
   Status s = prepare(ctx, report_fd);
   if (!s.ok()) {
     const Error& e = s.error();
-    send_msg(report_fd, MsgKind::SetupError, e.code, e.to_string().c_str());
+    report_failure(ctx, report_fd, MsgKind::SetupError, e.code, e.to_string());
     ::_exit(kExitCordonFailed);
   }
+  const auto& args = ctx.exec != nullptr ? ctx.exec->argv : ctx.plan.argv;
+  const auto& env = ctx.exec != nullptr ? ctx.exec->envp : ctx.plan.envp;
   std::vector<char*> argv, envp;
-  for (const auto& a : ctx.plan.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  for (const auto& e : ctx.plan.envp) envp.push_back(const_cast<char*>(e.c_str()));
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   // execvpe searches the PATH of the *calling* environment: make it the sandbox's, so the lookup
   // happens with the sandbox's PATH inside the sandbox's root.
   environ = envp.data();
   ::execvpe(argv[0], argv.data(), envp.data());
   int err = errno;
-  send_msg(report_fd, MsgKind::ExecError, err, argv[0]);
+  report_failure(ctx, report_fd, MsgKind::ExecError, err, argv[0]);
   ::_exit(err == ENOENT || err == ENOTDIR ? kExitNotFound : kExitCannotExec);
 }
 

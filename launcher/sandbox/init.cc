@@ -28,8 +28,18 @@ sigset_t init_set() {
   return s;
 }
 
-// /proc/1/environ and /proc/1/cmdline read init's own memory: overwrite what cordon was started
-// with (the host's unscrubbed environment, the command line) in place.
+int shell_status(int st) {
+  if (WIFEXITED(st)) {
+    return WEXITSTATUS(st);
+  }
+  if (WIFSIGNALED(st)) {
+    return 128 + WTERMSIG(st);
+  }
+  return 125;
+}
+
+}  // namespace
+
 void scrub_inherited_memory() {
   int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -70,18 +80,6 @@ void scrub_inherited_memory() {
   wipe(v[48], v[49], "cordon-init");
   wipe(v[50], v[51], nullptr);
 }
-
-int shell_status(int st) {
-  if (WIFEXITED(st)) {
-    return WEXITSTATUS(st);
-  }
-  if (WIFSIGNALED(st)) {
-    return 128 + WTERMSIG(st);
-  }
-  return 125;
-}
-
-}  // namespace
 
 Status prepare_init_signals() {
   sigset_t s = init_set();

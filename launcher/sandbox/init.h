@@ -20,6 +20,10 @@ inline constexpr int kTerminateTree = 0x636f7264;
 // collected with sigwaitinfo().
 Status prepare_init_signals();
 
+// /proc/1/environ and /proc/1/cmdline read init's own memory: overwrites what cordon was started
+// with (the host's unscrubbed environment, the command line) in place.
+void scrub_inherited_memory();
+
 // After the program was forked: scrubs what init inherited from cordon (environment strings and
 // command line in memory, open fds other than `report_fd`), makes itself non-dumpable (its memory
 // holds the host's environment; the program runs as the same uid), then loops: reap, forward.

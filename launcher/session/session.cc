@@ -34,26 +34,6 @@ constexpr int kMaxIdAttempts = 16;
 // summary.json's event counts come from a bounded scan so a huge log cannot stall the exit.
 constexpr size_t kMaxScanBytes = 16u << 20;
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : std::string();
-}
-
-std::string home_dir() {
-  std::string home = env_or_empty("HOME");
-  if (!home.empty()) {
-    return home;
-  }
-  struct passwd pw;
-  struct passwd* res = nullptr;
-  char buf[4096];
-  if (getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &res) == 0 && res != nullptr &&
-      res->pw_dir != nullptr) {
-    return res->pw_dir;
-  }
-  return "/";
-}
-
 // mkdir -p with mode 0700 for every directory cordon creates; existing ones are left alone.
 Status make_dirs(const std::string& path) {
   for (size_t pos = 1; pos <= path.size(); ++pos) {
@@ -272,49 +252,6 @@ CowChanges count_cow_changes(const std::string& upper, const std::string& lower,
     }
   }
   return c;
-}
-
-std::string sessions_root() {
-  std::string state = env_or_empty("CORDON_STATE_DIR");
-  if (!state.empty()) {
-    return state + "/sessions";
-  }
-  if (::geteuid() == 0) {
-    return "/var/lib/cordon/sessions";
-  }
-  std::string xdg = env_or_empty("XDG_STATE_HOME");
-  // The XDG spec says a relative value is invalid and must be ignored.
-  if (!xdg.empty() && xdg[0] == '/') {
-    return xdg + "/cordon/sessions";
-  }
-  return home_dir() + "/.local/state/cordon/sessions";
-}
-
-Status use_state_dir(const std::string& dir) {
-  const std::string what = "--state-dir " + dir;
-  const char* fix =
-      "name an existing directory, e.g. the mountPath of a pod's volume, or leave --state-dir out "
-      "to use $CORDON_STATE_DIR or the default";
-  if (dir.empty()) {
-    return make_error(what + ": empty", fix);
-  }
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
-    return sys_error(what, fix);
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    errno = ENOTDIR;
-    return sys_error(what, fix);
-  }
-  // Absolute, because the sidecars and the commands cordon starts may run elsewhere.
-  char real[PATH_MAX];
-  if (::realpath(dir.c_str(), real) == nullptr) {
-    return sys_error(what + ": realpath", fix);
-  }
-  if (::setenv("CORDON_STATE_DIR", real, 1) != 0) {
-    return sys_error("setenv(CORDON_STATE_DIR)");
-  }
-  return {};
 }
 
 SessionPaths session_paths(const std::string& root, const std::string& id) {
