@@ -13,6 +13,7 @@
 #include "netproxy/decider.h"
 #include "netproxy/dns_tunnel.h"
 #include "netproxy/splice.h"
+#include "netproxy/wire/http_head.h"
 
 namespace cordon::netproxy {
 
@@ -149,6 +150,16 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
     q.client = dest.client;
     q.sni = dest.sni;
     q.address = name_ip ? name_ip->to_string() : std::string();
+    q.method = dest.method;
+    q.path = dest.path;
+    if (q.path.empty() && !dest.url.empty()) {
+      std::string h;
+      uint16_t pt = 0;
+      wire::parse_absolute_http(dest.url, &h, &pt, &q.path);
+    }
+    if (q.method.empty()) {
+      q.path.clear();
+    }
     auto v = co_await ctx.decider->ask(std::move(q));
     source = v.source;
     if (v.allow) {
