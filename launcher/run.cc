@@ -545,6 +545,7 @@ Result<Sandbox> clone_and_release(const LaunchPlan& lp, const Planned& p, Wiring
     net.decider_timeout =
         w.opts.ask ? w.opts.ask_timeout.value_or("") : w.opts.decider_timeout.value_or("");
     net.decider_is_person = w.opts.ask;
+    net.sandbox_pid = child->pid;
     if (!lp.ids.rootless) {
       // Host root: the proxy runs as the sandbox's user, not as root.
       net.run_uid = lp.ids.uid;

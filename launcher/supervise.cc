@@ -146,7 +146,7 @@ Outcome supervise(const SuperviseSpec& spec) {
                 raw = std::move(*t);
               }
               relay.emplace(0, 1, std::move(msg.fd), std::move(typed_ahead));
-              relay->hold_input(held);
+              relay->hold(held);
               relay->copy_window_size(0);
             }
             break;
@@ -181,6 +181,11 @@ Outcome supervise(const SuperviseSpec& spec) {
       if (::waitpid(spec.init_pid, &st, 0) == spec.init_pid) {
         out.init_status = st;
         init_exited = true;
+        if (hold_fd >= 0) {
+          // Nothing is left to ask for: the asker withdraws an open question and lets go of the
+          // terminal ('r'), so that the program's held output is written out in the drain.
+          (void)!::write(hold_fd, "q", 1);
+        }
       }
     }
     if (tfd && fds[3].revents != 0) {
@@ -228,7 +233,7 @@ Outcome supervise(const SuperviseSpec& spec) {
         }
       }
       if (relay) {
-        relay->hold_input(held);
+        relay->hold(held);
       }
     }
     for (size_t i = 0; i < nwatch; ++i) {

@@ -37,9 +37,10 @@ struct SuperviseSpec {
     std::function<bool()> ready;
   };
   std::vector<Watch> watches;
-  // `run --ask`'s asker (sidecars/asker.h), one end of a socketpair: it writes 'h' before it reads
-  // an answer from the terminal and waits for the 'k' written back once the terminal relay has
-  // stopped reading the terminal; 'r' lets the relay read again. -1 = none.
+  // `run --ask`'s asker (sidecars/asker.h), one end of a socketpair: it writes 'h' before it shows
+  // a question and waits for the 'k' written back once the terminal relay has stopped reading the
+  // terminal and writing the program's output to it (PtyRelay::hold); 'r' ends the hold. When
+  // init exits, 'q' is written to it: it withdraws its question and writes 'r'. -1 = none.
   int input_hold = -1;
   // Called once init has exited, before the terminal's mode is restored. May be empty.
   std::function<void()> before_terminal_restore;

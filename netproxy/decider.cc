@@ -8,6 +8,7 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/write.hpp>
 
+#include "netproxy/client_process.h"
 #include "netproxy/context.h"
 
 namespace cordon::netproxy {
@@ -40,11 +41,13 @@ const char* source_name(DecisionSource s) {
   return "decider-error";
 }
 
-Decider::Decider(Context& ctx, int fd, std::chrono::milliseconds timeout, bool person)
+Decider::Decider(Context& ctx, int fd, std::chrono::milliseconds timeout, bool person,
+                 pid_t sandbox_init)
     : ctx_(ctx),
       channel_(ctx.io, fd),
       timeout_(timeout),
-      answers_as_(person ? DecisionSource::Person : DecisionSource::Decider) {}
+      answers_as_(person ? DecisionSource::Person : DecisionSource::Decider),
+      sandbox_init_(sandbox_init) {}
 
 Decider::~Decider() = default;
 
@@ -73,6 +76,17 @@ asio::awaitable<DeciderVerdict> Decider::ask(DeciderQuestion q) {
     std::optional<DeciderVerdict> answer;
     asio::steady_timer wake(ctx_.io);
     wake.expires_after(timeout_);
+    if (sandbox_init_ > 0 && !q.client.empty()) {
+      // Looked up now, while the connection is still open and held: the process is the one
+      // connecting, not whoever holds the address at the end of the session.
+      const bool udp = q.kind == "dns";
+      const auto budget = std::chrono::duration_cast<std::chrono::microseconds>(kProcessLookup);
+      q.process = find_client_process(sandbox_init_, q.client, udp, budget);
+      if (q.process.empty() && udp) {
+        q.process =
+            find_client_process(sandbox_init_, q.client, false, budget / 2);  // DNS over TCP
+      }
+    }
     pending_.emplace(q.id, Pending{&wake, &answer});
     outbox_.push_back(question_line(q));
     if (!writing_) {
@@ -111,6 +125,22 @@ asio::awaitable<DeciderVerdict> Decider::ask(DeciderQuestion q) {
   }
   if (!q.client.empty()) {
     ev["client"] = q.client;
+  }
+  if (!q.method.empty()) {
+    ev["method"] = q.method;
+    ev["path"] = q.path;
+  }
+  if (!q.process.empty()) {
+    // The process as /proc showed it when the question was asked (the record's net.attribution
+    // is the preload shim's account, joined at the end).
+    ev["pid"] = q.process.front().pid;
+    ev["exe"] = q.process.front().exe;
+    ev["argv"] = q.process.front().argv;
+    nlohmann::json parents = nlohmann::json::array();
+    for (size_t i = 1; i < q.process.size(); ++i) {
+      parents.push_back(q.process[i].pid);
+    }
+    ev["parent_pids"] = std::move(parents);
   }
   ctx_.emit("net.decider", std::move(ev));
   co_return v;

@@ -4,6 +4,8 @@
 // coroutine with a timer, so the proxy keeps serving everyone else while a question is open.
 #pragma once
 
+#include <sys/types.h>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -43,16 +45,23 @@ class Decider {
   // Takes `fd` (a connected stream socket). `timeout`: how long one question stays open before it
   // is denied (source timeout). `person`: the answers are typed by a person (`cordon run --ask`),
   // and events say decided_by "person".
-  Decider(Context& ctx, int fd, std::chrono::milliseconds timeout, bool person = false);
+  // `sandbox_init`: the sandbox's init (this pid namespace's number), whose processes a question
+  // names (DeciderQuestion::process, client_process.h); 0 = none named.
+  Decider(Context& ctx, int fd, std::chrono::milliseconds timeout, bool person = false,
+          pid_t sandbox_init = 0);
   ~Decider();
   Decider(const Decider&) = delete;
   Decider& operator=(const Decider&) = delete;
 
   // Starts reading replies. Call once, before run().
   void start();
-  // Asks about `q` (its id is assigned here) and resumes when the answer, the timeout or the
-  // channel's end comes. Denies at once, never asking, once the channel is broken. A session
-  // answer for the same kind, host and port is returned without asking. Emits net.decider.
+  // How long a question waits, at most, while the process behind it is looked up in /proc (the
+  // proxy's one thread waits with it): past it the question goes without the process.
+  static constexpr std::chrono::milliseconds kProcessLookup{20};
+  // Asks about `q` (its id is assigned here; its process looked up) and resumes when the answer,
+  // the timeout or the channel's end comes. Denies at once, never asking, once the channel is
+  // broken. A session answer for the same kind, host and port is returned without asking. Emits
+  // net.decider.
   boost::asio::awaitable<DeciderVerdict> ask(DeciderQuestion q);
   // Closes the channel: every open question is denied (source decider-error).
   void close();
@@ -71,6 +80,7 @@ class Decider {
   boost::asio::posix::stream_descriptor channel_;
   std::chrono::milliseconds timeout_;
   DecisionSource answers_as_;
+  pid_t sandbox_init_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Pending> pending_;
   std::map<std::string, DeciderVerdict> session_;  // "kind host port" -> session answer

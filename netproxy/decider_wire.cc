@@ -2,6 +2,7 @@
 #include "netproxy/decider_wire.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace cordon::netproxy {
 
@@ -16,6 +17,22 @@ std::string question_line(const DeciderQuestion& q) {
   add_if_set("client", q.client);
   add_if_set("sni", q.sni);
   add_if_set("address", q.address);
+  add_if_set("method", q.method);
+  add_if_set("path", q.path);
+  if (!q.process.empty()) {
+    auto as_json = [](const SandboxProcess& p) {
+      nlohmann::json o = {{"pid", p.pid}, {"argv", p.argv}};
+      if (!p.exe.empty()) {
+        o["exe"] = p.exe;
+      }
+      return o;
+    };
+    j["process"] = as_json(q.process.front());
+    j["parents"] = nlohmann::json::array();
+    for (size_t i = 1; i < q.process.size(); ++i) {
+      j["parents"].push_back(as_json(q.process[i]));
+    }
+  }
   // replace: a name is the program's bytes, not necessarily UTF-8; the line must still be JSON.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
@@ -109,15 +126,54 @@ Result<DeciderQuestion> parse_decider_question(std::string_view line) {
     }
     q.port = static_cast<uint16_t>(port->get<uint64_t>());
   }
-  for (auto [key, out] : {std::pair{"kind", &q.kind}, std::pair{"host", &q.host},
-                          std::pair{"mode", &q.mode}, std::pair{"client", &q.client},
-                          std::pair{"sni", &q.sni}, std::pair{"address", &q.address}}) {
+  for (auto [key, out] :
+       {std::pair{"kind", &q.kind}, std::pair{"host", &q.host}, std::pair{"mode", &q.mode},
+        std::pair{"client", &q.client}, std::pair{"sni", &q.sni}, std::pair{"address", &q.address},
+        std::pair{"method", &q.method}, std::pair{"path", &q.path}}) {
     if (auto f = j.find(key); f != j.end()) {
       if (!f->is_string()) {
         return make_error("decider question " + std::to_string(q.id) + " has a non-string \"" +
                           key + "\"");
       }
       *out = f->get<std::string>();
+    }
+  }
+  // The process and its parents: shown to a person, so a malformed entry is dropped rather than
+  // guessed at; the chain ends at the first one.
+  auto process_of = [](const nlohmann::json& o) -> std::optional<SandboxProcess> {
+    if (!o.is_object()) {
+      return std::nullopt;
+    }
+    auto pid = o.find("pid");
+    auto argv = o.find("argv");
+    if (pid == o.end() || !pid->is_number_integer() || argv == o.end() || !argv->is_array()) {
+      return std::nullopt;
+    }
+    SandboxProcess p;
+    p.pid = pid->get<int64_t>();
+    for (const auto& a : *argv) {
+      if (!a.is_string() || p.argv.size() >= SandboxProcess::kMaxArgs) {
+        break;
+      }
+      p.argv.push_back(a.get<std::string>());
+    }
+    if (auto exe = o.find("exe"); exe != o.end() && exe->is_string()) {
+      p.exe = exe->get<std::string>();
+    }
+    return p;
+  };
+  if (auto pr = j.find("process"); pr != j.end()) {
+    if (auto p = process_of(*pr)) {
+      q.process.push_back(std::move(*p));
+      if (auto parents = j.find("parents"); parents != j.end() && parents->is_array()) {
+        for (const auto& o : *parents) {
+          auto pp = process_of(o);
+          if (!pp || q.process.size() >= DeciderQuestion::kMaxChain) {
+            break;
+          }
+          q.process.push_back(std::move(*pp));
+        }
+      }
     }
   }
   if (q.host.empty() || (q.kind != "connect" && q.kind != "dns")) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 
@@ -18,6 +19,15 @@ inline constexpr size_t kMaxDeciderLine = 16 * 1024;
 // Longest reason kept from a reply: it is shown to the agent in the refusal line.
 inline constexpr size_t kMaxDeciderReason = 512;
 
+// A process of the sandbox, as cordon-netproxy read it from /proc outside the sandbox (never from
+// anything the sandbox reports about itself).
+struct SandboxProcess {
+  int64_t pid = 0;                // as the sandbox numbers it
+  std::string exe;                // /proc/PID/exe, as a path in the sandbox; empty if unreadable
+  std::vector<std::string> argv;  // /proc/PID/cmdline, bounded (kMaxArgBytes, kMaxArgs)
+  static constexpr size_t kMaxArgs = 64, kMaxArgBytes = 2048;
+};
+
 // A question about a connection the policy would refuse only for not being in network.allow.
 struct DeciderQuestion {
   uint64_t id = 0;
@@ -28,6 +38,13 @@ struct DeciderQuestion {
   std::string client;            // the program's end of the connection, "ip:port"
   std::string sni;               // transparent TLS: the name in the ClientHello
   std::string address;           // the address, when the program gave an IP literal
+  // Plain HTTP whose request head was read before the question (an absolute-form request through
+  // the proxy, or one caught transparently): its method and target path. Empty otherwise.
+  std::string method, path;
+  // The process holding the program's end of the connection, then its parent, and so on up to
+  // (not including) the sandbox's init, at most kMaxChain. Empty when it was not found in time.
+  std::vector<SandboxProcess> process;
+  static constexpr size_t kMaxChain = 8;
 };
 
 // One JSON line (with its '\n') for `q`.

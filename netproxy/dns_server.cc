@@ -8,6 +8,7 @@
 #include "netproxy/body_guard.h"
 #include "netproxy/decide.h"
 #include "netproxy/decider.h"
+#include "netproxy/dns_tunnel.h"
 #include "netproxy/wire/dns_message.h"
 
 namespace cordon::netproxy {
@@ -116,6 +117,13 @@ asio::awaitable<std::vector<uint8_t>> answer_dns(Context& ctx, std::span<const u
   }
   if (!d.allow) {
     co_return finish(dns::kNxDomain, d.decision(), {});
+  }
+  if (allowed_by_any_name(d)) {
+    // Only `*` allows it (--learn): no zone was chosen, so the name is not forwarded when it
+    // looks like data for whichever zone's servers would read it.
+    if (auto why = tunnel_shaped(q.name)) {
+      co_return finish(dns::kRefused, {false, kTunnelRule}, {}, {{"reason", *why}});
+    }
   }
   if (!type_allowed(p, q.qtype)) {
     co_return finish(dns::kRefused, {false, "network.dns.types"}, {});

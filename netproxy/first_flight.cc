@@ -132,6 +132,7 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
     out.claimed = head.host;
     if (head.status == wire::ParseStatus::Done) {
       out.method = head.method;
+      out.target = head.target;
     }
     break;
   }

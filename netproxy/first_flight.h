@@ -25,6 +25,7 @@ struct FirstFlight {
   std::string claimed;      // SNI or Host, normalised; empty if none
   bool claimed_raw_ip = false;
   std::string method;  // http: the request's method (refusal events name it)
+  std::string target;  // http: the request's target, as sent (a decider's question names it)
 };
 
 // Reads the first flight into `buf` (which keeps every byte, for relaying later) until it parses

@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   int decider_fd = -1;
   std::string decider_timeout = "60s";
   bool decider_is_person = false;
+  int sandbox_pid = 0;
   size_t handoff_count = 0;
   auto* pol_file = app.add_option("--policy,-p", policy_file,
                                   "Policy file (JSON with comments); its network "
@@ -164,6 +165,11 @@ int main(int argc, char** argv) {
   app.add_flag("--decider-is-person", decider_is_person,
                "The decider is `cordon run --ask`: its answers are typed by a person, and events "
                "say decided_by \"person\"")
+      ->needs("--decider-fd");
+  app.add_option("--sandbox-pid", sandbox_pid,
+                 "The sandbox's init, as this process's pid namespace numbers it: each question to "
+                 "the decider names the process making the connection and its parents, read from "
+                 "/proc")
       ->needs("--decider-fd");
   app.add_option("--ready-fd", ready_fd,
                  "Write one byte to this fd (then close it) once every socket is set up");
@@ -269,6 +275,7 @@ int main(int argc, char** argv) {
   opts.exfil_alarm_fd = exfil_alarm_fd;
   opts.decider_fd = decider_fd;
   opts.decider_is_person = decider_is_person;
+  opts.sandbox_pid = sandbox_pid;
   if (auto t = policy::parse_duration(decider_timeout); t && t->count() > 0) {
     opts.decider_timeout = *t;
   } else {

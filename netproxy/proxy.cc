@@ -270,7 +270,7 @@ Status Proxy::start(const ProxyOptions& opts) {
       return make_error("--decider-timeout must be positive");
     }
     im.decider = std::make_unique<Decider>(im.ctx, opts.decider_fd, opts.decider_timeout,
-                                           opts.decider_is_person);
+                                           opts.decider_is_person, opts.sandbox_pid);
     im.ctx.decider = im.decider.get();
     im.decider->start();
   }

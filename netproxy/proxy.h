@@ -2,6 +2,8 @@
 // policy and the sockets to serve, then runs it on one thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -48,6 +50,9 @@ struct ProxyOptions {
   std::chrono::milliseconds decider_timeout{std::chrono::seconds(60)};
   // The decider is `cordon run --ask`: its answers are recorded as decided_by "person".
   bool decider_is_person = false;
+  // The sandbox's init (this pid namespace's number): a question to the decider names the process
+  // behind the connection (client_process.h). 0 = not named.
+  pid_t sandbox_pid = 0;
 };
 
 class Proxy {

@@ -65,6 +65,7 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
   if (peeked.kind == "http") {
     dest.host_header = peeked.claimed;
     dest.method = peeked.method;  // a refused plain-HTTP request still counts as one (log --net)
+    dest.path = peeked.target;
   }
 
   if (unreadable_first_flight(peeked)) {

@@ -11,7 +11,9 @@
 
 #include "netproxy/decide.h"
 #include "netproxy/decider.h"
+#include "netproxy/dns_tunnel.h"
 #include "netproxy/splice.h"
+#include "netproxy/wire/http_head.h"
 
 namespace cordon::netproxy {
 
@@ -148,6 +150,16 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
     q.client = dest.client;
     q.sni = dest.sni;
     q.address = name_ip ? name_ip->to_string() : std::string();
+    q.method = dest.method;
+    q.path = dest.path;
+    if (q.path.empty() && !dest.url.empty()) {
+      std::string h;
+      uint16_t pt = 0;
+      wire::parse_absolute_http(dest.url, &h, &pt, &q.path);
+    }
+    if (q.method.empty()) {
+      q.path.clear();
+    }
     auto v = co_await ctx.decider->ask(std::move(q));
     source = v.source;
     if (v.allow) {
@@ -170,6 +182,15 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
   if (!d.allow) {
     co_return refuse(ctx, dest, Failure::Policy, refusal_message(name, dest.port, d.decision()),
                      d.rule, name_ip ? name_ip->to_string() : std::string());
+  }
+  if (!name_ip && !dest.fixed_addr && allowed_by_any_name(d)) {
+    // Resolving it would carry the name to its zone's servers: the same check as a lookup's.
+    if (auto why = tunnel_shaped(name)) {
+      co_return refuse(ctx, dest, Failure::Policy,
+                       "cordon: " + name + " is refused: only \"*\" allows it, and it has " + *why +
+                           ", as a DNS tunnel's names do",
+                       kTunnelRule);
+    }
   }
   if (name_ip && !dest.fixed_addr) {
     addrs.push_back(*name_ip);

@@ -73,6 +73,7 @@ struct Destination {
   // Added to refusal events only, each when not empty: no JSON object is built per connection.
   std::string original_dst, peek, host_header;  // transparent
   std::string method, url;                      // absolute-form HTTP
+  std::string path;  // transparent plain HTTP: the request's target (a decider is shown it)
 };
 
 struct Opened {

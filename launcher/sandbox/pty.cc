@@ -131,7 +131,7 @@ int PtyRelay::fill(pollfd* fds) {
   if (!master_closed_ && to_out_.size() < kMaxBuffered) mev |= POLLIN;
   if (!master_closed_ && !to_master_.empty()) mev |= POLLOUT;
   fds[1] = {mev != 0 ? master_.get() : -1, mev, 0};
-  fds[2] = {!to_out_.empty() ? out_ : -1, POLLOUT, 0};
+  fds[2] = {(!to_out_.empty() && !held_) ? out_ : -1, POLLOUT, 0};
   n = 3;
   return n;
 }

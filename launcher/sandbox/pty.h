@@ -64,9 +64,12 @@ class PtyRelay {
   // True once the master reported EOF/EIO (every slave closed) and its output was written out.
   bool done() const { return master_closed_ && to_out_.empty(); }
   int master() const { return master_.get(); }
-  // While held, nothing is read from the terminal: what is typed then is for cordon (`run --ask`'s
-  // prompt reads it from /dev/tty), never for the program.
-  void hold_input(bool held) { held_ = held; }
+  // While held (`run --ask`'s question is open), nothing is read from the terminal: what is typed
+  // then is for cordon's prompt, never for the program. Nor is anything written to the terminal:
+  // the program's output waits in the relay (bounded; beyond it the relay stops reading the pty
+  // and the program blocks in write), so it cannot redraw the question, and is written out, all
+  // of it, once the hold ends.
+  void hold(bool held) { held_ = held; }
 
  private:
   int in_, out_;

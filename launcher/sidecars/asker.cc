@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "launcher/commands/policy_patch.h"
+#include "netproxy/client_process.h"
 #include "netproxy/decider_wire.h"
 
 namespace cordon::launcher {
@@ -90,6 +91,25 @@ void write_all(int fd, const std::string& s) {
 // The terminal may be in raw mode (cordon's pty relay) or cooked: "\r\n" is right in both.
 void say_tty(const std::string& s) { write_all(kTtyFd, s + "\r\n"); }
 
+// Written before a question: whatever the program left the terminal in cannot hide or move it.
+// CAN aborts an escape sequence or string (OSC, DCS) left open, which would swallow the question
+// into a window title; ST ends one that ignores CAN; DECSTR resets margins (a scroll region could
+// keep the question's first line off screen under a fake one), origin and insert modes and the
+// character sets; SGR 0 undoes concealed text and colours; SI and `ESC ( B` select ASCII. DECSTR
+// may turn line wrapping off (as a VT510 does): `CSI ? 7 h` turns it back on, so no part of a
+// long line is cut at the screen's edge, then or after the session.
+constexpr const char* kSaneTerminal = "\x18\x1b\\\x1b[!p\x1b[?7h\x1b[0m\x0f\x1b(B";
+
+// "pid N, EXE: ARGV", each part printable and bounded.
+std::string describe(const netproxy::SandboxProcess& p) {
+  std::string cmd;
+  for (const auto& a : p.argv) {
+    cmd += (cmd.empty() ? "" : " ") + a;
+  }
+  return "pid " + std::to_string(p.pid) + (p.exe.empty() ? "" : ", " + printable(p.exe)) + ": " +
+         printable(cmd.substr(0, 200));
+}
+
 class AskLoop {
  public:
   AskLoop(const AskOptions& o, std::string user) : opts_(o), user_(std::move(user)) {}
@@ -144,11 +164,25 @@ class AskLoop {
     return {};
   }
 
+  // The process behind `q` from /proc, as cordon's user (root, or the owner of the sandbox's user
+  // namespace), within the same 20 ms the proxy gives it.
+  std::vector<netproxy::SandboxProcess> look_up_process(const DeciderQuestion& q) {
+    if (sandbox_init_ == 0) {
+      sandbox_init_ = netproxy::find_sandbox_init(::getppid());
+    }
+    const std::chrono::microseconds budget(20000);
+    auto chain = netproxy::find_client_process(sandbox_init_, q.client, q.kind == "dns", budget);
+    if (chain.empty() && q.kind == "dns") {
+      chain = netproxy::find_client_process(sandbox_init_, q.client, false, budget / 2);
+    }
+    return chain;
+  }
+
   // Reads what the proxy wrote, queueing each question; waits up to `timeout_ms` (-1: forever)
   // for something to happen. False once the channel is gone or the asker must stop.
   bool wait_for_questions(int timeout_ms) {
     pollfd fds[3] = {{kChannelFd, POLLIN, 0}, {kSignalFd, POLLIN, 0}, {kHoldFd, POLLIN, 0}};
-    int r = ::poll(fds, closing_ ? 2 : 3, timeout_ms);
+    int r = ::poll(fds, hold_gone_ ? 2 : 3, timeout_ms);
     if (r < 0) {
       return errno == EINTR;
     }
@@ -157,7 +191,7 @@ class AskLoop {
       channel_closed_ = true;
       return false;
     }
-    if (!closing_ && fds[2].revents != 0) {
+    if (!hold_gone_ && fds[2].revents != 0) {
       read_hold();
     }
     if (fds[0].revents != 0) {
@@ -190,21 +224,32 @@ class AskLoop {
     }
   }
 
-  // Cordon writes 'q' on the hold channel when the program has ended, before it puts the terminal
-  // back: from then on nothing is asked (what comes is denied), and the 'k' written back says
-  // the terminal is the asker's no more.
+  // Cordon writes 'q' on the hold channel when the program has ended (and again before it puts
+  // the terminal back): from then on nothing is asked (what comes is denied), and the 'k' written
+  // back to each says the terminal is the asker's no more.
   void read_hold() {
     char buf[16];
     ssize_t k = ::read(kHoldFd, buf, sizeof buf);
-    if (k <= 0 || std::memchr(buf, 'q', static_cast<size_t>(k)) != nullptr) {
+    if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
+      hold_gone_ = true;
       closing_ = true;
+      return;
+    }
+    if (k > 0 && std::memchr(buf, 'q', static_cast<size_t>(k)) != nullptr) {
+      closing_ = true;
+      acked_ = false;
     }
   }
 
-  void ack_closing() { write_all(kHoldFd, "k"); }
+  void ack_closing() {
+    if (!hold_gone_) {
+      write_all(kHoldFd, "k");
+    }
+  }
 
-  // Stops the terminal relay from reading the terminal, and waits (bounded) until it has.
-  void hold_input(bool held) {
+  // Stops the terminal relay from reading the terminal and from writing the program's output to
+  // it, and waits (bounded) until it has: from then on only the question is on the screen.
+  void hold_terminal(bool held) {
     write_all(kHoldFd, held ? "h" : "r");
     if (!held) {
       return;
@@ -216,7 +261,7 @@ class AskLoop {
   }
 
   void decide(const DeciderQuestion& q, Clock::time_point deadline) {
-    hold_input(true);
+    hold_terminal(true);
     termios saved{};
     const bool have_mode = ::tcgetattr(kTtyFd, &saved) == 0;
     if (have_mode) {
@@ -238,13 +283,26 @@ class AskLoop {
     if (!q.client.empty()) {
       how += ", from " + printable(q.client);
     }
+    write_all(kTtyFd, kSaneTerminal);
     say_tty("");
     say_tty("cordon: the sandbox asks to " + what + " (" + how + "): not in network.allow");
-    if (std::string proc = process_of(q.client); !proc.empty()) {
+    if (!q.method.empty()) {
+      say_tty("  request " + printable(q.method) + " " + printable(q.path.substr(0, 200)));
+    }
+    std::vector<netproxy::SandboxProcess> chain = q.process;
+    if (chain.empty() && !q.client.empty()) {
+      chain = look_up_process(q);  // the proxy could not read it: cordon's user may
+    }
+    if (!chain.empty()) {
+      say_tty("  by " + describe(chain.front()));
+      for (size_t i = 1; i < chain.size(); ++i) {
+        say_tty("  under " + describe(chain[i]));
+      }
+    } else if (std::string proc = process_of(q.client); !proc.empty()) {
       say_tty("  by " + printable(proc) + " (as its preload shim reports)");
     }
-    say_tty(std::string("  o allow once, s allow for this session, a always (") +
-            (opts_.policy_file.empty() ? "no --policy file: for this session"
+    say_tty(std::string("  o allow once, s allow for the rest of this run, a always (") +
+            (opts_.policy_file.empty() ? "no --policy file: for this run"
                                        : "add to " + printable(opts_.policy_file)) +
             "), d deny, D deny always; " + std::to_string(std::max<long>(secs, 1)) +
             " s, then denied");
@@ -252,8 +310,10 @@ class AskLoop {
     if (have_mode) {
       ::tcsetattr(kTtyFd, TCSANOW, &saved);
     }
-    hold_input(false);
     apply(q, a);
+    // Only now may the program's output reach the screen again: the question and what became of
+    // it stay as written.
+    hold_terminal(false);
   }
 
   Answer read_answer(Clock::time_point deadline) {
@@ -456,6 +516,8 @@ class AskLoop {
   size_t events_off_ = 0;
   std::string events_tail_;  // key_of() -> allowed, for session/always answers
   bool channel_closed_ = false, stop_ = false, closing_ = false, acked_ = false;
+  bool hold_gone_ = false;  // cordon's end of the hold channel is closed
+  pid_t sandbox_init_ = 0;  // found at the first question (the sandbox starts after the asker)
 };
 
 [[noreturn]] void asker_main(const AskOptions& opts, std::string user) {

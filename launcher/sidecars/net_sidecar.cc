@@ -244,6 +244,9 @@ Result<NetproxyProcess> spawn_netproxy(const NetproxySpawn& spec) {
     if (!spec.decider_timeout.empty()) {
       argv.insert(argv.end(), {"--decider-timeout", spec.decider_timeout});
     }
+    if (spec.sandbox_pid > 0) {
+      argv.insert(argv.end(), {"--sandbox-pid", std::to_string(spec.sandbox_pid)});
+    }
     if (spec.decider_is_person) {
       argv.push_back("--decider-is-person");
     }
@@ -391,6 +394,7 @@ Result<NetproxyProcess> start_sandbox_netproxy(int channel, const SandboxNet& ne
   spec.decider_fd = net.decider_fd;
   spec.decider_timeout = net.decider_timeout;
   spec.decider_is_person = net.decider_is_person;
+  spec.sandbox_pid = net.sandbox_pid;
   spec.transparent_fds = {sockets.transparent.get()};
   spec.dns_fds = {sockets.dns_udp.get()};
   spec.dns_tcp_fds = {sockets.dns_tcp.get()};

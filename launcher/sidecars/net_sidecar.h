@@ -45,6 +45,7 @@ struct NetproxySpawn {
   int decider_fd = -1;
   std::string decider_timeout;
   bool decider_is_person = false;  // --ask: --decider-is-person
+  pid_t sandbox_pid = 0;           // with a decider: --sandbox-pid (the sandbox's init)
   std::chrono::milliseconds ready_timeout{10000};
   // As host root: the ids the proxy switches to before it runs (the sandbox's user), so a proxy
   // compromised by hostile traffic holds no privilege. The policy is then opened by cordon and
@@ -95,6 +96,7 @@ struct SandboxNet {
   int decider_fd = -1;                    // NetproxySpawn::decider_fd / decider_timeout
   std::string decider_timeout;
   bool decider_is_person = false;
+  pid_t sandbox_pid = 0;
   uid_t run_uid = static_cast<uid_t>(-1);  // NetproxySpawn::run_uid/run_gid
   gid_t run_gid = static_cast<gid_t>(-1);
 };

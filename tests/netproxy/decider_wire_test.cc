@@ -94,6 +94,8 @@ TEST(DeciderWire, QuestionsRoundTripAndRepliesParseBack) {
   EXPECT_EQ(back->mode, "transparent");
   EXPECT_EQ(back->client, "10.79.0.2:5000");
   EXPECT_EQ(back->sni, "asked.test");
+  EXPECT_TRUE(back->method.empty());
+  EXPECT_TRUE(back->process.empty());
   for (const char* bad :
        {"", "[]", R"({"id":1,"kind":"connect","host":"a"})",
         R"({"v":1,"kind":"connect","host":"a"})", R"({"v":1,"id":1,"kind":"exec","host":"a"})",
@@ -116,6 +118,49 @@ TEST(DeciderWire, QuestionsRoundTripAndRepliesParseBack) {
   EXPECT_FALSE(parsed->allow);
   EXPECT_TRUE(parsed->session);
   EXPECT_EQ(parsed->reason, "no [2J");
+}
+
+// Optional fields of version 1: the request when it was read before the question, and the
+// process chain; a decider that knows nothing of them still reads the line.
+TEST(DeciderWire, MethodPathAndProcessChainRoundTrip) {
+  DeciderQuestion q;
+  q.id = 3;
+  q.host = "asked.test";
+  q.port = 80;
+  q.mode = "http";
+  q.method = "POST";
+  q.path = "/upload?x=1";
+  q.process = {{7, "/usr/bin/curl", {"curl", "-d", "@f", "http://asked.test/upload?x=1"}},
+               {3, "/bin/sh", {"sh", "-c", "curl ..."}}};
+  std::string line = question_line(q);
+  line.pop_back();
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["method"], "POST");
+  EXPECT_EQ(j["path"], "/upload?x=1");
+  EXPECT_EQ(j["process"]["pid"], 7);
+  EXPECT_EQ(j["process"]["exe"], "/usr/bin/curl");
+  EXPECT_EQ(j["process"]["argv"].size(), 4u);
+  ASSERT_EQ(j["parents"].size(), 1u);
+  EXPECT_EQ(j["parents"][0]["pid"], 3);
+  auto back = parse_decider_question(line);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->method, "POST");
+  EXPECT_EQ(back->path, "/upload?x=1");
+  ASSERT_EQ(back->process.size(), 2u);
+  EXPECT_EQ(back->process[0].pid, 7);
+  EXPECT_EQ(back->process[0].argv.at(3), "http://asked.test/upload?x=1");
+  EXPECT_EQ(back->process[1].exe, "/bin/sh");
+  // A malformed entry ends the chain there; the question still stands.
+  auto partial = parse_decider_question(
+      R"({"v":1,"id":4,"kind":"connect","host":"a","process":{"pid":7,"argv":["x"]},)"
+      R"("parents":[{"pid":3,"argv":["sh"]},{"pid":"2"},{"pid":1,"argv":[]}]})");
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->process.size(), 2u);
+  // Without a process there are no parents.
+  auto none = parse_decider_question(
+      R"({"v":1,"id":5,"kind":"connect","host":"a","parents":[{"pid":3,"argv":["sh"]}]})");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->process.empty());
 }
 
 }  // namespace
