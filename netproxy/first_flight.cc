@@ -101,6 +101,14 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
       out.kind = "incomplete";  // a request head larger than the peek: never relayed unread
       break;
     }
+    const std::string_view text(static_cast<const char*>(d.data()), d.size());
+    if (head.status == wire::ParseStatus::NotThis && wire::http_request_begun(bytes) &&
+        text.find("\r\n\r\n") != std::string_view::npos) {
+      // A whole head after a registered method that the sniffer cannot read (two Host fields,
+      // a bad field name): relayed as opaque bytes it would pass the HTTP judges unseen.
+      out.kind = "malformed";
+      break;
+    }
     out.kind = head.status == wire::ParseStatus::Done ? "http" : "opaque";
     out.claimed = head.host;
     if (head.status == wire::ParseStatus::Done) {
@@ -144,6 +152,25 @@ asio::awaitable<void> refuse_incomplete_first_flight(Context& ctx, tcp::socket& 
   s.set_option(asio::socket_base::linger(true, 0), ec);
   s.close(ec);
   co_return;
+}
+
+asio::awaitable<void> refuse_malformed_first_flight(Context& ctx, tcp::socket& s,
+                                                    const RequestSite& at) {
+  const std::string msg =
+      "cordon: the connection's first bytes are an HTTP request head cordon cannot read "
+      "(e.g. two Host fields, or a field name with a space); refused unforwarded";
+  ctx.emit("net.refused", {{"name", at.name},
+                           {"port", at.port},
+                           {"mode", at.mode},
+                           {"decision", "deny"},
+                           {"rule", "network (malformed request head)"},
+                           {"decided_by", "policy"},
+                           {"client", at.client},
+                           {"peek", "malformed"},
+                           {"reason", msg}});
+  FirstFlight as_http;
+  as_http.kind = "http";
+  co_await refuse_first_flight(s, as_http, msg, "400 Bad Request");
 }
 
 asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& p,
@@ -206,6 +233,12 @@ asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::
   if (flight->kind == "incomplete") {
     co_await refuse_incomplete_first_flight(ctx, s, {up.name, up.port, up.client, "", "", up.mode});
     up.finished = true;  // dialled, but nothing relayed: the refusal is its record
+    up.slot.release();
+    co_return false;
+  }
+  if (flight->kind == "malformed") {
+    co_await refuse_malformed_first_flight(ctx, s, {up.name, up.port, up.client, "", "", up.mode});
+    up.finished = true;
     up.slot.release();
     co_return false;
   }

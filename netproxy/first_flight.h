@@ -16,7 +16,8 @@ namespace cordon::netproxy {
 
 struct FirstFlight {
   // tls | http | opaque | silent | incomplete (began as a ClientHello or a request head and did
-  // not complete: too slow, too large, or the client stopped)
+  // not complete: too slow, too large, or the client stopped) | malformed (a whole request head
+  // after a registered method that does not parse: refused, never relayed as opaque bytes)
   std::string kind = "silent";
   std::string claimed;  // SNI or Host, normalised; empty if none
   bool claimed_raw_ip = false;
@@ -41,6 +42,11 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
 // "network (first flight incomplete)") and a reset; nothing is dialled or relayed.
 asio::awaitable<void> refuse_incomplete_first_flight(Context& ctx, tcp::socket& s,
                                                      const RequestSite& at);
+
+// Refuses a "malformed" first flight: a net.refused event (rule "network (malformed request
+// head)") and a 400; nothing is dialled or relayed.
+asio::awaitable<void> refuse_malformed_first_flight(Context& ctx, tcp::socket& s,
+                                                    const RequestSite& at);
 
 // Refuses: HTTP gets a readable answer (`status`: "403 Forbidden" unless told); TLS and opaque
 // streams are reset (RST via SO_LINGER 0).

@@ -72,6 +72,11 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
         ctx, s, {orig_text, orig.port, dest.client, "", "", "transparent"});
     co_return;
   }
+  if (peeked.kind == "malformed") {
+    co_await refuse_malformed_first_flight(
+        ctx, s, {orig_text, orig.port, dest.client, "", "", "transparent"});
+    co_return;
+  }
   // A secret in the SNI or Host: refused before the name is matched or anything dialled (a
   // name carrying a secret is refused toward every host, so this needs no decided host).
   if (peeked.kind != "opaque" &&

@@ -544,10 +544,15 @@ TEST_F(NetproxyTransparent, ARefusedRequestSendsNoPacketTowardTheServer) {
   auto fronted =
       box_->exec({"python3", "-c", raw, port, "GET /ok HTTP/1.1\r\nHost: api.test\r\n\r\n"});
   EXPECT_EQ(fronted.out, "HTTP/1.1 403 Forbidden\n") << fronted.err;
-  auto refused = wait_events(box_->events(), "net.refused", 4);
-  ASSERT_EQ(refused.size(), 4u) << dump_events(box_->events());
+  // A head the sniffer cannot read is refused too, never relayed as opaque bytes past the rules.
+  auto twice = box_->exec({"python3", "-c", raw, port,
+                           "GET /denied HTTP/1.1\r\nHost: count.test\r\nHost: count.test\r\n\r\n"});
+  EXPECT_EQ(twice.out, "HTTP/1.1 400 Bad Request\n") << twice.err;
+  auto refused = wait_events(box_->events(), "net.refused", 5);
+  ASSERT_EQ(refused.size(), 5u) << dump_events(box_->events());
   EXPECT_EQ(refused[2]["rule"], "network (obs-fold)");
   EXPECT_EQ(refused[2]["mode"], "transparent");
+  EXPECT_EQ(refused[4]["rule"], "network (malformed request head)");
   EXPECT_EQ(rec.accepted(), 0) << dump_events(box_->events());
   EXPECT_TRUE(events_of(box_->events(), "net.connect").empty()) << dump_events(box_->events());
   // The allowed request is dialled and answered: the count above can fail.
