@@ -15,9 +15,20 @@ BodyGuard::BodyGuard(Context& ctx, const RequestSite& at)
       port_(at.port),
       scan_(*ctx.scanner) {
   bound_.reserve(ctx.secrets.size());
+  substitute_.reserve(ctx.secrets.size());
   for (const Secret& s : ctx.secrets) {
     bound_.push_back(s.bound_to(at.name, at.port));
+    substitute_.push_back(substitutes(s, at));
   }
+}
+
+bool BodyGuard::pass_trailers(Trailers& fields) {
+  if (refusal_) {
+    return false;
+  }
+  const RequestSite at{name_, port_, client_, method_, url_, mode_};
+  refusal_ = apply_credentials_to_trailers(ctx_, at, fields);
+  return !refusal_;
 }
 
 std::optional<std::string_view> BodyGuard::pass(std::string_view piece, bool last) {
@@ -38,8 +49,8 @@ std::optional<std::string_view> BodyGuard::pass(std::string_view piece, bool las
     // Toward its own host only the placeholder as sent is replaced (an encoded one passes as
     // it is: the value is never encoded by us). Every byte of it is still held: a byte is
     // handed out only once no form can start at or before it.
-    if (m.form == SecretForm::Raw && m.stream == BodyScan::Stream::AsSent &&
-        m.raw_end - m.length >= held_at_) {
+    if (substitute_[m.secret] && m.form == SecretForm::Raw &&
+        m.stream == BodyScan::Stream::AsSent && m.raw_end - m.length >= held_at_) {
       std::copy(s.value.begin(), s.value.end(), held_.begin() + (m.raw_end - m.length - held_at_));
     }
     return true;

@@ -16,7 +16,8 @@ namespace cordon::netproxy {
 // back while it could still begin some secret's form (at most ~3 x the longest form, whatever the
 // body's size), so no part of a form that is later completed ever leaves. A form of a secret not
 // bound to `at` ends the body: the refusal (403 with its line) is set and the net.exfil event
-// written. A bound credential's placeholder, as sent, is replaced by its value (same length).
+// written. A bound credential's placeholder, as sent, is replaced by its value (same length)
+// where it `substitutes` (credentials.h); elsewhere toward its host it passes as it is.
 class BodyGuard {
  public:
   BodyGuard(Context& ctx, const RequestSite& at);
@@ -24,13 +25,17 @@ class BodyGuard {
   // Takes the next piece of body (`last`: the body ends with it) and returns the bytes that may
   // be forwarded now, valid until the next call; nullopt once refused.
   std::optional<std::string_view> pass(std::string_view piece, bool last);
+  // Takes the body's trailer fields, after its last piece: judged as header fields are
+  // (apply_credentials_to_trailers); false once refused.
+  bool pass_trailers(Trailers& fields);
   const std::optional<RuleRefusal>& refusal() const { return refusal_; }
 
  private:
   Context& ctx_;
   std::string name_, client_, method_, url_, mode_;
   uint16_t port_;
-  std::vector<bool> bound_;  // per ctx.secrets entry: bound to `at`
+  std::vector<bool> bound_;       // per ctx.secrets entry: bound to `at` (never refused there)
+  std::vector<bool> substitute_;  // per ctx.secrets entry: its value goes in (substitutes)
   BodyScan scan_;
   std::string held_;      // the body from held_at_ on, not yet forwarded
   uint64_t held_at_ = 0;  // body offset of held_[0]

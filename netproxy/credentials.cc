@@ -25,6 +25,13 @@ bool replace_all(std::string& s, std::string_view from, std::string_view to) {
   return any;
 }
 
+std::string lowercase(std::string_view in) {
+  std::string out(in);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
 // The first form of a secret not bound to the request's host (`bound`, one entry per secret)
 // in its target, a field's name or a field's value, scanned in every encoding a body is, and
 // where it sits ("url", "header <name>").
@@ -44,10 +51,7 @@ std::optional<HeadHit> secret_in_head(const BodyScanner& scanner, const std::vec
     }
     if (hit) {
       // Lowercased: a field name's case is the client's choice, the event's channel is not.
-      std::string name(f.name_string());
-      std::transform(name.begin(), name.end(), name.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      return HeadHit{std::move(*hit), "header " + name};
+      return HeadHit{std::move(*hit), "header " + lowercase(f.name_string())};
     }
   }
   return std::nullopt;
@@ -140,15 +144,54 @@ RuleRefusal refuse_exfil(Context& ctx, const RequestSite& at, const Secret& s,
   return refusal;
 }
 
+bool substitutes(const Secret& s, const RequestSite& at) {
+  if (!s.bound_to(at.name, at.port)) {
+    return false;
+  }
+  const bool plain = at.mode == "http" || at.mode == "transparent";
+  return !plain || s.cred->plain_http;
+}
+
+std::optional<RuleRefusal> apply_credentials_to_trailers(Context& ctx, const RequestSite& at,
+                                                         Trailers& fields) {
+  std::vector<bool> is_bound(ctx.secrets.size(), false);
+  std::vector<const Secret*> bound;
+  for (size_t i = 0; i < ctx.secrets.size(); ++i) {
+    is_bound[i] = ctx.secrets[i].bound_to(at.name, at.port);
+    if (substitutes(ctx.secrets[i], at)) {
+      bound.push_back(&ctx.secrets[i]);
+    }
+  }
+  if (ctx.scanner) {
+    for (const auto& [name, value] : fields) {
+      auto hit = find_secret(*ctx.scanner, value, is_bound);
+      if (!hit) {
+        hit = find_secret(*ctx.scanner, name, is_bound);
+      }
+      if (hit) {
+        return refuse_exfil(ctx, at, ctx.secrets[hit->secret], "trailer " + lowercase(name),
+                            hit->encoding);
+      }
+    }
+  }
+  for (auto& field : fields) {
+    for (const Secret* s : bound) {
+      replace_all(field.second, s->placeholder, s->value);
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at,
                                              http::request<http::buffer_body>& req) {
-  // Every request of every connection passes here: each secret's binding is decided once.
+  // Every request of every connection passes here: each secret's binding is decided once. A
+  // secret bound here is never refused; its value goes in only where it `substitutes`.
   std::vector<const Secret*> bound;
   std::vector<bool> is_bound(ctx.secrets.size(), false);
   for (size_t i = 0; i < ctx.secrets.size(); ++i) {
-    if (ctx.secrets[i].bound_to(at.name, at.port)) {
+    is_bound[i] = ctx.secrets[i].bound_to(at.name, at.port);
+    if (substitutes(ctx.secrets[i], at)) {
       bound.push_back(&ctx.secrets[i]);
-      is_bound[i] = true;
     }
   }
   if (ctx.scanner) {

@@ -21,13 +21,24 @@ struct RequestSite {
   std::string_view client, method, url, mode;
 };
 
-// Before a request head is forwarded: toward a credential's hosts, each of its placeholders in
-// the target and header values becomes the value (same length, so framing is unchanged) and its
-// "header" is set; toward any other host, a placeholder (or canary) in the target or any header
-// name or value, in any form a body is scanned for (find_secret), is a 403 with a net.exfil event
-// naming the credential (never its value) and the form ("encoding").
+// Whether `s`'s value goes in place of its placeholder in a request to `at`: `s` is a credential
+// bound to at's name and port, and the request is inspected HTTPS, or plain HTTP (mode "http" or
+// "transparent") to a credential whose plain_http allows it. Toward its own host over plain HTTP
+// without plain_http, the placeholder passes as it is: neither the value nor a refusal.
+bool substitutes(const Secret& s, const RequestSite& at);
+
+// Before a request head is forwarded: toward a credential's hosts (where it `substitutes`), each
+// of its placeholders in the target and header values becomes the value (same length, so framing
+// is unchanged) and its "header" is set; toward any other host, a placeholder (or canary) in the
+// target or any header name or value, in any form a body is scanned for (find_secret), is a 403
+// with a net.exfil event naming the credential (never its value) and the form ("encoding").
 std::optional<RuleRefusal> apply_credentials(Context& ctx, const RequestSite& at,
                                              http::request<http::buffer_body>& req);
+
+// The same for a chunked request's trailer fields, before they are forwarded (as trailers): the
+// channel in a refusal is "trailer NAME" (lowercase); bound placeholders in values are replaced.
+std::optional<RuleRefusal> apply_credentials_to_trailers(Context& ctx, const RequestSite& at,
+                                                         Trailers& fields);
 
 // The 403 and net.exfil event for `s`'s placeholder (or canary) found in `channel` of a request to
 // `at`, `encoding` ("", "base64", "url-encoded hex", ...) saying in what form; network.on_exfil:

@@ -133,6 +133,7 @@ asio::awaitable<std::optional<FirstFlight>> peek_first_flight(Context& ctx, tcp:
     if (head.status == wire::ParseStatus::Done) {
       out.method = head.method;
       out.target = head.target;
+      out.obs_fold = head.obs_fold;
     }
     break;
   }
@@ -180,13 +181,9 @@ asio::awaitable<void> refuse_unreadable_first_flight(Context& ctx, tcp::socket& 
                            {"reason", msg}});
   beast::error_code ec;
   if (f.began_http && !incomplete) {
-    std::string body = msg + "\n";
-    std::string res =
-        "HTTP/1.1 400 Bad Request\r\nServer: cordon\r\nContent-Type: text/plain; "
-        "charset=utf-8\r\nConnection: close\r\nContent-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
-    co_await asio::async_write(s, asio::buffer(res), use_nothrow);
-    s.shutdown(tcp::socket::shutdown_send, ec);
+    FirstFlight as_http;
+    as_http.kind = "http";
+    co_await refuse_first_flight(s, as_http, msg, "400 Bad Request");
     co_return;
   }
   s.set_option(asio::socket_base::linger(true, 0), ec);
@@ -194,13 +191,13 @@ asio::awaitable<void> refuse_unreadable_first_flight(Context& ctx, tcp::socket& 
 }
 
 asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& p,
-                                          const std::string& msg) {
+                                          const std::string& msg, std::string_view status) {
   if (p.kind == "http") {
     std::string body = msg + "\n";
-    std::string res =
-        "HTTP/1.1 403 Forbidden\r\nServer: cordon\r\nContent-Type: text/plain; "
-        "charset=utf-8\r\nConnection: close\r\nContent-Length: " +
-        std::to_string(body.size()) + "\r\n\r\n" + body;
+    std::string res = "HTTP/1.1 " + std::string(status) +
+                      "\r\nServer: cordon\r\nContent-Type: text/plain; "
+                      "charset=utf-8\r\nConnection: close\r\nContent-Length: " +
+                      std::to_string(body.size()) + "\r\n\r\n" + body;
     // A few hundred bytes into a fresh socket's empty send buffer: completes at once.
     co_await asio::async_write(s, asio::buffer(res), use_nothrow);
     beast::error_code ec;
@@ -258,6 +255,14 @@ asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::
     co_return false;
   }
   const RequestSite site{up.name, up.port, up.client, "", "", up.mode};
+  if (flight->kind == "http" && flight->obs_fold) {
+    // Relayed as bytes, the head would reach the server folded, past a scan of it unjoined.
+    const auto r = refuse_obs_fold(ctx, up.name, up.port, flight->method, up.client, up.mode, "");
+    up.finished = true;  // dialled, but nothing relayed: the refusal is its record
+    up.slot.release();
+    co_await refuse_first_flight(s, *flight, r.line, "400 Bad Request");
+    co_return false;
+  }
   bool refused = co_await refuse_secret_in_first_flight(ctx, s, *flight, buf, site);
   if (!refused && flight->kind == "http") {
     // Plain HTTP in a named tunnel is relayed as bytes, not through the HTTP front end: its first

@@ -24,8 +24,9 @@ struct FirstFlight {
   bool began_http = false;  // incomplete/malformed: began as a request head (else a TLS record)
   std::string claimed;      // SNI or Host, normalised; empty if none
   bool claimed_raw_ip = false;
-  std::string method;  // http: the request's method (refusal events name it)
-  std::string target;  // http: the request's target, as sent (a decider's question names it)
+  std::string method;     // http: the request's method (refusal events name it)
+  std::string target;     // http: the request's target, as sent (a decider's question names it)
+  bool obs_fold = false;  // http: the head has a folded line (wire::HttpHead::obs_fold)
 };
 
 // Reads the first flight into `buf` (which keeps every byte, for relaying later) until it parses
@@ -52,9 +53,11 @@ inline bool unreadable_first_flight(const FirstFlight& f) {
 asio::awaitable<void> refuse_unreadable_first_flight(Context& ctx, tcp::socket& s,
                                                      const FirstFlight& f, const RequestSite& at);
 
-// Refuses: HTTP gets a readable 403; TLS and opaque streams are reset (RST via SO_LINGER 0).
+// Refuses: HTTP gets a readable answer (`status`: "403 Forbidden" unless told); TLS and opaque
+// streams are reset (RST via SO_LINGER 0).
 asio::awaitable<void> refuse_first_flight(tcp::socket& s, const FirstFlight& f,
-                                          const std::string& msg);
+                                          const std::string& msg,
+                                          std::string_view status = "403 Forbidden");
 
 // Before the connection is decided on and any upstream dialled for it (transparent; in a named
 // tunnel, before a byte is relayed): a first flight whose claimed name (TLS SNI: channel "sni";
@@ -72,7 +75,9 @@ asio::awaitable<bool> refuse_secret_in_first_flight(Context& ctx, tcp::socket& s
 // For a tunnel whose name the client stated (CONNECT host:port, SOCKS5 by name) and which is
 // already open to that name's checked address: peeks the first flight and refuses the connection
 // (event net.refused, rule "network (name mismatch)") when its SNI or Host names another host,
-// which is the domain-fronting pattern. A raw-IP target has no name to front and is not peeked.
+// which is the domain-fronting pattern. A request head with a folded line (obs-fold) is refused
+// with 400 (net.refused, rule "network (obs-fold)"): the server may read its fields otherwise
+// than the scan did. A raw-IP target has no name to front and is not peeked.
 // true: relay it (the peeked bytes stay in `buf`; up.sni is filled for a ClientHello).
 asio::awaitable<bool> tunnel_claim_matches(Context& ctx, tcp::socket& s, beast::flat_buffer& buf,
                                            Upstream& up);

@@ -14,12 +14,14 @@ asio::awaitable<void> serve_explicit(Context& ctx, tcp::socket client);
 asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
                                        beast::flat_buffer buf);
 
-struct Upstream;
-// Plaintext HTTP captured transparently, after the connection was decided: every request is
-// parsed, its Host checked against the decided name, forwarded, and logged as net.http.
+struct Decided;
+// Plaintext HTTP captured transparently, after the destination was decided: every request is
+// parsed, its Host checked against the decided name, judged (rules, credentials, a body judged
+// whole), forwarded, and logged as net.http. The upstream is dialled when the first request has
+// passed its judges, so a refused first request sends no packet toward the destination; the
+// connection's net.connect is written at the end.
 asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
-                                             beast::flat_buffer buf, tcp::socket upstream,
-                                             Upstream& up);
+                                             beast::flat_buffer buf, Decided decided);
 
 // SOCKS5 (no auth, CONNECT); `buf` holds bytes already read.
 asio::awaitable<void> serve_socks5(Context& ctx, beast::tcp_stream client, beast::flat_buffer buf);

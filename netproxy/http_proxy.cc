@@ -112,36 +112,12 @@ asio::awaitable<beast::error_code> write_charged(Context& ctx, Stream& out, asio
   co_return beast::error_code{};
 }
 
-// Reads a message head into `p` like http::async_read_header, with `timeout` for the wait. A
-// head already complete in `buf` (the transparent peek read the first one; a keep-alive client's
-// next request often came with the last) is parsed in place, with no read operation or timer.
-// `watched`: see relay_message (then `timeout` is not used).
-template <bool isRequest, class Stream>
-asio::awaitable<beast::error_code> read_head(Stream& in, beast::flat_buffer& buf,
-                                             http::parser<isRequest, http::buffer_body>& p,
-                                             Millis timeout, Clock::time_point* watched = nullptr) {
-  if (buf.size() > 0) {
-    beast::error_code ec;
-    const size_t used = p.put(buf.data(), ec);
-    buf.consume(used);
-    if (!ec && p.is_header_done()) {
-      co_return ec;
-    }
-    if (ec && ec != http::error::need_more) {
-      co_return ec;
-    }
-  }
-  set_deadline(in, timeout);
-  auto [ec, n] = co_await http::async_read_header(in, buf, p, use_nothrow);
-  touch(watched);
-  co_return ec;
-}
-
 // Forwards one message whose head was just parsed into `p` (body bytes already read sit in
 // `buf`): the head as Beast serialises it, then a body of known length (Content-Length, or a
 // response running to EOF) by splice(2) with nothing copied through user space; chunked bodies
 // go through relay_parsed, and so do bodies with a `filter` (a BodyGuard judging them: splice
-// would pass them unseen). *to_eof: the body ended with the connection (no keep-alive).
+// would pass them unseen); `on_trailers`: see relay_parsed. *to_eof: the body ended with the
+// connection (no keep-alive).
 // `client_closes`: for a response, the client's request asked to close the connection after it.
 // `watched`: the connection is under the idle sweeper (IdleWatch), which closes it after the
 // idle timeout: no deadline per operation, and *watched is set after each move. nullptr: each
@@ -153,10 +129,11 @@ asio::awaitable<beast::error_code> relay_message(Context& ctx, Stream& in, beast
                                                  std::string* cut, bool* to_eof = nullptr,
                                                  bool client_closes = false,
                                                  Clock::time_point* watched = nullptr,
-                                                 const BodyFilter& filter = {}) {
+                                                 const BodyFilter& filter = {},
+                                                 const TrailerFilter& on_trailers = {}) {
   if (p.chunked() || (filter && !p.is_done())) {
     co_return co_await relay_parsed(ctx, in, buf, p, out, outbound, written, cut, watched, {},
-                                    filter);
+                                    filter, on_trailers);
   }
   // No body: HEAD, 204, 304, Content-Length 0, a bodiless request.
   const bool bodiless = p.is_done();
@@ -309,6 +286,25 @@ std::optional<RuleRefusal> check_rules(Context& ctx, std::string_view host, uint
   return r;
 }
 
+RuleRefusal refuse_obs_fold(Context& ctx, std::string_view host, uint16_t port,
+                            std::string_view method, const std::string& client,
+                            std::string_view mode, const std::string& url) {
+  RuleRefusal r{http::status::bad_request,
+                "cordon: " + std::string(method) + " " + std::string(host) +
+                    " refused: a header line is folded onto the one before it (obs-fold, "
+                    "RFC 9112 5.2); send each field on one line"};
+  ctx.emit("net.refused", {{"name", std::string(host)},
+                           {"port", port},
+                           {"mode", std::string(mode)},
+                           {"decision", "deny"},
+                           {"rule", "network (obs-fold)"},
+                           {"client", client},
+                           {"method", std::string(method)},
+                           {"url", url},
+                           {"reason", r.line}});
+  return r;
+}
+
 void emit_http(const Context& ctx, const Upstream& up, std::string_view method,
                std::string_view url, std::string_view name, uint16_t port, unsigned status,
                uint64_t req_bytes, uint64_t resp_bytes, std::string_view mode,
@@ -361,11 +357,13 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
     http::request_parser<http::buffer_body> p;
     p.header_limit(kMaxRequestHead);
     p.body_limit(boost::none);
+    bool folded = false;
     auto ec = co_await read_head(
         client, buf, p,
         count == 0 ? ctx.handshake_timeout
                    : (ctx.policy.idle_timeout.count() > 0 ? ctx.policy.idle_timeout
-                                                          : ctx.handshake_timeout));
+                                                          : ctx.handshake_timeout),
+        nullptr, &folded);
     if (ec) {
       if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
           ec != asio::error::connection_reset && count == 0) {
@@ -394,10 +392,15 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
                             false);
       break;
     }
-    auto refusal =
-        check_rules(ctx, host, port, method, path, ctx.client_of(client.socket()), "http", url);
+    const std::string who = ctx.client_of(client.socket());
+    if (folded) {
+      // Before anything else reads the head: its fields are not what a server would read.
+      auto r = refuse_obs_fold(ctx, host, port, method, who, "http", url);
+      co_await send_refusal(ctx, client, version, r.status, r.line, false);
+      break;
+    }
+    auto refusal = check_rules(ctx, host, port, method, path, who, "http", url);
     if (!refusal) {
-      const std::string who = ctx.client_of(client.socket());
       refusal = apply_credentials(ctx, {host, port, who, method, url, "http"}, req);
       if (!refusal && req.target() != url) {
         // A credential's value went into the URL: the origin-form sent upstream is its path.
@@ -413,6 +416,32 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       }
       continue;
     }
+    // Origin-form upstream; hop-by-hop proxy headers are ours, not the server's.
+    req.target(path);
+    // The upstream sees the host that was decided on, never a different Host header the client
+    // slipped in (RFC 9112 3.2.2: a proxy replaces Host with the target's authority).
+    req.set(http::field::host, (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                                   (port == 80 ? "" : ":" + std::to_string(port)));
+    req.erase("Proxy-Connection");
+    req.erase(http::field::proxy_authorization);
+    if (beast::iequals(req[http::field::expect], "100-continue")) {
+      // Answer the client's expectation here so it sends the body without waiting.
+      req.erase(http::field::expect);
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      co_await asio::async_write(client, asio::buffer(kContinue), use_nothrow);
+    }
+    // A body judged whole is judged before the upstream is dialled: a refused request costs the
+    // destination no connection.
+    beast::error_code body_ec;
+    if (auto body_refusal =
+            co_await scan_request_body(ctx, client, buf, p, {host, port, who, method, url, "http"},
+                                       ctx.handshake_timeout, body_ec)) {
+      co_await send_refusal(ctx, client, version, body_refusal->status, body_refusal->line, false);
+      break;
+    }
+    if (body_ec) {
+      break;
+    }
     std::string key = host + ":" + std::to_string(port);
     if (!up_stream || key != up_key) {
       close_upstream();
@@ -420,7 +449,7 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       dest.host = host;
       dest.port = port;
       dest.mode = "http";
-      dest.client = ctx.client_of(client.socket());
+      dest.client = who;
       dest.method = method;
       dest.url = url;
       auto opened = co_await open_upstream(ctx, std::move(dest));
@@ -439,41 +468,18 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
       up = std::move(opened.up);
       up_key = key;
     }
-    // Origin-form upstream; hop-by-hop proxy headers are ours, not the server's.
-    req.target(path);
-    // The upstream sees the host that was decided on, never a different Host header the client
-    // slipped in (RFC 9112 3.2.2: a proxy replaces Host with the target's authority).
-    req.set(http::field::host, (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
-                                   (port == 80 ? "" : ":" + std::to_string(port)));
-    req.erase("Proxy-Connection");
-    req.erase(http::field::proxy_authorization);
-    if (beast::iequals(req[http::field::expect], "100-continue")) {
-      // Answer the client's expectation here so it sends the body without waiting.
-      req.erase(http::field::expect);
-      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      co_await asio::async_write(client, asio::buffer(kContinue), use_nothrow);
-    }
-    beast::error_code body_ec;
-    const std::string who = ctx.client_of(client.socket());
-    if (auto body_refusal =
-            co_await scan_request_body(ctx, client, buf, p, {host, port, who, method, url, "http"},
-                                       ctx.handshake_timeout, body_ec)) {
-      co_await send_refusal(ctx, client, version, body_refusal->status, body_refusal->line, false);
-      break;
-    }
-    if (body_ec) {
-      break;
-    }
     std::optional<BodyGuard> guard;
     BodyFilter filter;
+    TrailerFilter trailers;
     if (needs_body_guard(ctx, p)) {
       guard.emplace(ctx, RequestSite{host, port, who, method, url, "http"});
       filter = [&](std::string_view piece, bool last) { return guard->pass(piece, last); };
+      trailers = [&](Trailers& t) { return guard->pass_trailers(t); };
     }
     uint64_t req_bytes = 0, resp_bytes = 0;
     std::string cut;
     auto rec = co_await relay_message<true>(ctx, client, buf, p, *up_stream, true, &req_bytes, &cut,
-                                            nullptr, false, nullptr, filter);
+                                            nullptr, false, nullptr, filter, trailers);
     up.bytes_out += req_bytes;
     if (guard && guard->refusal()) {
       // Part of the body went: the server's connection is reset so it never sees the message
@@ -543,9 +549,17 @@ asio::awaitable<void> serve_http_proxy(Context& ctx, beast::tcp_stream client,
 }
 
 asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
-                                             beast::flat_buffer buf, tcp::socket upstream,
-                                             Upstream& up) {
+                                             beast::flat_buffer buf, Decided decided) {
   beast::flat_buffer up_buf;
+  // What the judges need before the dial; dial_upstream's Upstream replaces it.
+  Upstream up;
+  up.mode = decided.dest.mode;
+  up.name = decided.name();
+  up.addr = decided.addrs.front();
+  up.port = decided.dest.port;
+  up.client = decided.dest.client;
+  tcp::socket upstream(ctx.io);
+  bool dialled = false;
   const std::string authority =
       (up.name.empty() ? (up.addr.v6 ? "[" + up.addr.to_string() + "]" : up.addr.to_string())
                        : up.name) +
@@ -572,13 +586,20 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
     http::request_parser<http::buffer_body> p;
     p.header_limit(kMaxRequestHead);
     p.body_limit(boost::none);
-    if (auto ec = co_await read_head(client, buf, p, idle, watched)) {
+    bool folded = false;
+    if (auto ec = co_await read_head(client, buf, p, idle, watched, &folded)) {
       break;
     }
     auto& req = p.get();
     const std::string method(req.method_string());
     const std::string target(req.target());
     const std::string url = "http://" + authority + target;
+    const std::string site = up.name.empty() ? up.addr.to_string() : up.name;
+    if (folded) {
+      auto r = refuse_obs_fold(ctx, site, up.port, method, up.client, "transparent", url);
+      co_await send_refusal(ctx, client, req.version(), r.status, r.line, false);
+      break;
+    }
     // Every request on the connection must name the host the connection was decided for: a
     // second request with another Host is the keep-alive form of domain fronting.
     std::string host;
@@ -603,13 +624,12 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
       co_await send_refusal(ctx, client, req.version(), http::status::forbidden, msg, false);
       break;
     }
-    const std::string site = up.name.empty() ? up.addr.to_string() : up.name;
     auto refusal = check_rules(ctx, site, up.port, method, target, up.client, "transparent", url);
     if (!refusal) {
       refusal = apply_credentials(ctx, {site, up.port, up.client, method, url, "transparent"}, req);
     }
     if (refusal) {
-      // The upstream already has a connection from us; the request never reaches it.
+      // Before the dial (first request) or with the request unsent: it never reaches the server.
       co_await send_refusal(ctx, client, req.version(), refusal->status, refusal->line, false);
       break;
     }
@@ -624,17 +644,30 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
     if (body_ec) {
       break;
     }
+    if (!dialled) {
+      auto opened = co_await dial_upstream(ctx, std::move(decided));
+      if (opened.failure != Failure::None) {
+        co_await send_refusal(ctx, client, req.version(), status_for(opened.failure),
+                              opened.message, false);
+        break;
+      }
+      upstream = std::move(*opened.socket);
+      up = std::move(opened.up);
+      dialled = true;
+    }
     const bool client_keep = req.keep_alive();
     std::optional<BodyGuard> guard;
     BodyFilter filter;
+    TrailerFilter trailers;
     if (needs_body_guard(ctx, p)) {
       guard.emplace(ctx, RequestSite{site, up.port, up.client, method, url, "transparent"});
       filter = [&](std::string_view piece, bool last) { return guard->pass(piece, last); };
+      trailers = [&](Trailers& t) { return guard->pass_trailers(t); };
     }
     uint64_t req_bytes = 0, resp_bytes = 0;
     std::string cut;
     auto rec = co_await relay_message<true>(ctx, client, buf, p, upstream, true, &req_bytes, &cut,
-                                            nullptr, false, watched, filter);
+                                            nullptr, false, watched, filter, trailers);
     up.bytes_out += req_bytes;
     if (guard && guard->refusal()) {
       // As in serve_http_proxy: the server's connection reset mid-body, the program's 403.
@@ -684,6 +717,9 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
   }
   // The upstream is closed when this frame ends (a FIN, or a RST if unread bytes remain: the
   // same as shutdown then close).
+  if (dialled) {
+    finish_upstream(ctx, up);
+  }
 }
 
 }  // namespace cordon::netproxy

@@ -108,8 +108,9 @@ asio::awaitable<void> serve_requests(Context& ctx, TlsStream& cs, TlsStream& us,
     http::request_parser<http::buffer_body> p;
     p.header_limit(kMaxRequestHead);
     p.body_limit(boost::none);
-    set_deadline(cs, count == 0 ? ctx.handshake_timeout : idle_of(ctx));
-    auto [ec, n] = co_await http::async_read_header(cs, cbuf, p, use_nothrow);
+    bool folded = false;
+    auto ec = co_await read_head(cs, cbuf, p, count == 0 ? ctx.handshake_timeout : idle_of(ctx),
+                                 nullptr, &folded);
     if (ec) {
       if (ec == http::error::header_limit) {
         co_await send_line(
@@ -137,6 +138,11 @@ asio::awaitable<void> serve_requests(Context& ctx, TlsStream& cs, TlsStream& us,
         name, up.port, up.client, std::string(req.method_string()), std::string(req.target()), ""};
     r.url = "https://" + authority + r.target;
     const bool client_keep = req.keep_alive();
+    if (folded) {
+      auto refused = refuse_obs_fold(ctx, r.name, r.port, r.method, r.client, "inspect", r.url);
+      co_await send_line(ctx, cs, refused.status, refused.line, false);
+      co_return;
+    }
     auto refusal = judge_request_head(ctx, r, p);
     if (!refusal) {
       refusal =
@@ -171,15 +177,17 @@ asio::awaitable<void> serve_requests(Context& ctx, TlsStream& cs, TlsStream& us,
     }
     std::optional<BodyGuard> guard;
     BodyFilter filter;
+    TrailerFilter trailers;
     if (needs_body_guard(ctx, p)) {
       guard.emplace(ctx, RequestSite{r.name, r.port, r.client, r.method, r.url, "inspect"});
       filter = [&](std::string_view piece, bool last) { return guard->pass(piece, last); };
+      trailers = [&](Trailers& t) { return guard->pass_trailers(t); };
     }
     uint64_t req_bytes = 0, resp_bytes = 0;
     std::string cut;
     auto rec = co_await relay_parsed(
         ctx, cs, cbuf, p, us, true, &req_bytes, &cut, nullptr,
-        [&](std::string_view piece) { on_request_body(ctx, r, piece); }, filter);
+        [&](std::string_view piece) { on_request_body(ctx, r, piece); }, filter, trailers);
     up.bytes_out += req_bytes;
     if (guard && guard->refusal()) {
       // Part of the body may have gone: the server's connection is reset (no close_notify), so

@@ -44,10 +44,10 @@ std::optional<OriginalDst> original_dst(int fd) {
   return std::nullopt;
 }
 
-// After the peek: decide, open the upstream, serve. A coroutine of its own so that its state
-// (destination, upstream, refusal text) takes memory only once the first flight is in: while
-// connections wait in the peek (up to peek_timeout, a server-speaks-first client for all of it),
-// each holds the peek's state alone.
+// After the peek: decide, open the upstream (plain HTTP: after its first request is judged), serve.
+// A coroutine of its own so that its state (destination, upstream, refusal text) takes memory only
+// once the first flight is in: while connections wait in the peek (up to peek_timeout, a
+// server-speaks-first client for all of it), each holds the peek's state alone.
 asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const tcp::endpoint& peer,
                                        const OriginalDst& orig, const FirstFlight& peeked,
                                        beast::flat_buffer& buf) {
@@ -160,15 +160,19 @@ asio::awaitable<void> decide_and_serve(Context& ctx, tcp::socket& client, const 
     co_await refuse_first_flight(s, peeked, msg);
     co_return;
   }
+  if (peeked.kind == "http") {
+    // Decided now, dialled once the first request has been judged (serve_http_transparent).
+    auto decided = co_await decide_upstream(ctx, std::move(dest));
+    if (decided.failure != Failure::None) {
+      co_await refuse_first_flight(s, peeked, decided.message);
+      co_return;
+    }
+    co_await serve_http_transparent(ctx, std::move(client), std::move(buf), std::move(decided));
+    co_return;
+  }
   auto opened = co_await open_upstream(ctx, std::move(dest));
   if (opened.failure != Failure::None) {
     co_await refuse_first_flight(s, peeked, opened.message);
-    co_return;
-  }
-  if (peeked.kind == "http") {
-    co_await serve_http_transparent(ctx, std::move(client), std::move(buf),
-                                    std::move(*opened.socket), opened.up);
-    finish_upstream(ctx, opened.up);
     co_return;
   }
   if (peeked.kind == "tls" && should_inspect(ctx, opened.up)) {

@@ -23,9 +23,9 @@ using namespace asio::experimental::awaitable_operators;
 
 constexpr size_t kMaxAddresses = 16;
 
-Opened refuse(Context& ctx, const Destination& dest, Failure f, std::string message,
-              const std::string& rule, const std::string& address = {},
-              const nlohmann::json& more = nlohmann::json::object()) {
+Decided refuse(Context& ctx, const Destination& dest, Failure f, std::string message,
+               const std::string& rule, const std::string& address = {},
+               const nlohmann::json& more = nlohmann::json::object()) {
   nlohmann::json ev = {{"name", dest.host},     {"port", dest.port}, {"mode", dest.mode},
                        {"decision", "deny"},    {"rule", rule},      {"reason", message},
                        {"decided_by", "policy"}};
@@ -52,9 +52,16 @@ Opened refuse(Context& ctx, const Destination& dest, Failure f, std::string mess
     ev[k] = v;
   }
   ctx.emit("net.refused", std::move(ev));
-  Opened o;
+  Decided o;
   o.failure = f;
   o.message = std::move(message);
+  return o;
+}
+
+Opened failed(Decided d) {
+  Opened o;
+  o.failure = d.failure;
+  o.message = std::move(d.message);
   return o;
 }
 
@@ -125,7 +132,7 @@ asio::awaitable<boost::system::error_code> connect_within(Context& ctx, tcp::soc
 
 }  // namespace
 
-asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
+asio::awaitable<Decided> decide_upstream(Context& ctx, Destination dest) {
   const auto& p = ctx.policy;
   std::string name = policy::normalize_host(dest.host);
   if (name.empty()) {
@@ -230,6 +237,19 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
     }
   }
 
+  Decided out;
+  out.addrs = std::move(addrs);
+  out.rule = d.rule;
+  out.source = source_name(source);
+  out.raw_ip = name_ip.has_value();
+  out.dest = std::move(dest);
+  co_return out;
+}
+
+asio::awaitable<Opened> dial_upstream(Context& ctx, Decided dc) {
+  const auto& p = ctx.policy;
+  const Destination& dest = dc.dest;
+  const std::string& name = dest.host;
   Opened out;
   if (auto cap = ctx.caps.admit(name, &out.up.slot)) {
     ctx.emit("limit.hit", {{"cap", cap->cap},
@@ -237,12 +257,13 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
                            {"name", name},
                            {"port", dest.port},
                            {"mode", dest.mode}});
-    co_return refuse(ctx, dest, Failure::Cap, cap->message, cap->cap, {}, {{"cap", cap->cap}});
+    co_return failed(
+        refuse(ctx, dest, Failure::Cap, cap->message, cap->cap, {}, {{"cap", cap->cap}}));
   }
 
   tcp::socket sock(ctx.io);
   boost::system::error_code last;
-  for (const auto& ip : addrs) {
+  for (const auto& ip : dc.addrs) {
     auto ec = co_await connect_within(ctx, sock, tcp::endpoint(to_asio(ip), dest.port),
                                       p.connect_timeout);
     if (!ec) {
@@ -259,24 +280,32 @@ asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
     std::string why = last == beast::error::timeout
                           ? "timed out after " + std::to_string(p.connect_timeout.count()) + " ms"
                           : last.message();
-    co_return refuse(ctx, dest, refused ? Failure::ConnectRefused : Failure::Unreachable,
-                     "cordon: connecting to " + name + ":" + std::to_string(dest.port) + " (" +
-                         addrs.front().to_string() + "): " + why,
-                     d.rule, addrs.front().to_string());
+    co_return failed(refuse(ctx, dest, refused ? Failure::ConnectRefused : Failure::Unreachable,
+                            "cordon: connecting to " + name + ":" + std::to_string(dest.port) +
+                                " (" + dc.addrs.front().to_string() + "): " + why,
+                            dc.rule, dc.addrs.front().to_string()));
   }
   boost::system::error_code nodelay_ec;
   sock.set_option(tcp::no_delay(true), nodelay_ec);
   out.up.mode = dest.mode;
-  out.up.name = name_ip ? std::string() : name;
+  out.up.name = dc.name();
   out.up.sni = dest.sni;
   out.up.client = dest.client;
   out.up.port = dest.port;
-  out.up.rule = d.rule;
-  out.up.source = source_name(source);
+  out.up.rule = std::move(dc.rule);
+  out.up.source = dc.source;
   out.up.start = Clock::now();
   out.up.owner = RecordOwner(&ctx);
   out.socket.emplace(std::move(sock));
   co_return out;
+}
+
+asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest) {
+  auto decided = co_await decide_upstream(ctx, std::move(dest));
+  if (decided.failure != Failure::None) {
+    co_return failed(std::move(decided));
+  }
+  co_return co_await dial_upstream(ctx, std::move(decided));
 }
 
 Upstream::~Upstream() {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "netproxy/context.h"
 
@@ -83,6 +84,27 @@ struct Opened {
   Upstream up;
 };
 
+// A destination decided (policy or decider, resolved once, every address checked) and not yet
+// dialled: a front end that must judge the request first (transparent plain HTTP) dials it only
+// once the request may go, so a refused request costs the destination no connection.
+struct Decided {
+  Failure failure = Failure::None;
+  std::string message;  // the refusal's line, with failure set (its net.refused is written)
+  Destination dest;     // host normalised
+  std::vector<policy::IpAddress> addrs;
+  std::string rule;
+  const char* source = "policy";
+  bool raw_ip = false;  // dest.host is an IP literal: the Upstream has no name
+  // The name the request judges are made for (as Upstream::name: empty for a raw IP).
+  std::string name() const { return raw_ip ? std::string() : dest.host; }
+};
+asio::awaitable<Decided> decide_upstream(Context& ctx, Destination dest);
+
+// Dials a decided destination: the connection caps (a refusal is Failure::Cap), then each checked
+// address in turn.
+asio::awaitable<Opened> dial_upstream(Context& ctx, Decided d);
+
+// decide_upstream, then dial_upstream.
 asio::awaitable<Opened> open_upstream(Context& ctx, Destination dest);
 
 // Emits net.connect for `up` once (decision allow, bytes each way, duration).

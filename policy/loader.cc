@@ -726,7 +726,7 @@ class Loader {
     for (size_t i = 0; i < v.size(); ++i) {
       std::string p = index_path(path, i);
       expect_object(v[i], p);
-      check_keys(v[i], p, {"env", "hosts", "header", "file", "extract"});
+      check_keys(v[i], p, {"env", "hosts", "header", "plain_http", "file", "extract"});
       for (const char* later : {"file", "extract"}) {
         if (field(v[i], later)) {
           fail(join_path(p, later), std::string("\"") + later +
@@ -784,6 +784,9 @@ class Loader {
                        "\" is in network.inspect_exclude, so its requests could not carry the "
                        "secret (remove it from one of the two)");
         }
+      }
+      if (const json* plain = field(v[i], "plain_http")) {
+        c.plain_http = get_bool(*plain, join_path(p, "plain_http"));
       }
       if (const json* header = field(v[i], "header")) {
         std::string hdp = join_path(p, "header");

@@ -45,6 +45,9 @@ struct Credential {
   std::string env;                 // the variable's name (its value is never in the policy)
   std::vector<HostPattern> hosts;  // exact names, each allowed by network.allow; inspected
   std::string header;              // "Name: text with {}" set on requests to `hosts`, or ""
+  // The value also goes into plain-HTTP requests to `hosts` (network.credentials[i].plain_http);
+  // by default only inspected HTTPS gets it, plain HTTP the placeholder as sent.
+  bool plain_http = false;
   bool bound_to(std::string_view host, uint16_t port) const;
   bool operator==(const Credential&) const = default;
 };

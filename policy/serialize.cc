@@ -162,6 +162,9 @@ json to_json(const Policy& p) {
       if (!c.header.empty()) {
         one["header"] = c.header;
       }
+      if (c.plain_http) {
+        one["plain_http"] = true;
+      }
       creds.push_back(std::move(one));
     }
     network["credentials"] = std::move(creds);
@@ -364,8 +367,12 @@ std::string explain(const Policy& p) {
         "network: the sandbox sees " + c.env +
         " only as a random placeholder of the same shape; the proxy puts the real value (from "
         "cordon's environment, never written to disk) in place of the placeholder in the URL, "
-        "headers and body of requests to " +
+        "headers, body and trailers of requests to " +
         join(hosts) + (c.header.empty() ? std::string() : " and sets \"" + c.header + "\" there") +
+        (c.plain_http ? " over inspected HTTPS and plain HTTP (plain_http: the value crosses the "
+                        "network unencrypted)"
+                      : " over inspected HTTPS only (plain HTTP to them carries the placeholder; "
+                        "plain_http: true would put the value there too)") +
         ", and refuses with 403 (a net.exfil event) any request to another host whose URL or "
         "headers carry the placeholder, or whose body carries it as is, in hex, base64 or "
         "URL-encoded (network.credentials)");

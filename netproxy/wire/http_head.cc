@@ -105,6 +105,16 @@ bool parse_absolute_http(std::string_view target, std::string* host, uint16_t* p
   return true;
 }
 
+bool has_obs_fold(std::string_view head) {
+  for (size_t at = head.find('\n'); at != std::string_view::npos && at + 1 < head.size();
+       at = head.find('\n', at + 1)) {
+    if (head[at + 1] == ' ' || head[at + 1] == '\t') {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool http_request_begun(std::span<const uint8_t> data) {
   static constexpr std::string_view kMethods[] = {
       "GET ",   "HEAD ",     "POST ",      "PUT ",   "DELETE ", "CONNECT ", "OPTIONS ", "TRACE ",
@@ -187,6 +197,11 @@ HttpHead parse_http_head(std::span<const uint8_t> data) {
     }
     auto field = text.substr(pos, eol - pos);
     pos = eol + 2;
+    if (field.front() == ' ' || field.front() == '\t') {
+      // Judged by the caller (refused); skipping it keeps a folded Host from being read here.
+      out.obs_fold = true;
+      continue;
+    }
     auto colon = field.find(':');
     if (colon == std::string_view::npos || colon == 0) {
       out.status = ParseStatus::NotThis;

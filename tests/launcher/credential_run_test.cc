@@ -215,8 +215,8 @@ TEST_F(CredentialRun, BodyToTheBoundHostCarriesTheValueAndToAnotherHostIsRefused
   EXPECT_EQ(state_files_with(kToken), std::vector<std::string>{});
 }
 
-TEST_F(CredentialRun, PlainHttpIsTreatedAlike) {
-  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]}])");
+TEST_F(CredentialRun, PlainHttpIsTreatedAlikeWhereThePolicyAllowsIt) {
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"], "plain_http": true}])");
   auto at = [&](const std::string& host, const std::string& path) {
     return "http://" + host + ":" + std::to_string(up_->port("http")) + path;
   };
@@ -405,7 +405,8 @@ TEST_F(CredentialRun, LargeBodiesAreScannedToTheEndAndCleanOnesPassByteExact) {
 }
 
 TEST_F(CredentialRun, AChunkedBodyToTheBoundHostCarriesTheValue) {
-  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"]}])");
+  // plain_http: the value goes into the plain-HTTP request too (without it, the placeholder).
+  auto p = policy(R"([{"env": "MY_TOKEN", "hosts": ["api.test"], "plain_http": true}])");
   const std::string http = std::to_string(up_->port("http"));
   auto r =
       sh(p, "printenv MY_TOKEN; " + poster("https api.test " + port() + " /post chunked:json") +

@@ -266,6 +266,23 @@ TEST_F(NetproxyInspect, SmugglingPairIsRefusedBeforeTheUpstream) {
   EXPECT_EQ(up_->stats().value("posts", -1), posts);
 }
 
+TEST_F(NetproxyInspect, AFoldedHeaderLineIsRefusedBeforeTheUpstream) {
+  auto p = start(R"("inspect": ["api.test"])");
+  const int posts = up_->stats().value("posts", -1);
+  auto r = raw_tls(*p, "api.test",
+                   "POST /upload HTTP/1.1\\r\\nHost: api.test:" + https() +
+                       "\\r\\nX-Note: one\\r\\n two\\r\\nContent-Length: 2\\r\\n\\r\\nhi");
+  EXPECT_THAT(r.out, HasSubstr("400 Bad Request"));
+  EXPECT_THAT(r.out, HasSubstr("obs-fold"));
+  auto refused = wait_events(p->events(), "net.refused", 1, [](const json& e) {
+    return e.value("rule", "") == "network (obs-fold)";
+  });
+  ASSERT_EQ(refused.size(), 1u) << dump_events(p->events());
+  EXPECT_EQ(refused[0].value("mode", ""), "inspect");
+  EXPECT_EQ(refused[0].value("method", ""), "POST");
+  EXPECT_EQ(up_->stats().value("posts", -1), posts);
+}
+
 TEST_F(NetproxyInspect, HostHeaderNamingAnotherServerIsRefused) {
   auto p = start(R"("inspect": ["api.test"])");
   auto r = raw_tls(*p, "api.test", "GET /hello.txt HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n");

@@ -14,6 +14,7 @@
 #include "netproxy/nflog.h"
 #include "tests/netproxy/egress_sink.h"
 #include "tests/netproxy/fixture.h"
+#include "tests/netproxy/recorder.h"
 
 namespace cordon::testing {
 namespace {
@@ -602,6 +603,60 @@ print("second", got)
 close(second)
 print(get("echo.test", "echo.test"))   # connections_per_minute 2: the rate cap
 )";
+
+// A plain-HTTP request refused on its head (network.rules, a folded header line, a Host of
+// another name) is refused before the upstream is dialled: the server sees no connection at all.
+TEST_F(NetproxyTransparent, ARefusedRequestSendsNoPacketTowardTheServer) {
+  Recorder rec;
+  ASSERT_GT(rec.port(), 0);
+  const std::string port = std::to_string(rec.port());
+  box_.reset();
+  box_ = std::make_unique<CaptureSandbox>(
+      dir_, R"({"version": 1, "network": {"allow": ["count.test:)" + port + R"(", "api.test:)" +
+                port + R"("],
+                "resolve": {"count.test": "127.0.0.1", "api.test": "127.0.0.1"},
+                "rules": [{"host": "count.test", "methods": ["GET"], "paths": ["/ok"],
+                           "action": "allow"}]}})");
+  ASSERT_TRUE(box_->ok());
+  const std::string base = "http://count.test:" + port;
+  auto denied = box_->curl({"-w", " %{http_code}", base + "/denied"});
+  EXPECT_EQ(denied.out,
+            "cordon: GET count.test/denied is denied by network.rules (no match)\n 403");
+  auto post = box_->curl({"-w", " %{http_code}", "--data", "x", base + "/ok"});
+  EXPECT_THAT(post.out, HasSubstr(" 403"));
+  const std::string raw =
+      "import socket,sys\n"
+      "s=socket.create_connection(('count.test',int(sys.argv[1])),timeout=20)\n"
+      "s.sendall(sys.argv[2].encode())\n"
+      "b=b''\n"
+      "while True:\n"
+      "  d=s.recv(1000)\n"
+      "  if not d: break\n"
+      "  b+=d\n"
+      "print(b.decode().split('\\r\\n')[0])\n";
+  auto folded = box_->exec({"python3", "-c", raw, port,
+                            "GET /ok HTTP/1.1\r\nHost: count.test\r\nX-A: one\r\n two\r\n\r\n"});
+  EXPECT_EQ(folded.out, "HTTP/1.1 400 Bad Request\n") << folded.err;
+  auto fronted =
+      box_->exec({"python3", "-c", raw, port, "GET /ok HTTP/1.1\r\nHost: api.test\r\n\r\n"});
+  EXPECT_EQ(fronted.out, "HTTP/1.1 403 Forbidden\n") << fronted.err;
+  // A head the sniffer cannot read is refused too, never relayed as opaque bytes past the rules.
+  auto twice = box_->exec({"python3", "-c", raw, port,
+                           "GET /denied HTTP/1.1\r\nHost: count.test\r\nHost: count.test\r\n\r\n"});
+  EXPECT_EQ(twice.out, "HTTP/1.1 400 Bad Request\n") << twice.err;
+  auto refused = wait_events(box_->events(), "net.refused", 5);
+  ASSERT_EQ(refused.size(), 5u) << dump_events(box_->events());
+  EXPECT_EQ(refused[2]["rule"], "network (obs-fold)");
+  EXPECT_EQ(refused[2]["mode"], "transparent");
+  EXPECT_EQ(refused[4]["rule"], "network (first flight malformed)");
+  EXPECT_EQ(rec.accepted(), 0) << dump_events(box_->events());
+  EXPECT_TRUE(events_of(box_->events(), "net.connect").empty()) << dump_events(box_->events());
+  // The allowed request is dialled and answered: the count above can fail.
+  auto ok = box_->curl({base + "/ok"});
+  EXPECT_EQ(ok.out, "ok\n") << ok.err << dump_events(box_->events());
+  EXPECT_EQ(rec.accepted(), 1);
+  EXPECT_EQ(wait_events(box_->events(), "net.connect", 1).size(), 1u);
+}
 
 TEST_F(NetproxyTransparent, CapsAreExactAndRefusalsNeverDial) {
   const std::string echo = std::to_string(up_->port("echo"));

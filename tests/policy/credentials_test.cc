@@ -105,6 +105,26 @@ TEST(Credentials, SerializedAndExplainedByNameOnly) {
   EXPECT_NE(text.find("HTTPS to api.github.com is inspected"), std::string::npos) << text;
 }
 
+TEST(Credentials, PlainHttpIsOffUnlessTheEntrySaysSoAndExplainSaysWhich) {
+  Policy p = with_credentials(R"([{"env": "A", "hosts": ["api.github.com"]},
+                                  {"env": "B", "hosts": ["api.github.com"], "plain_http": true}])");
+  ASSERT_EQ(p.network.credentials.size(), 2u);
+  EXPECT_FALSE(p.network.credentials[0].plain_http);
+  EXPECT_TRUE(p.network.credentials[1].plain_http);
+  const std::string json = to_json(p).dump();
+  EXPECT_EQ(parse_policy(json), p);
+  EXPECT_EQ(json.find("plain_http"), json.rfind("plain_http")) << json;  // B's only
+  const std::string text = explain(p);
+  EXPECT_NE(text.find("over inspected HTTPS only (plain HTTP to them carries the placeholder"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("over inspected HTTPS and plain HTTP (plain_http"), std::string::npos)
+      << text;
+  EXPECT_NE(error_of(R"([{"env": "X", "hosts": ["api.github.com"], "plain_http": "yes"}])")
+                .find("network.credentials[0].plain_http"),
+            std::string::npos);
+}
+
 TEST(Credentials, ATopLevelCredentialsPointsToTheNetworkSection) {
   try {
     parse_policy(R"({"credentials": []})");

@@ -145,6 +145,27 @@ TEST(HttpHead, ParsesHostAndRejectsSmuggling) {
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nHost: a:1:1\r\n\r\n"), ParseStatus::NotThis);
 }
 
+TEST(HttpHead, FoldedLinesAreFlaggedAndNotRead) {
+  auto parse = [](const std::string& s) {
+    return parse_http_head({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
+  };
+  auto folded = parse("GET / HTTP/1.1\r\nHost: a.test\r\n .evil.test\r\nX: 1\r\n\r\n");
+  ASSERT_EQ(folded.status, ParseStatus::Done);
+  EXPECT_TRUE(folded.obs_fold);
+  EXPECT_EQ(folded.host, "a.test");
+  EXPECT_TRUE(parse("GET / HTTP/1.1\r\nX: 1\r\n\t2\r\nHost: a\r\n\r\n").obs_fold);
+  EXPECT_TRUE(parse("GET / HTTP/1.1\r\n Host: a\r\n\r\n").obs_fold);
+  auto plain = parse("GET / HTTP/1.1\r\nHost: a\r\nX: 1 2\t3\r\n\r\n");
+  ASSERT_EQ(plain.status, ParseStatus::Done);
+  EXPECT_FALSE(plain.obs_fold);
+
+  EXPECT_TRUE(has_obs_fold("GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n"));
+  EXPECT_TRUE(has_obs_fold("HTTP/1.1 200 OK\r\nX: a\r\n\tb\r\n\r\n"));
+  EXPECT_FALSE(has_obs_fold("GET / HTTP/1.1\r\nX: a b\r\nY:\tc\r\n\r\n"));
+  EXPECT_FALSE(has_obs_fold("GET / HTTP/1.1\r\n"));
+  EXPECT_FALSE(has_obs_fold(""));
+}
+
 TEST(HttpHead, AbsoluteFormTargets) {
   std::string host, path;
   uint16_t port = 0;
