@@ -15,6 +15,7 @@
 
 #include "fusefs/layer_names.h"
 #include "fusefs/safe_io.h"
+#include "fusefs/workspace_root.h"
 
 namespace cordon::fusefs {
 
@@ -297,20 +298,23 @@ void mark_protected(std::vector<Change>* changes, const policy::FilesystemPolicy
 Result<std::vector<Change>> diff_layers(const std::string& lower, const std::string& upper,
                                         const policy::FilesystemPolicy* policy,
                                         LayerFormat format) {
+  ASSIGN_OR_RETURN(UniqueFd l, open_dir_nofollow(lower));
+  return diff_layers(l.get(), lower, upper, policy, format);
+}
+
+Result<std::vector<Change>> diff_layers(int lower_fd, const std::string& lower,
+                                        const std::string& upper,
+                                        const policy::FilesystemPolicy* policy,
+                                        LayerFormat format) {
   int err = 0;
   UniqueFd u = open_dir(upper, &err);
   if (!u) {
     errno = err;
     return sys_error("opening the upper layer " + upper);
   }
-  UniqueFd l = open_dir(lower, &err);
-  if (!l) {
-    errno = err;
-    return sys_error("opening the workspace " + lower);
-  }
   std::vector<Change> out;
   DiffWalk walk(format, &out);
-  if (auto st = walk.walk(u.get(), l.get(), ""); !st.ok()) {
+  if (auto st = walk.walk(u.get(), lower_fd, ""); !st.ok()) {
     return std::move(st).error().with_context("comparing " + upper + " with " + lower);
   }
   std::sort(out.begin(), out.end(),

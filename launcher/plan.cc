@@ -578,6 +578,31 @@ Status plan_grants(const policy::FilesystemPolicy& f, const HostFacts& host,
   return {};
 }
 
+// `path` with symlinks resolved on the host: its longest existing prefix through realpath, the
+// rest as written.
+std::string real_spelling(const std::string& path) {
+  std::string head = path, tail;
+  while (head.size() > 1) {
+    char buf[PATH_MAX];
+    if (::realpath(head.c_str(), buf) != nullptr) {
+      std::string real = buf;
+      return real == "/" ? (tail.empty() ? real : tail) : real + tail;
+    }
+    size_t slash = head.rfind('/');
+    if (slash == std::string::npos) {
+      break;
+    }
+    tail = head.substr(slash) + tail;
+    head.resize(slash);
+  }
+  return path;
+}
+
+bool at_or_beneath(const std::string& path, const std::string& dir) {
+  return path == dir || (dir != "/" && path.size() > dir.size() &&
+                         path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+}
+
 }  // namespace
 
 HostFacts HostFacts::current() {
@@ -763,6 +788,59 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
     TRY(mask_denied_beneath(dir, p.filesystem, budget, plan));
   }
   return plan;
+}
+
+void add_real_deny_spellings(policy::FilesystemPolicy& f) {
+  struct Alias {
+    std::string as_granted, real;
+  };
+  std::vector<Alias> aliased;  // grants whose path goes through a symlink
+  for (const auto* grants : {&f.read, &f.write}) {
+    for (const auto& g : *grants) {
+      if (g.absolute && !g.has_glob) {
+        std::string real = real_spelling(g.expanded);
+        if (real != g.expanded) {
+          aliased.push_back({g.expanded, real});
+        }
+      }
+    }
+  }
+  for (auto* rules : {&f.deny, &f.deny_write}) {
+    std::vector<std::string> spellings;
+    for (const auto& d : *rules) {
+      if (!d.absolute) {
+        continue;
+      }
+      // The fixed part (up to the first globbed segment) is resolved; the rest kept as written.
+      std::string fixed = d.expanded, rest;
+      if (size_t glob = d.expanded.find_first_of("*?"); glob != std::string::npos) {
+        size_t cut = d.expanded.rfind('/', glob);
+        fixed = d.expanded.substr(0, cut == 0 ? 1 : cut);
+        rest = d.expanded.substr(cut == 0 ? 1 : cut);
+        if (cut == 0) {
+          continue;  // "/*...": nothing fixed to resolve
+        }
+      }
+      std::string real = real_spelling(fixed);
+      spellings.push_back(real + rest);
+      for (const auto& a : aliased) {
+        if (at_or_beneath(real, a.real)) {
+          spellings.push_back(a.as_granted + real.substr(a.real.size()) + rest);
+        } else if (rest.empty() && at_or_beneath(a.real, real)) {
+          spellings.push_back(a.as_granted);  // the deny covers the whole grant
+        }
+      }
+    }
+    for (const auto& text : spellings) {
+      bool known = std::any_of(rules->begin(), rules->end(),
+                               [&](const policy::PathPattern& r) { return r.expanded == text; });
+      if (!known) {
+        if (auto p = policy::PathPattern::parse(text, "", nullptr)) {
+          rules->push_back(std::move(*p));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace cordon::launcher

@@ -258,14 +258,18 @@ int diff_command(const std::string& id, bool stat_only, const std::vector<std::s
   }
   std::string note;
   policy::FilesystemPolicy pol = review_policy(*s, &note);
-  auto changes = fusefs::diff_layers(s->workspace, s->upper, &pol, s->format);
+  auto ws = open_session_workspace(*s);
+  if (!ws.ok()) {
+    return say_refused("diff", ws.error().to_string());
+  }
+  UniqueFd lower = std::move(*ws);
+  auto changes = fusefs::diff_layers(lower.get(), s->workspace, s->upper, &pol, s->format);
   if (!changes.ok()) {
     return say_failed("diff", changes.error());
   }
-  UniqueFd lower = open_dir_fd(s->workspace);
   UniqueFd upper = open_dir_fd(s->upper);
-  if (!lower || !upper) {
-    return say_failed("diff", sys_error("open(\"" + (lower ? s->upper : s->workspace) + "\")"));
+  if (!upper) {
+    return say_failed("diff", sys_error("open(\"" + s->upper + "\")"));
   }
   std::vector<Change> picked;
   for (auto& c : *changes) {

@@ -18,6 +18,7 @@
 #include "launcher/commands.h"
 #include "launcher/diagnostics.h"
 #include "launcher/session/session.h"
+#include "launcher/session/session_archive.h"
 #include "launcher/session/session_store.h"
 #include "launcher/session/session_text.h"
 #include "launcher/sidecars/cowfs_sidecar.h"
@@ -118,6 +119,9 @@ Result<CowSession> open_cow_session(const std::string& id_text, bool* refused) {
     return std::move(format).error().with_context("session " + id);
   }
   CowSession s{id, p.dir, p.upper, p.snapshots, p.control, rec->workspace, *format};
+  if (::faccessat(dir_fd.get(), kImportedMarker, F_OK, AT_SYMLINK_NOFOLLOW) != 0) {
+    s.workspace_id = rec->workspace_id;
+  }
   struct stat st {};
   if (::fstatat(dir_fd.get(), "cow.json", &st, AT_SYMLINK_NOFOLLOW) == 0) {
     s.since = st.st_mtim;  // written once, before the program started
@@ -144,6 +148,10 @@ policy::FilesystemPolicy review_policy(const CowSession& s, std::string* note) {
     f.protect = policy::default_protected();
     return f;
   }
+}
+
+Result<UniqueFd> open_session_workspace(const CowSession& s) {
+  return fusefs::open_workspace(s.workspace, s.workspace_id);
 }
 
 Result<UniqueFd> connect_control(const std::string& path) {

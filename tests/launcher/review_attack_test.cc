@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -351,6 +352,91 @@ TEST_P(ReviewAttack, CommitKilledMidwayIsUndoneByDiscardOrFinishedByCommit) {
   for (const auto& e : fs::directory_iterator(f_.ws())) {
     EXPECT_EQ(e.path().filename().string().rfind(".cordon-commit-", 0), std::string::npos);
   }
+}
+
+// Attack review F1: after the session the workspace's owner swaps it for a symlink to a directory
+// only the committer (root) can write, then a real directory of theirs. Every review command
+// refuses both (nothing lands in either); with the original back in place the commit goes.
+TEST_P(ReviewAttack, WorkspaceSwappedForSymlinkOrOtherDirIsRefused) {
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", "echo x > evil.cron && mkdir d && echo y > d/f"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  TempDir target;  // stands for /etc: the committer's, not the owner's
+  const std::string ws = f_.ws(), orig = f_.ws() + ".orig";
+  ASSERT_EQ(::rename(ws.c_str(), orig.c_str()), 0);
+  ASSERT_EQ(::symlink(target.path().c_str(), ws.c_str()), 0);
+  auto d = cordon(f_, {"diff", "last"});
+  EXPECT_EQ(d.exit_code(), 1) << d.out << d.err;
+  EXPECT_NE(d.err.find("is reached through a symlink now"), std::string::npos) << d.err;
+  auto c = cordon(f_, {"commit", "last"});
+  EXPECT_EQ(c.exit_code(), 1) << c.out << c.err;
+  EXPECT_NE(c.err.find("the workspace was replaced since the session"), std::string::npos) << c.err;
+  EXPECT_TRUE(fs::is_empty(target.path())) << tree_state(target.path());
+  // A real directory at the path, not the one the session ran on.
+  ASSERT_EQ(::unlink(ws.c_str()), 0);
+  ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
+  c = cordon(f_, {"commit", "last"});
+  EXPECT_EQ(c.exit_code(), 1) << c.out << c.err;
+  EXPECT_NE(c.err.find("the workspace was replaced since the session: " + ws + " is another "),
+            std::string::npos)
+      << c.err;
+  EXPECT_TRUE(fs::is_empty(ws));
+  // The original back: the same commit applies.
+  ASSERT_EQ(::rmdir(ws.c_str()), 0);
+  ASSERT_EQ(::rename(orig.c_str(), ws.c_str()), 0);
+  c = cordon(f_, {"commit", "last"});
+  ASSERT_EQ(c.exit_code(), 0) << c.out << c.err;
+  EXPECT_EQ(read_text(ws + "/d/f"), "y\n");
+  EXPECT_EQ(read_text(ws + "/evil.cron"), "x\n");
+}
+
+// A session recorded before cordon noted its workspace directory: commit needs the user's word
+// (--unverified-workspace) that the path is still that directory.
+TEST_P(ReviewAttack, SessionWithoutWorkspaceIdentityCommitsOnlyWhenTold) {
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", "echo x > new.txt"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  const std::string dir = new_session_dir(f_);
+  ASSERT_FALSE(dir.empty());
+  auto rec = nlohmann::json::parse(read_text(dir + "/cow.json"));
+  ASSERT_TRUE(rec.contains("workspace_ino")) << rec.dump();
+  rec.erase("workspace_dev");
+  rec.erase("workspace_ino");
+  write_text(dir + "/cow.json", rec.dump() + "\n", 0600);
+  auto c = cordon(f_, {"commit", "last"});
+  EXPECT_EQ(c.exit_code(), 1) << c.out << c.err;
+  EXPECT_NE(c.err.find("commit with --unverified-workspace"), std::string::npos) << c.err;
+  EXPECT_EQ(::access((f_.ws() + "/new.txt").c_str(), F_OK), -1);
+  c = cordon(f_, {"commit", "last", "--unverified-workspace"});
+  ASSERT_EQ(c.exit_code(), 0) << c.out << c.err;
+  EXPECT_EQ(read_text(f_.ws() + "/new.txt"), "x\n");
+}
+
+// F1 done by the program itself: a write grant on a parent of the workspace lets it re-point a
+// directory on the workspace's path at another directory during the session.
+TEST_P(ReviewAttack, WorkspaceRepointedThroughAWriteGrantIsRefused) {
+  TempDir parent, target;
+  const std::string h = parent.path(), proj = h + "/a/proj";
+  ASSERT_EQ(::mkdir((h + "/a").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(proj.c_str(), 0755), 0);
+  give_to_owner(h);
+  const std::string script = "echo x > evil.cron && mv " + h + "/a " + h + "/b && mkdir " + h +
+                             "/c && ln -s " + target.path() + " " + h + "/c/proj && ln -s c " + h +
+                             "/a && echo re-pointed";
+  auto r = run_program(
+      {cordon_bin(), "run", "-q", "--workspace", proj, "--write", h, "--", "/bin/sh", "-c", script},
+      RunSpec{.env = f_.env(), .cwd = proj});
+  if (!fs_views_here()) {
+    // A write grant takes a view (the default deny rules reach into it): refused at start.
+    EXPECT_EQ(r.exit_code(), 125) << r.out << r.err;
+    EXPECT_EQ(r.out.find("re-pointed"), std::string::npos) << r.out;
+    return;
+  }
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  ASSERT_NE(r.out.find("re-pointed"), std::string::npos) << r.out;
+  auto c = run_program({cordon_bin(), "commit", "last"}, RunSpec{.env = f_.env(), .cwd = h});
+  EXPECT_EQ(c.exit_code(), 1) << c.out << c.err;
+  EXPECT_NE(c.err.find("is reached through a symlink now"), std::string::npos) << c.err;
+  EXPECT_TRUE(fs::is_empty(target.path())) << tree_state(target.path());
+  EXPECT_EQ(::access((h + "/b/proj/evil.cron").c_str(), F_OK), -1);
 }
 
 // Issue 14, item 10: 1500 x 1500 took 7.9 s, and the worst case (every added file the size of
