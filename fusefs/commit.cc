@@ -16,6 +16,7 @@
 #include "fusefs/commit_journal.h"
 #include "fusefs/commit_plan.h"
 #include "fusefs/layer_names.h"
+#include "fusefs/review_warnings.h"
 #include "fusefs/safe_io.h"
 
 namespace cordon::fusefs {
@@ -852,6 +853,9 @@ Result<CommitReport> commit_layers(const std::string& lower, const std::string& 
   for (const auto& e : plan.entries) {
     if (e.state == EntryState::Apply) {
       report.applied.push_back(e.change);
+      for (auto& w : review_warnings(e.change, l.get(), u.get())) {
+        report.warnings.push_back(e.change.path + ": " + w);
+      }
     }
   }
   if (report.applied.empty()) {

@@ -59,6 +59,8 @@ struct CommitReport {
   std::vector<Held> held;              // protected, sockets, device nodes, too long, ...
   std::vector<std::string> conflicts;  // "path: why"; when non-empty nothing was applied
   std::string recovered;               // what an interrupted earlier commit left, and what was done
+  // Review warnings (review_warnings.h) of applied changes, "path: warning", as validated.
+  std::vector<std::string> warnings;
 };
 
 // The journal's and the validated records' names in the session directory (commit_journal.h),

@@ -281,9 +281,51 @@ UniqueFd open_dir(const std::string& path, int* err) {
   return fd;
 }
 
+// The directories the changes make into a new git directory: HEAD, objects/ and refs/ added
+// together. git uses a bare repository's config (core.pager, core.fsmonitor) and hooks when the
+// user runs git anywhere beneath it (safe.bareRepository defaults to "all"), and its name is
+// anything, so no pattern can name it. "" is the workspace itself.
+std::set<std::string> new_git_dirs(const std::vector<Change>& changes) {
+  std::map<std::string, int> parts;
+  for (const auto& c : changes) {
+    if (c.kind != ChangeKind::Added) {
+      continue;
+    }
+    size_t slash = c.path.rfind('/');
+    std::string dir = slash == std::string::npos ? "" : c.path.substr(0, slash);
+    std::string name = slash == std::string::npos ? c.path : c.path.substr(slash + 1);
+    int bit = name == "HEAD" && c.type != 'd'      ? 1
+              : name == "objects" && c.type == 'd' ? 2
+              : name == "refs" && c.type == 'd'    ? 4
+                                                   : 0;
+    parts[dir] |= bit;
+  }
+  std::set<std::string> out;
+  for (const auto& [dir, bits] : parts) {
+    if (bits == 7) {
+      out.insert(dir);
+    }
+  }
+  return out;
+}
+
+// Whether `path` belongs to the new git directory `dir` (for the workspace itself: the names git
+// reads there, not every file of the project).
+bool in_git_dir(const std::string& path, const std::string& dir) {
+  if (dir.empty()) {
+    std::string top = path.substr(0, path.find('/'));
+    return top == "HEAD" || top == "config" || top == "objects" || top == "refs" ||
+           top == "hooks" || top == "info" || top == "packed-refs";
+  }
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
+
 }  // namespace
 
 void mark_protected(std::vector<Change>* changes, const policy::FilesystemPolicy& policy) {
+  std::set<std::string> git_dirs =
+      policy.protect.empty() ? std::set<std::string>{} : new_git_dirs(*changes);
   for (auto& c : *changes) {
     // A replaced entry is judged as both what goes and what comes (a `.git` file for a directory).
     auto rule = policy.protect_rule(c.path, c.type == 'd');
@@ -292,6 +334,15 @@ void mark_protected(std::vector<Change>* changes, const policy::FilesystemPolicy
     }
     c.is_protected = rule.has_value();
     c.protect_rule = rule ? "filesystem.protect[" + std::to_string(*rule) + "]" : "";
+    if (!c.is_protected) {
+      for (const auto& dir : git_dirs) {
+        if (in_git_dir(c.path, dir)) {
+          c.is_protected = true;
+          c.protect_rule = "a new git directory: HEAD, objects/, refs/";
+          break;
+        }
+      }
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <system_error>
 
@@ -681,8 +682,7 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
   }
 
   std::string ws_text = p.filesystem.workspace.empty() ? "." : p.filesystem.workspace;
-  ASSIGN_OR_RETURN(plan.workspace,
-                   resolve_dir("workspace", expand_home(ws_text, invoking_home(host)), host.cwd));
+  ASSIGN_OR_RETURN(plan.workspace, workspace_path(p, host));
   if (plan.workspace == "/") {
     return make_error("workspace \"" + ws_text +
                           "\" resolves to \"/\": that would put the whole "
@@ -840,6 +840,62 @@ void add_real_deny_spellings(policy::FilesystemPolicy& f) {
         }
       }
     }
+  }
+}
+
+Result<std::string> workspace_path(const policy::Policy& p, const HostFacts& host) {
+  std::string ws_text = p.filesystem.workspace.empty() ? "." : p.filesystem.workspace;
+  return resolve_dir("workspace", expand_home(ws_text, invoking_home(host)), host.cwd);
+}
+
+void protect_hooks_path(policy::FilesystemPolicy& f, const std::string& workspace) {
+  if (f.protect.empty()) {
+    return;  // protect lifted: the user lets the program change what git runs
+  }
+  std::ifstream in(workspace + "/.git/config");
+  std::string line, hooks;
+  bool core = false;
+  for (int n = 0; n < 100000 && std::getline(in, line); ++n) {
+    size_t b = line.find_first_not_of(" \t");
+    if (b == std::string::npos || line[b] == '#' || line[b] == ';') {
+      continue;
+    }
+    std::string t = line.substr(b);
+    if (t[0] == '[') {
+      std::string name = t.substr(1, t.find_first_of("] \t\"") - 1);
+      std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+      core = name == "core" && t.find('"') == std::string::npos;
+      continue;
+    }
+    size_t eq = t.find('=');
+    if (!core || eq == std::string::npos) {
+      continue;
+    }
+    std::string key = t.substr(0, t.find_last_not_of(" \t", eq - 1) + 1);
+    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
+    if (key != "hookspath") {
+      continue;
+    }
+    std::string v = t.substr(eq + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
+    v.erase(v.find_last_not_of(" \t\r") + 1);
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') {
+      v = v.substr(1, v.size() - 2);
+    }
+    hooks = v;  // the last one wins, as in git
+  }
+  if (hooks.empty() || hooks[0] == '~') {
+    return;
+  }
+  // Relative: from the top of the working tree, where git runs hooks.
+  std::string abs = hooks[0] == '/' ? hooks : workspace + "/" + hooks;
+  std::string real = real_spelling(abs);
+  if (!at_or_beneath(real, workspace) || real == workspace) {
+    return;  // outside: the program cannot write it unless a grant says so
+  }
+  std::string rel = real.substr(workspace.size() + 1);
+  if (auto pat = policy::PathPattern::parse(rel + "/**", "", nullptr)) {
+    f.protect.push_back(std::move(*pat));
   }
 }
 

@@ -713,6 +713,9 @@ int run_command(const RunOptions& opts) {
   }
   // Before the plan and the session's policy.json, which cordon-fs and the review go by.
   add_real_deny_spellings(pol->filesystem);
+  if (auto ws = workspace_path(*pol, host); ws.ok()) {
+    protect_hooks_path(pol->filesystem, *ws);
+  }
   auto planned = plan(*pol, opts, host);
   if (!planned.ok()) {
     return fail(planned.error().to_string());

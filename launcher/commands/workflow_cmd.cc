@@ -320,6 +320,9 @@ int commit_command(const std::string& id, const std::vector<std::string>& paths,
   if (!r->applied.empty()) {
     record_committed(s, r->applied.size());
   }
+  for (const auto& w : r->warnings) {
+    std::printf("cordon: warning: %s\n", shown(w).c_str());
+  }
   std::printf("cordon: committed %zu change%s of session %s to %s\n", r->applied.size(),
               r->applied.size() == 1 ? "" : "s", s.id.c_str(), shown(s.workspace).c_str());
   if (!r->held.empty()) {

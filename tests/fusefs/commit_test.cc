@@ -508,9 +508,11 @@ TEST(CommitTransaction, ProtectedChangesGoOnlyWhenNamed) {
   EXPECT_EQ(read_file(m.lower("sub/.vscode/tasks.json")), "{}");
   EXPECT_EQ(::access(m.lower(".git/hooks").c_str(), F_OK), -1);
   // A parent that is not protected itself does not name what is beneath it.
-  o.only = {".github"};
+  o.only = {"sub"};
   r = commit_layers(m.lower(), m.upper(), o);
   ASSERT_TRUE(r.ok());
+  EXPECT_EQ(::access(m.lower("sub/.git").c_str(), F_OK), -1);
+  EXPECT_EQ(::access(m.lower("sub/.mcp.json").c_str(), F_OK), -1);
   EXPECT_EQ(::access(m.lower(".github/workflows").c_str(), F_OK), -1);
   o.only = {};
   o.include_protected = true;
