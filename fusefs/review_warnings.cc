@@ -27,6 +27,22 @@ std::string head_of(int root, const std::string& rel) {
 
 bool has_nul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
+// Whether what comes before the first NUL is a line or more of text (no other control bytes):
+// a script made to look binary, not a real binary format.
+bool text_before_nul(const std::string& s) {
+  size_t nul = s.find('\0');
+  if (nul == std::string::npos || s.find('\n') > nul) {
+    return false;
+  }
+  for (size_t i = 0; i < nul; ++i) {
+    unsigned char b = static_cast<unsigned char>(s[i]);
+    if (b < 0x20 && b != '\n' && b != '\t' && b != '\r') {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Whether the symlink at `path` with `target` resolves, lexically, outside the workspace.
 bool leaves_workspace(const std::string& path, const std::string& target) {
   if (target.empty() || target[0] == '/') {
@@ -91,6 +107,9 @@ std::vector<std::string> review_warnings(const Change& c, int lower_fd, int uppe
         out.push_back("starts with #! but holds a NUL byte: shown as binary, runs as a script");
       } else if ((c.mode & 0111) != 0 && was_text) {
         out.push_back("executable text turned binary by a NUL byte: read it before running it");
+      } else if (text_before_nul(now)) {
+        // `python c.py` runs what follows the NUL too; the diff shows none of it.
+        out.push_back("text with a NUL byte: shown as binary; interpreters still read it");
       }
     }
   }

@@ -15,7 +15,7 @@ namespace cordon::fusefs {
 // Warned: a mode that makes a file or directory world-writable (new, or widened to o+w); a
 // symlink whose target leaves the workspace; a FIFO or socket where a file was; a file with a
 // NUL byte in its first 8000 bytes (diff shows it as binary) that starts with "#!" or is
-// executable and was text before.
+// executable and was text before, or whose bytes before the NUL are lines of text.
 std::vector<std::string> review_warnings(const Change& c, int lower_fd, int upper_fd);
 
 }  // namespace cordon::fusefs

@@ -492,7 +492,8 @@ TEST_P(ReviewAttack, RiskyModesLinksFifosAndDisguisedScriptsAreWarned) {
       "echo x > open && chmod 0777 open && mkdir pub && chmod 0777 pub && chmod 0666 shared\n"
       "ln -s /etc/passwd out && ln -s ../../x up && ln -s sub/in inside\n"
       "rm data && mkfifo data\n"
-      "printf '#!/bin/sh\\necho evil\\n\\000' > run.sh && printf 'echo tool\\n\\000' > tool\n";
+      "printf '#!/bin/sh\\necho evil\\n\\000' > run.sh && printf 'echo tool\\n\\000' > tool\n"
+      "printf 'print(1)\\n\\000\\nimport os\\n' > c.py && printf '\\177ELF\\000\\001' > bin\n";
   auto r = f_.run({"-q"}, {"/bin/sh", "-c", kScript});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   auto d = cordon(f_, {"diff", "last", "--stat"});
@@ -517,6 +518,8 @@ TEST_P(ReviewAttack, RiskyModesLinksFifosAndDisguisedScriptsAreWarned) {
       << d.out;
   EXPECT_NE(line_of(d.out, "tool").find("executable text turned binary"), std::string::npos)
       << d.out;
+  EXPECT_NE(line_of(d.out, "c.py").find("text with a NUL byte"), std::string::npos) << d.out;
+  EXPECT_EQ(line_of(d.out, "bin").find("NUL"), std::string::npos) << "a real binary: " << d.out;
   auto c = cordon(f_, {"commit", "last"});
   ASSERT_EQ(c.exit_code(), 0) << c.out << c.err;
   for (const char* w :
