@@ -16,6 +16,7 @@
 #include "fusefs/commit_journal.h"
 #include "fusefs/commit_plan.h"
 #include "fusefs/layer_names.h"
+#include "fusefs/review_warnings.h"
 #include "fusefs/safe_io.h"
 
 namespace cordon::fusefs {
@@ -776,27 +777,16 @@ class Transaction {
   size_t applied_ = 0;
 };
 
-Result<std::pair<UniqueFd, UniqueFd>> open_layers(const std::string& lower,
-                                                  const std::string& upper) {
-  UniqueFd l = open_root(lower);
-  if (!l) {
-    return sys_error("opening the workspace " + lower);
-  }
+Result<UniqueFd> open_upper(const std::string& upper) {
   UniqueFd u = open_root(upper);
   if (!u) {
     return sys_error("opening the upper layer " + upper);
   }
-  return std::pair{std::move(l), std::move(u)};
+  return u;
 }
 
-}  // namespace
-
-std::string staging_dir_name(const std::string& session_id) {
-  return ".cordon-commit-" + session_id;
-}
-
-Result<std::string> recover_commit(const std::string& lower, const std::string& upper,
-                                   const CommitOptions& opts) {
+// recover_commit on the workspace open as `lower_fd`.
+Result<std::string> recover_at(int lower_fd, int upper_fd, const CommitOptions& opts) {
   std::string path = opts.session_dir + "/" + kCommitJournal;
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
@@ -821,20 +811,36 @@ Result<std::string> recover_commit(const std::string& lower, const std::string& 
   if (!journal.ok()) {
     return std::move(journal).error().with_context(path);
   }
-  ASSIGN_OR_RETURN(auto layers, open_layers(lower, upper));
-  Transaction t(layers.first.get(), layers.second.get(), opts);
+  Transaction t(lower_fd, upper_fd, opts);
   return t.recover(std::move(fd), std::move(*journal));
+}
+
+}  // namespace
+
+std::string staging_dir_name(const std::string& session_id) {
+  return ".cordon-commit-" + session_id;
+}
+
+Result<std::string> recover_commit(const std::string& lower, const std::string& upper,
+                                   const CommitOptions& opts) {
+  if (::access((opts.session_dir + "/" + kCommitJournal).c_str(), F_OK) != 0 && errno == ENOENT) {
+    return std::string();  // nothing to recover: the workspace need not even be there
+  }
+  ASSIGN_OR_RETURN(UniqueFd l, open_workspace(lower, opts.workspace_id));
+  ASSIGN_OR_RETURN(UniqueFd u, open_upper(upper));
+  return recover_at(l.get(), u.get(), opts);
 }
 
 Result<CommitReport> commit_layers(const std::string& lower, const std::string& upper,
                                    const CommitOptions& opts) {
   CommitReport report;
-  ASSIGN_OR_RETURN(report.recovered, recover_commit(lower, upper, opts));
+  // One open of the workspace for everything below: a name resolved twice could be swapped.
+  ASSIGN_OR_RETURN(UniqueFd l, open_workspace(lower, opts.workspace_id));
+  ASSIGN_OR_RETURN(UniqueFd u, open_upper(upper));
+  ASSIGN_OR_RETURN(report.recovered, recover_at(l.get(), u.get(), opts));
   ASSIGN_OR_RETURN(std::vector<Change> changes,
-                   diff_layers(lower, upper, opts.policy, opts.format));
-  ASSIGN_OR_RETURN(auto layers, open_layers(lower, upper));
-  ASSIGN_OR_RETURN(CommitPlan plan, plan_commit(layers.first.get(), layers.second.get(), lower,
-                                                std::move(changes), opts));
+                   diff_layers(l.get(), lower, upper, opts.policy, opts.format));
+  ASSIGN_OR_RETURN(CommitPlan plan, plan_commit(l.get(), u.get(), lower, std::move(changes), opts));
   for (const auto& e : plan.entries) {
     if (e.state == EntryState::Held) {
       report.held.push_back({e.change.path, e.why});
@@ -847,12 +853,15 @@ Result<CommitReport> commit_layers(const std::string& lower, const std::string& 
   for (const auto& e : plan.entries) {
     if (e.state == EntryState::Apply) {
       report.applied.push_back(e.change);
+      for (auto& w : review_warnings(e.change, l.get(), u.get())) {
+        report.warnings.push_back(e.change.path + ": " + w);
+      }
     }
   }
   if (report.applied.empty()) {
     return report;
   }
-  Transaction t(layers.first.get(), layers.second.get(), opts);
+  Transaction t(l.get(), u.get(), opts);
   TRY(t.run(plan, &report));
   return report;
 }

@@ -22,6 +22,7 @@
 #include "base/result.h"
 #include "fusefs/layer_format.h"
 #include "fusefs/workflow.h"
+#include "fusefs/workspace_root.h"
 #include "policy/policy.h"
 
 namespace cordon::fusefs {
@@ -39,6 +40,9 @@ struct CommitOptions {
   // When the session started. A workspace entry changed after it (its ctime) is a conflict where
   // no origin record says what the session saw; unset: such entries are not time-checked.
   std::optional<timespec> since;
+  // The workspace directory the session ran on. The workspace is opened once, without following
+  // symlinks, and refused unless it is this directory; unset: any directory at the path.
+  std::optional<WorkspaceIdentity> workspace_id;
   // Tests: called with the index of each journaled op just before it runs, then once more with
   // the number of ops once the commit point is written.
   std::function<void(size_t)> before_step;
@@ -55,6 +59,8 @@ struct CommitReport {
   std::vector<Held> held;              // protected, sockets, device nodes, too long, ...
   std::vector<std::string> conflicts;  // "path: why"; when non-empty nothing was applied
   std::string recovered;               // what an interrupted earlier commit left, and what was done
+  // Review warnings (review_warnings.h) of applied changes, "path: warning", as validated.
+  std::vector<std::string> warnings;
 };
 
 // The journal's and the validated records' names in the session directory (commit_journal.h),
@@ -66,7 +72,8 @@ std::string staging_dir_name(const std::string& session_id);
 // Applies the session's changes; first completes or undoes an interrupted earlier commit. An
 // error means nothing of this commit stayed in the workspace, unless its message says otherwise
 // (an undo that failed names what it could not put back and where the originals are kept).
-// Must not run while the session's view is mounted.
+// Must not run while the session's view is mounted. The workspace is opened once
+// (open_workspace with opts.workspace_id) and only that fd is used.
 Result<CommitReport> commit_layers(const std::string& lower, const std::string& upper,
                                    const CommitOptions& opts);
 

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "fusefs/commit_journal.h"
@@ -93,9 +94,24 @@ bool read_origin(int upper_root, const std::string& path, std::string* out) {
   return true;
 }
 
+// "ino size mtime_ns mode uid gid": a chmod or chown on the host changes neither size nor mtime,
+// and a commit must not silently undo it.
 std::string origin_of(const struct stat& st) {
   return std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
-         std::to_string(static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+         std::to_string(static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) +
+         " " + std::to_string(st.st_mode & 07777) + " " + std::to_string(st.st_uid) + " " +
+         std::to_string(st.st_gid);
+}
+
+// Whether `record` describes `st`. Records of older sessions (and an undo's validated lines)
+// hold only "ino size mtime_ns": those three are compared.
+bool same_origin(const std::string& record, const struct stat& st) {
+  std::string now = origin_of(st);
+  if (std::count(record.begin(), record.end(), ' ') == 2) {
+    size_t third = now.find(' ', now.find(' ', now.find(' ') + 1) + 1);
+    now.resize(third);
+  }
+  return record == now;
 }
 
 // Strictly before: a change in the same clock tick as the session's start counts as after it
@@ -242,7 +258,7 @@ class Planner {
       origin = recorded ? it->second : "";
     }
     if (recorded) {
-      if (origin != origin_of(e.real)) {
+      if (!same_origin(origin, e.real)) {
         conflict(e, "changed in the workspace since the session read it");
       }
       return;

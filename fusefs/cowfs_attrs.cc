@@ -35,6 +35,9 @@ int CowFs::Impl::do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, i
   if (int rc = self->access_.check_write(self->table_.path_of(node), "setattr", who); rc != 0) {
     return rc;
   }
+  if (int rc = refuse_setid(self, *attr, to_set, node->type); rc != 0) {
+    return rc;
+  }
   FileHandle* open_fh =
       (fi != nullptr && fi->fh != 0) ? reinterpret_cast<FileHandle*>(fi->fh) : nullptr;
   if (open_fh != nullptr && !open_fh->on_lower) {
@@ -112,6 +115,23 @@ int CowFs::Impl::do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, i
 }
 
 // The ids a chown sets on disk (-1: left alone): the agent's own become the stored ones.
+mode_t CowFs::Impl::create_mode(CowFs* self, mode_t mode, mode_t type, uid_t caller_uid) {
+  mode_t perm = self->ids_.settable(mode, type, caller_uid);
+  if (self->config_.direct) {
+    // A directory's setgid only passes its group on; on anything else both bits run as another.
+    perm &= ~(S_ISUID | (type == S_IFDIR ? 0 : S_ISGID));
+  }
+  return perm;
+}
+
+int CowFs::Impl::refuse_setid(CowFs* self, const struct stat& attr, int to_set, mode_t type) {
+  if (!self->config_.direct || (to_set & FUSE_SET_ATTR_MODE) == 0) {
+    return 0;
+  }
+  mode_t setid = S_ISUID | (type == S_IFDIR ? 0 : S_ISGID);
+  return (attr.st_mode & setid) != 0 ? -EPERM : 0;
+}
+
 Ids CowFs::Impl::chown_target(CowFs* self, const struct stat& attr, int to_set) {
   return {
       (to_set & FUSE_SET_ATTR_UID) ? self->ids_.store_uid(attr.st_uid) : static_cast<uid_t>(-1),

@@ -38,7 +38,8 @@ int CowFs::Impl::write_origin(int upper_dir, const std::string& name, const stru
   std::string line =
       std::to_string(lst.st_ino) + " " + std::to_string(lst.st_size) + " " +
       std::to_string(static_cast<int64_t>(lst.st_mtim.tv_sec) * 1000000000 + lst.st_mtim.tv_nsec) +
-      "\n";
+      " " + std::to_string(lst.st_mode & 07777) + " " + std::to_string(lst.st_uid) + " " +
+      std::to_string(lst.st_gid) + "\n";
   if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     int e = errno;
     ::unlinkat(upper_dir, tmp.c_str(), 0);

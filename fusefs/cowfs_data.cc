@@ -254,7 +254,7 @@ int CowFs::Impl::do_create(fuse_req_t req, fuse_ino_t parent, const char* cname,
     int acc = fi->flags & O_ACCMODE;
     int cflags = (fi->flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_APPEND | O_TRUNC | O_ACCMODE)) |
                  (acc == O_WRONLY ? O_RDWR : acc) | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-    fd = ::openat(dir.upper, cname, cflags, self->ids_.settable(mode, S_IFREG, who.uid));
+    fd = ::openat(dir.upper, cname, cflags, create_mode(self, mode, S_IFREG, who.uid));
     if (fd < 0) {
       rc = -errno;
       held.cancel();  // before opening what is there: that open may copy up and reserve
@@ -351,7 +351,7 @@ int CowFs::Impl::do_tmpfile(CowFs* self, const TmpfileRequest& req, TmpfileReply
   int acc = static_cast<int>(req.flags) & O_ACCMODE;
   int oflags = O_TMPFILE | (acc == O_WRONLY ? O_RDWR : acc) | O_CLOEXEC |
                (static_cast<int>(req.flags) & O_EXCL);
-  UniqueFd fd(::openat(dir.upper, ".", oflags, self->ids_.settable(req.mode, S_IFREG, who.uid)));
+  UniqueFd fd(::openat(dir.upper, ".", oflags, create_mode(self, req.mode, S_IFREG, who.uid)));
   struct stat st;
   if (!fd || ::fstat(fd.get(), &st) != 0) {
     return -errno;

@@ -257,6 +257,12 @@ struct CowFs::Impl {
   static int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
                         fuse_file_info* fi, struct stat* out);
   static Ids chown_target(CowFs* self, const struct stat& attr, int to_set);
+  // The permission bits a create through the view gets. In direct mode the view writes the host
+  // at once, where a setuid/setgid file is a way into another uid (the committer's review never
+  // comes): those bits never go there. A cow layer keeps them; commit strips them.
+  static mode_t create_mode(CowFs* self, mode_t mode, mode_t type, uid_t caller_uid);
+  // 0, or -EPERM for a chmod to setuid/setgid bits in direct mode (create_mode's reason).
+  static int refuse_setid(CowFs* self, const struct stat& attr, int to_set, mode_t type);
   static void setattr_times(const struct stat& attr, int to_set, timespec tv[2]);
   static int setattr_fd(CowFs* self, Inode* n, int fd, struct stat* attr, int to_set,
                         const Caller& who, struct stat* out);

@@ -211,7 +211,7 @@ int CowFs::Impl::do_mknod_like(fuse_req_t req, fuse_ino_t parent, const char* cn
   std::string name(cname);
   Caller who = caller(req);
   bool had_whiteout = existing.whiteout;
-  mode_t perm = self->ids_.settable(mode, mode & S_IFMT, who.uid);
+  mode_t perm = create_mode(self, mode, mode & S_IFMT, who.uid);
   int rc = 0;
   if (link_target != nullptr) {
     rc = ::symlinkat(link_target, dir.upper, cname) == 0 ? 0 : -errno;

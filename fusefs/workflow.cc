@@ -15,6 +15,7 @@
 
 #include "fusefs/layer_names.h"
 #include "fusefs/safe_io.h"
+#include "fusefs/workspace_root.h"
 
 namespace cordon::fusefs {
 
@@ -280,9 +281,51 @@ UniqueFd open_dir(const std::string& path, int* err) {
   return fd;
 }
 
+// The directories the changes make into a new git directory: HEAD, objects/ and refs/ added
+// together. git uses a bare repository's config (core.pager, core.fsmonitor) and hooks when the
+// user runs git anywhere beneath it (safe.bareRepository defaults to "all"), and its name is
+// anything, so no pattern can name it. "" is the workspace itself.
+std::set<std::string> new_git_dirs(const std::vector<Change>& changes) {
+  std::map<std::string, int> parts;
+  for (const auto& c : changes) {
+    if (c.kind != ChangeKind::Added) {
+      continue;
+    }
+    size_t slash = c.path.rfind('/');
+    std::string dir = slash == std::string::npos ? "" : c.path.substr(0, slash);
+    std::string name = slash == std::string::npos ? c.path : c.path.substr(slash + 1);
+    int bit = name == "HEAD" && c.type != 'd'      ? 1
+              : name == "objects" && c.type == 'd' ? 2
+              : name == "refs" && c.type == 'd'    ? 4
+                                                   : 0;
+    parts[dir] |= bit;
+  }
+  std::set<std::string> out;
+  for (const auto& [dir, bits] : parts) {
+    if (bits == 7) {
+      out.insert(dir);
+    }
+  }
+  return out;
+}
+
+// Whether `path` belongs to the new git directory `dir` (for the workspace itself: the names git
+// reads there, not every file of the project).
+bool in_git_dir(const std::string& path, const std::string& dir) {
+  if (dir.empty()) {
+    std::string top = path.substr(0, path.find('/'));
+    return top == "HEAD" || top == "config" || top == "objects" || top == "refs" ||
+           top == "hooks" || top == "info" || top == "packed-refs";
+  }
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
+
 }  // namespace
 
 void mark_protected(std::vector<Change>* changes, const policy::FilesystemPolicy& policy) {
+  std::set<std::string> git_dirs =
+      policy.protect.empty() ? std::set<std::string>{} : new_git_dirs(*changes);
   for (auto& c : *changes) {
     // A replaced entry is judged as both what goes and what comes (a `.git` file for a directory).
     auto rule = policy.protect_rule(c.path, c.type == 'd');
@@ -291,10 +334,27 @@ void mark_protected(std::vector<Change>* changes, const policy::FilesystemPolicy
     }
     c.is_protected = rule.has_value();
     c.protect_rule = rule ? "filesystem.protect[" + std::to_string(*rule) + "]" : "";
+    if (!c.is_protected) {
+      for (const auto& dir : git_dirs) {
+        if (in_git_dir(c.path, dir)) {
+          c.is_protected = true;
+          c.protect_rule = "a new git directory: HEAD, objects/, refs/";
+          break;
+        }
+      }
+    }
   }
 }
 
 Result<std::vector<Change>> diff_layers(const std::string& lower, const std::string& upper,
+                                        const policy::FilesystemPolicy* policy,
+                                        LayerFormat format) {
+  ASSIGN_OR_RETURN(UniqueFd l, open_dir_nofollow(lower));
+  return diff_layers(l.get(), lower, upper, policy, format);
+}
+
+Result<std::vector<Change>> diff_layers(int lower_fd, const std::string& lower,
+                                        const std::string& upper,
                                         const policy::FilesystemPolicy* policy,
                                         LayerFormat format) {
   int err = 0;
@@ -303,14 +363,9 @@ Result<std::vector<Change>> diff_layers(const std::string& lower, const std::str
     errno = err;
     return sys_error("opening the upper layer " + upper);
   }
-  UniqueFd l = open_dir(lower, &err);
-  if (!l) {
-    errno = err;
-    return sys_error("opening the workspace " + lower);
-  }
   std::vector<Change> out;
   DiffWalk walk(format, &out);
-  if (auto st = walk.walk(u.get(), l.get(), ""); !st.ok()) {
+  if (auto st = walk.walk(u.get(), lower_fd, ""); !st.ok()) {
     return std::move(st).error().with_context("comparing " + upper + " with " + lower);
   }
   std::sort(out.begin(), out.end(),

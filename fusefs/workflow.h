@@ -38,7 +38,14 @@ const char* change_letter(ChangeKind k);     // "A" | "M" | "D"
 // bytes and mode equal the lower's (a metadata-only copy-up, e.g. touch) is not a change. A
 // deleted or replaced directory lists every entry beneath it as deleted too. `policy` (may be
 // null) marks protected paths (FilesystemPolicy::protect_rule, by the type of what is there).
+// `lower` is opened without following symlinks (workspace_root.h).
 Result<std::vector<Change>> diff_layers(const std::string& lower, const std::string& upper,
+                                        const policy::FilesystemPolicy* policy = nullptr,
+                                        LayerFormat format = LayerFormat::CordonFs);
+// The same against the workspace already open as `lower_fd` (open_workspace); `lower` names it
+// in messages only.
+Result<std::vector<Change>> diff_layers(int lower_fd, const std::string& lower,
+                                        const std::string& upper,
                                         const policy::FilesystemPolicy* policy = nullptr,
                                         LayerFormat format = LayerFormat::CordonFs);
 

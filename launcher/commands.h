@@ -55,9 +55,10 @@ int snapshot_command(const std::string& id, const std::string& name);  // name "
 int rollback_command(const std::string& id, const std::string& name);  // name "" = the start
 int diff_command(const std::string& id, bool stat_only,
                  const std::vector<std::string>& paths);  // diff_cmd.cc
-// Protected changes go only when named in `paths` or with `include_protected`.
+// Protected changes go only when named in `paths` or with `include_protected`. A session whose
+// record does not note its workspace directory is refused unless `unverified_workspace`.
 int commit_command(const std::string& id, const std::vector<std::string>& paths,
-                   bool include_protected);
+                   bool include_protected, bool unverified_workspace);
 int discard_command(const std::string& id);
 
 // `cordon export` / `cordon import` (archive_cmd.cc, session/session_archive.h). Exit 0 done,

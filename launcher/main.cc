@@ -477,6 +477,11 @@ int main(int argc, char** argv) {
   commit_cmd->add_flag("--include-protected", include_protected,
                        "Also commit the protected paths (git hooks and config, editor and agent "
                        "settings, CI workflows) that a plain commit leaves out");
+  bool unverified_workspace = false;
+  commit_cmd->add_flag("--unverified-workspace", unverified_workspace,
+                       "Commit a session recorded by an older cordon, which did not note which "
+                       "directory its workspace was (the path is still opened without following "
+                       "symlinks)");
   add_state_dir_option(commit_cmd, state_dir);
   commit_cmd->footer(wf_footer);
   auto* discard_cmd =
@@ -697,7 +702,7 @@ int main(int argc, char** argv) {
     return diff_command(wf_id, diff_stat, wf_paths);
   }
   if (*commit_cmd) {
-    return commit_command(wf_id, wf_paths, include_protected);
+    return commit_command(wf_id, wf_paths, include_protected, unverified_workspace);
   }
   if (*discard_cmd) {
     return discard_command(wf_id);

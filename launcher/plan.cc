@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <system_error>
 
@@ -578,6 +579,31 @@ Status plan_grants(const policy::FilesystemPolicy& f, const HostFacts& host,
   return {};
 }
 
+// `path` with symlinks resolved on the host: its longest existing prefix through realpath, the
+// rest as written.
+std::string real_spelling(const std::string& path) {
+  std::string head = path, tail;
+  while (head.size() > 1) {
+    char buf[PATH_MAX];
+    if (::realpath(head.c_str(), buf) != nullptr) {
+      std::string real = buf;
+      return real == "/" ? (tail.empty() ? real : tail) : real + tail;
+    }
+    size_t slash = head.rfind('/');
+    if (slash == std::string::npos) {
+      break;
+    }
+    tail = head.substr(slash) + tail;
+    head.resize(slash);
+  }
+  return path;
+}
+
+bool at_or_beneath(const std::string& path, const std::string& dir) {
+  return path == dir || (dir != "/" && path.size() > dir.size() &&
+                         path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/');
+}
+
 }  // namespace
 
 HostFacts HostFacts::current() {
@@ -656,8 +682,7 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
   }
 
   std::string ws_text = p.filesystem.workspace.empty() ? "." : p.filesystem.workspace;
-  ASSIGN_OR_RETURN(plan.workspace,
-                   resolve_dir("workspace", expand_home(ws_text, invoking_home(host)), host.cwd));
+  ASSIGN_OR_RETURN(plan.workspace, workspace_path(p, host));
   if (plan.workspace == "/") {
     return make_error("workspace \"" + ws_text +
                           "\" resolves to \"/\": that would put the whole "
@@ -763,6 +788,115 @@ Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::st
     TRY(mask_denied_beneath(dir, p.filesystem, budget, plan));
   }
   return plan;
+}
+
+void add_real_deny_spellings(policy::FilesystemPolicy& f) {
+  struct Alias {
+    std::string as_granted, real;
+  };
+  std::vector<Alias> aliased;  // grants whose path goes through a symlink
+  for (const auto* grants : {&f.read, &f.write}) {
+    for (const auto& g : *grants) {
+      if (g.absolute && !g.has_glob) {
+        std::string real = real_spelling(g.expanded);
+        if (real != g.expanded) {
+          aliased.push_back({g.expanded, real});
+        }
+      }
+    }
+  }
+  for (auto* rules : {&f.deny, &f.deny_write}) {
+    std::vector<std::string> spellings;
+    for (const auto& d : *rules) {
+      if (!d.absolute) {
+        continue;
+      }
+      // The fixed part (up to the first globbed segment) is resolved; the rest kept as written.
+      std::string fixed = d.expanded, rest;
+      if (size_t glob = d.expanded.find_first_of("*?"); glob != std::string::npos) {
+        size_t cut = d.expanded.rfind('/', glob);
+        fixed = d.expanded.substr(0, cut == 0 ? 1 : cut);
+        rest = d.expanded.substr(cut == 0 ? 1 : cut);
+        if (cut == 0) {
+          continue;  // "/*...": nothing fixed to resolve
+        }
+      }
+      std::string real = real_spelling(fixed);
+      spellings.push_back(real + rest);
+      for (const auto& a : aliased) {
+        if (at_or_beneath(real, a.real)) {
+          spellings.push_back(a.as_granted + real.substr(a.real.size()) + rest);
+        } else if (rest.empty() && at_or_beneath(a.real, real)) {
+          spellings.push_back(a.as_granted);  // the deny covers the whole grant
+        }
+      }
+    }
+    for (const auto& text : spellings) {
+      bool known = std::any_of(rules->begin(), rules->end(),
+                               [&](const policy::PathPattern& r) { return r.expanded == text; });
+      if (!known) {
+        if (auto p = policy::PathPattern::parse(text, "", nullptr)) {
+          rules->push_back(std::move(*p));
+        }
+      }
+    }
+  }
+}
+
+Result<std::string> workspace_path(const policy::Policy& p, const HostFacts& host) {
+  std::string ws_text = p.filesystem.workspace.empty() ? "." : p.filesystem.workspace;
+  return resolve_dir("workspace", expand_home(ws_text, invoking_home(host)), host.cwd);
+}
+
+void protect_hooks_path(policy::FilesystemPolicy& f, const std::string& workspace) {
+  if (f.protect.empty()) {
+    return;  // protect lifted: the user lets the program change what git runs
+  }
+  std::ifstream in(workspace + "/.git/config");
+  std::string line, hooks;
+  bool core = false;
+  for (int n = 0; n < 100000 && std::getline(in, line); ++n) {
+    size_t b = line.find_first_not_of(" \t");
+    if (b == std::string::npos || line[b] == '#' || line[b] == ';') {
+      continue;
+    }
+    std::string t = line.substr(b);
+    if (t[0] == '[') {
+      std::string name = t.substr(1, t.find_first_of("] \t\"") - 1);
+      std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+      core = name == "core" && t.find('"') == std::string::npos;
+      continue;
+    }
+    size_t eq = t.find('=');
+    if (!core || eq == std::string::npos) {
+      continue;
+    }
+    std::string key = t.substr(0, t.find_last_not_of(" \t", eq - 1) + 1);
+    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
+    if (key != "hookspath") {
+      continue;
+    }
+    std::string v = t.substr(eq + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
+    v.erase(v.find_last_not_of(" \t\r") + 1);
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') {
+      v = v.substr(1, v.size() - 2);
+    }
+    hooks = v;  // the last one wins, as in git
+  }
+  if (hooks.empty() || hooks[0] == '~') {
+    return;
+  }
+  // Relative: from the top of the working tree, where git runs hooks.
+  std::string abs = hooks[0] == '/' ? hooks : workspace + "/" + hooks;
+  std::string real = real_spelling(abs);
+  if (!at_or_beneath(real, workspace) || real == workspace) {
+    return;  // outside: the program cannot write it unless a grant says so
+  }
+  std::string rel = real.substr(workspace.size() + 1);
+  if (auto pat = policy::PathPattern::parse(rel + "/**", "", nullptr)) {
+    f.protect.push_back(std::move(*pat));
+  }
 }
 
 }  // namespace cordon::launcher

@@ -200,6 +200,23 @@ struct HostFacts {
   static HostFacts current();
 };
 
+// Absolute deny and deny_write rules are matched on paths as the sandbox spells them, and a
+// symlink on the host gives one directory two spellings: a grant of the alias shows files a
+// deny names by their real path, and the other way round. Adds, for each such rule, its real
+// spelling (symlinks in its fixed part resolved on the host, now) and its spelling beneath each
+// grant that reaches the same files through another path, so the rule holds however the path is
+// written. Globbed rules are resolved in the part before their first glob.
+void add_real_deny_spellings(policy::FilesystemPolicy& f);
+
+// The workspace directory `p` names, resolved as build_plan resolves it.
+Result<std::string> workspace_path(const policy::Policy& p, const HostFacts& host);
+
+// A repository's hooks directory may be anywhere (`core.hooksPath` in the workspace's
+// .git/config, set by many projects' setup scripts), and git runs what it holds on the host. A
+// hooks path inside `workspace` is added to filesystem.protect ("<path>/**") when protect is
+// not empty; the .git/config itself is protected, so the program cannot move it.
+void protect_hooks_path(policy::FilesystemPolicy& f, const std::string& workspace);
+
 // `asks_decider`: a decider (--decider) may allow what network.allow does not, so the sandbox
 // gets its network (through the proxy) even when network.allow is empty.
 Result<LaunchPlan> build_plan(const policy::Policy& p, const std::vector<std::string>& argv,

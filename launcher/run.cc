@@ -775,6 +775,11 @@ int run_command(const RunOptions& opts) {
   if (opts.no_namespaces) {
     return run_no_namespaces(opts, *pol);  // advisory mode: no clone, no mount plan
   }
+  // Before the plan and the session's policy.json, which cordon-fs and the review go by.
+  add_real_deny_spellings(pol->filesystem);
+  if (auto ws = workspace_path(*pol, host); ws.ok()) {
+    protect_hooks_path(pol->filesystem, *ws);
+  }
   auto planned = plan(*pol, opts, host);
   if (!planned.ok()) {
     return fail(planned.error().to_string());

@@ -46,9 +46,19 @@ constexpr std::string_view kProtected[] = {
     "**/.bash_profile",            // bash login shells
     "**/.profile",                 // sh and other login shells
     "**/.zshrc",                   // zsh
-    "**/.github/workflows/**",     // CI jobs with repository secrets
+    "**/.github/**",               // CI workflows and the actions they use, with repo secrets
     "**/.pre-commit-config.yaml",  // installed into the git hooks
     "**/.husky/**",                // git hooks managed by husky
+    "**/.devcontainer.json",       // the one-file form of .devcontainer/
+    "**/.gitlab-ci.yml",           // GitLab CI jobs
+    "**/.cargo/config",            // cargo: build.rustc-wrapper, target runners, aliases
+    "**/.cargo/config.toml",       // the same
+    "**/.yarnrc.yml",              // yarn: yarnPath, plugins run by every yarn command
+    "**/.npmrc",                   // npm: script-shell, node-options, registry tokens
+    "**/.zshenv",                  // every zsh, interactive or not
+    "**/.zprofile",                // zsh login shells
+    "**/.zlogin",                  // zsh login shells, after .zshrc
+    "**/.bash_login",              // bash login shells without .bash_profile
 };
 
 constexpr std::string_view kDefaultText =
@@ -99,8 +109,10 @@ constexpr std::string_view kDefaultText =
       "**/.git/modules/**", "**/.git/worktrees/**", "**/.gitmodules", "**/.envrc",
       "**/.vscode/**", "**/.idea/**", "**/.devcontainer/**", "**/.zed/**", "**/.mcp.json",
       "**/.claude/**", "**/.cursor/**", "**/.gemini/**", "**/.bashrc", "**/.bash_profile",
-      "**/.profile", "**/.zshrc", "**/.github/workflows/**", "**/.pre-commit-config.yaml",
-      "**/.husky/**"
+      "**/.profile", "**/.zshrc", "**/.github/**", "**/.pre-commit-config.yaml",
+      "**/.husky/**", "**/.devcontainer.json", "**/.gitlab-ci.yml", "**/.cargo/config",
+      "**/.cargo/config.toml", "**/.yarnrc.yml", "**/.npmrc", "**/.zshenv", "**/.zprofile",
+      "**/.zlogin", "**/.bash_login"
     ],
     "deny_style": "eacces",           // denied workspace files: "eacces" (unreadable) or "hide"
     "quota": { "bytes": "1G", "inodes": 100000 },  // what the session may add to the workspace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fusefs/renames.h"
+#include "fusefs/review_warnings.h"
 #include "fusefs/safe_io.h"
 #include "fusefs/workflow.h"
 #include "launcher/commands.h"
@@ -140,8 +141,8 @@ std::string details(const Change& c) {
 }
 
 // Special bits the change turns on: commit never copies setuid/setgid, but a reviewer must see
-// that the session asked for them.
-std::string flags(const Change& c, const Colors& col) {
+// that the session asked for them; then the review warnings (fusefs/review_warnings.h).
+std::string flags(const Change& c, int lower_fd, int upper_fd, const Colors& col) {
   if (c.kind == ChangeKind::Deleted) {
     return "";
   }
@@ -156,6 +157,9 @@ std::string flags(const Change& c, const Colors& col) {
   if (on & 01000) {
     out += "  [sticky bit]";
   }
+  for (const auto& w : fusefs::review_warnings(c, lower_fd, upper_fd)) {
+    out += "  [" + w + "]";
+  }
   return out.empty() ? out : std::string(col.warn) + out + col.off;
 }
 
@@ -168,7 +172,7 @@ const char* label(const DiffEntry& e) {
 }
 
 // The one line naming a change: kind, name(s), type, link target, size and mode, flags.
-std::string describe(const DiffEntry& e, int upper_fd, const Colors& c) {
+std::string describe(const DiffEntry& e, int lower_fd, int upper_fd, const Colors& c) {
   const Change& ch = e.change;
   std::string name =
       e.renamed_from.empty() ? shown(ch.path) : shown(e.renamed_from) + " -> " + shown(ch.path);
@@ -176,7 +180,7 @@ std::string describe(const DiffEntry& e, int upper_fd, const Colors& c) {
   if (ch.type == 'l' && ch.kind != ChangeKind::Deleted) {
     line += " -> " + shown(target_of(upper_fd, ch.path));
   }
-  line += details(ch) + flags(ch, c);
+  line += details(ch) + flags(ch, lower_fd, upper_fd, c);
   if (ch.is_protected) {
     line += std::string("  ") + c.warn + "[" + ch.protect_rule + "]" + c.off;
   }
@@ -237,10 +241,10 @@ void print_entry(const DiffEntry& e, int lower_fd, int upper_fd, bool stat_only,
                       : ch.kind == ChangeKind::Added   ? c.add
                       : ch.kind == ChangeKind::Deleted ? c.del
                                                        : c.warn;
-    std::printf("%s%s%s %s\n", col, letter(e), c.off, describe(e, upper_fd, c).c_str());
+    std::printf("%s%s%s %s\n", col, letter(e), c.off, describe(e, lower_fd, upper_fd, c).c_str());
     return;
   }
-  std::printf("%s%s%s %s\n", c.head, label(e), c.off, describe(e, upper_fd, c).c_str());
+  std::printf("%s%s%s %s\n", c.head, label(e), c.off, describe(e, lower_fd, upper_fd, c).c_str());
   print_content(e, lower_fd, upper_fd, c);
 }
 
@@ -260,7 +264,12 @@ int diff_command(const std::string& id, bool stat_only, const std::vector<std::s
   policy::FilesystemPolicy pol = review_policy(*s, &note);
   // An imported session bound to no workspace is compared with an empty directory: its files
   // all show as added, and its deletions, which name nothing here, are listed from the layer.
-  auto changes = fusefs::diff_layers(s->lower, s->upper, &pol, s->format);
+  auto ws = open_session_workspace(*s);
+  if (!ws.ok()) {
+    return say_refused("diff", ws.error().to_string());
+  }
+  UniqueFd lower = std::move(*ws);
+  auto changes = fusefs::diff_layers(lower.get(), s->lower, s->upper, &pol, s->format);
   if (!changes.ok()) {
     return say_failed("diff", changes.error());
   }
@@ -276,10 +285,9 @@ int diff_command(const std::string& id, bool stat_only, const std::vector<std::s
       }
     }
   }
-  UniqueFd lower = open_dir_fd(s->lower);
   UniqueFd upper = open_dir_fd(s->upper);
-  if (!lower || !upper) {
-    return say_failed("diff", sys_error("open(\"" + (lower ? s->upper : s->lower) + "\")"));
+  if (!upper) {
+    return say_failed("diff", sys_error("open(\"" + s->upper + "\")"));
   }
   std::vector<Change> picked;
   for (auto& c : *changes) {

@@ -140,6 +140,7 @@ fusefs::CommitOptions commit_options(const CowSession& s, const policy::Filesyst
   o.session_dir = s.dir;
   o.session_id = s.id;
   o.since = s.since;
+  o.workspace_id = s.workspace_id;
   return o;
 }
 
@@ -250,7 +251,7 @@ int rollback_command(const std::string& id, const std::string& name) {
 }
 
 int commit_command(const std::string& id, const std::vector<std::string>& paths,
-                   bool include_protected) {
+                   bool include_protected, bool unverified_workspace) {
   Opened o = open_for("commit", id);
   if (!o.s) {
     return o.rc;
@@ -263,6 +264,22 @@ int commit_command(const std::string& id, const std::vector<std::string>& paths,
   if (s.running) {
     return say_refused("commit",
                        "session " + s.id + " is still running; commit once the program has ended");
+  }
+  if (!s.workspace_id && !unverified_workspace) {
+    return say_refused(
+        "commit",
+        "session " + s.id +
+            " was recorded by a cordon that did not note which "
+            "directory its workspace " +
+            s.workspace +
+            " was, so cordon cannot tell whether "
+            "it was replaced since (for a symlink to another directory); check that it is "
+            "the directory the session ran on and commit with --unverified-workspace");
+  }
+  // A workspace swapped since the session is the user's state to fix, not cordon failing: say
+  // so as a refusal. commit_layers opens it again and checks again; only that fd is written.
+  if (auto ws = open_session_workspace(s); !ws.ok()) {
+    return say_refused("commit", ws.error().to_string());
   }
   std::string note;
   policy::FilesystemPolicy pol = review_policy(s, &note);
@@ -298,6 +315,9 @@ int commit_command(const std::string& id, const std::vector<std::string>& paths,
   }
   if (!r->applied.empty()) {
     record_committed(s, r->applied.size());
+  }
+  for (const auto& w : r->warnings) {
+    std::printf("cordon: warning: %s\n", shown(w).c_str());
   }
   std::printf("cordon: committed %zu change%s of session %s to %s\n", r->applied.size(),
               r->applied.size() == 1 ? "" : "s", s.id.c_str(), shown(s.workspace).c_str());

@@ -71,6 +71,11 @@ void read_import_marker(int dir_fd, CowSession* s) {
   if (j.contains("workspace") && j["workspace"].is_string()) {
     s->workspace = j["workspace"].get<std::string>();
   }
+  if (j.contains("workspace_dev") && j["workspace_dev"].is_number_unsigned() &&
+      j.contains("workspace_ino") && j["workspace_ino"].is_number_unsigned()) {
+    s->workspace_id = fusefs::WorkspaceIdentity{j["workspace_dev"].get<uint64_t>(),
+                                                j["workspace_ino"].get<uint64_t>()};
+  }
 }
 
 Status collect_deletions(fusefs::LayerFormat f, int dir, const std::string& rel, int depth,
@@ -218,6 +223,9 @@ Result<CowSession> open_cow_session(const std::string& id_text, bool* refused) {
   s.control = p.control;
   s.workspace = rec->workspace;
   s.format = *format;
+  if (::faccessat(dir_fd.get(), kImportedMarker, F_OK, AT_SYMLINK_NOFOLLOW) != 0) {
+    s.workspace_id = rec->workspace_id;
+  }
   struct stat st {};
   if (::fstatat(dir_fd.get(), kImportedMarker, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     read_import_marker(dir_fd.get(), &s);
@@ -281,6 +289,14 @@ policy::FilesystemPolicy review_policy(const CowSession& s, std::string* note) {
     f.protect = policy::default_protected();
     return f;
   }
+}
+
+Result<UniqueFd> open_session_workspace(const CowSession& s) {
+  if (s.workspace.empty()) {
+    // Imported, bound to no workspace: the empty directory it is compared with.
+    return fusefs::open_dir_nofollow(s.lower);
+  }
+  return fusefs::open_workspace(s.workspace, s.workspace_id);
 }
 
 Result<UniqueFd> connect_control(const std::string& path) {

@@ -13,6 +13,7 @@
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "fusefs/layer_format.h"
+#include "fusefs/workspace_root.h"
 #include "policy/policy.h"
 
 namespace cordon::launcher {
@@ -38,6 +39,9 @@ struct CowSession {
   bool running = false;  // its program still runs (cordon-fs answers, or the overlay's init lives)
   bool live_control = false;      // cordon-fs's control socket answers: snapshot/rollback go there
   std::optional<timespec> since;  // when the session started (its cow.json was written)
+  // The workspace directory the session ran on (cow.json); unset for a session recorded before
+  // cordon noted it, and for an imported one (a directory of the machine it ran on).
+  std::optional<fusefs::WorkspaceIdentity> workspace_id;
 };
 
 // Resolves ID and reads its cow record. *refused is set when the session exists but has no
@@ -59,6 +63,10 @@ policy::FilesystemPolicy review_policy(const CowSession& s, std::string* note);
 // A name, symlink target or message from the session, made safe for a terminal
 // (text::escaped, backslashes too): printed output cannot lie about what it shows.
 std::string shown(const std::string& s);
+
+// The session's workspace, opened once without following symlinks and, when the session noted
+// it, proven to be the directory it ran on (fusefs::open_workspace).
+Result<UniqueFd> open_session_workspace(const CowSession& s);
 
 // A connection to cordon-fs's control socket at `path`.
 Result<UniqueFd> connect_control(const std::string& path);

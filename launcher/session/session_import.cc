@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "fusefs/workspace_root.h"
 #include "launcher/session/session_archive.h"
 #include "launcher/session/session_store.h"
 
@@ -498,6 +499,14 @@ class Importer {
         {"origin_workspace", out_.origin_workspace},
         {"workspace", workspace_.empty() ? nlohmann::json() : nlohmann::json(workspace_)},
         {"imported_at", static_cast<int64_t>(::time(nullptr))}};
+    if (!workspace_.empty()) {
+      // The directory bound now, as commit will prove it is: a symlink swapped in later is
+      // refused as for a session recorded here.
+      ASSIGN_OR_RETURN(UniqueFd ws, fusefs::open_dir_nofollow(workspace_));
+      ASSIGN_OR_RETURN(fusefs::WorkspaceIdentity id, fusefs::identity_of(ws.get()));
+      marker["workspace_dev"] = id.dev;
+      marker["workspace_ino"] = id.ino;
+    }
     std::string text = marker.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     UniqueFd m(::openat(session.get(), kImportedMarker,
                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));

@@ -406,6 +406,10 @@ Status CowFsProcess::wait_ready() {
 
 Status write_cow_record(const std::string& session_dir, const CowRecord& r) {
   nlohmann::json j = {{"workspace", r.workspace}, {"backend", r.backend}};
+  if (r.workspace_id) {
+    j["workspace_dev"] = r.workspace_id->dev;
+    j["workspace_ino"] = r.workspace_id->ino;
+  }
   std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::string path = session_dir + "/cow.json";
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -428,7 +432,15 @@ Result<CowRecord> read_cow_record(int session_dir_fd) {
       !j["workspace"].is_string() || !j.contains("backend") || !j["backend"].is_string()) {
     return make_error("cow.json is not a cow record");
   }
-  return CowRecord{j["workspace"].get<std::string>(), j["backend"].get<std::string>()};
+  CowRecord r{j["workspace"].get<std::string>(), j["backend"].get<std::string>(), std::nullopt};
+  if (j.contains("workspace_dev") || j.contains("workspace_ino")) {
+    if (!j["workspace_dev"].is_number_unsigned() || !j["workspace_ino"].is_number_unsigned()) {
+      return make_error("cow.json's workspace_dev/workspace_ino are not numbers");
+    }
+    r.workspace_id = fusefs::WorkspaceIdentity{j["workspace_dev"].get<uint64_t>(),
+                                               j["workspace_ino"].get<uint64_t>()};
+  }
+  return r;
 }
 
 Result<CowFsProcess> start_cow_backend(const Session& session, LaunchPlan& plan) {
@@ -436,7 +448,10 @@ Result<CowFsProcess> start_cow_backend(const Session& session, LaunchPlan& plan)
     return CowFsProcess();
   }
   const SessionPaths& p = session.paths();
-  TRY(write_cow_record(p.dir, {plan.workspace, plan.cow_fuse ? "cordon-fs" : "overlay"}));
+  // The directory the program will work on, as the review commands must find it again.
+  ASSIGN_OR_RETURN(UniqueFd ws, fusefs::open_dir_nofollow(plan.workspace));
+  ASSIGN_OR_RETURN(fusefs::WorkspaceIdentity id, fusefs::identity_of(ws.get()));
+  TRY(write_cow_record(p.dir, {plan.workspace, plan.cow_fuse ? "cordon-fs" : "overlay", id}));
   if (!plan.cow_fuse) {
     return CowFsProcess();
   }

@@ -18,6 +18,7 @@
 
 #include "base/result.h"
 #include "base/unique_fd.h"
+#include "fusefs/workspace_root.h"
 #include "launcher/child_process.h"
 
 namespace cordon::launcher {
@@ -100,6 +101,9 @@ Result<CowFsProcess> spawn_cowfs(const CowFsSpawn& s);
 struct CowRecord {
   std::string workspace;
   std::string backend;  // "cordon-fs" | "overlay"
+  // The workspace directory itself (device, inode) when the session started: the review
+  // commands refuse a directory swapped in at that path since. Unset in older records.
+  std::optional<fusefs::WorkspaceIdentity> workspace_id;
 };
 Status write_cow_record(const std::string& session_dir, const CowRecord& r);
 Result<CowRecord> read_cow_record(int session_dir_fd);

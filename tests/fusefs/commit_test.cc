@@ -17,6 +17,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <set>
@@ -425,6 +426,47 @@ TEST(CommitTransaction, ChangesBelowADeletedDirectoryAreConflicts) {
   EXPECT_EQ(tree_state(m.lower()), before) << "nothing of a refused commit may be applied";
 }
 
+// Attack review F10: a chmod (or chown) on the host during the session changes neither size nor
+// mtime; the session's edit must be a conflict, not a commit that puts the old mode back.
+TEST(CommitTransaction, AHostChmodOrChownDuringTheSessionIsAConflict) {
+  CORDON_REQUIRE(fuse_available(), kFuseWhy);
+  MountedFs m(kOpenPolicy);
+  write_file(m.lower("config.yml"), "password: x\n");
+  write_file(m.lower("owned.yml"), "o\n");
+  ASSERT_EQ(::chmod(m.lower("config.yml").c_str(), 0644), 0);
+  timespec since = stamp_now(m.base("started"));
+  ASSERT_EQ(m.start(), "");
+  {
+    std::ofstream(m.mnt("config.yml"), std::ios::app) << "# edited\n";
+    std::ofstream(m.mnt("owned.yml"), std::ios::app) << "# edited\n";
+  }
+  m.stop();
+  ASSERT_EQ(::chmod(m.lower("config.yml").c_str(), 0600), 0);  // the user tightens it meanwhile
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    ASSERT_EQ(::chown(m.lower("owned.yml").c_str(), 4242, 4242), 0);
+  }
+  const std::string before = tree_state(m.lower());
+  CommitOptions o = commit_opts(m);
+  o.since = since;
+  auto r = commit_layers(m.lower(), m.upper(), o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  std::string all = ::testing::PrintToString(r->conflicts);
+  EXPECT_NE(all.find("config.yml: changed in the workspace since the session read it"),
+            std::string::npos)
+      << all;
+  if (root) {
+    EXPECT_NE(all.find("owned.yml: changed in the workspace since the session read it"),
+              std::string::npos)
+        << all;
+  }
+  EXPECT_TRUE(r->applied.empty());
+  EXPECT_EQ(tree_state(m.lower()), before) << "nothing of a refused commit may be applied";
+  struct stat st {};
+  ASSERT_EQ(::stat(m.lower("config.yml").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
 TEST(CommitTransaction, ProtectedChangesGoOnlyWhenNamed) {
   CORDON_REQUIRE(fuse_available(), kFuseWhy);
   MountedFs m(kOpenPolicy);  // the view lets them through: what reaches commit is what counts
@@ -466,9 +508,11 @@ TEST(CommitTransaction, ProtectedChangesGoOnlyWhenNamed) {
   EXPECT_EQ(read_file(m.lower("sub/.vscode/tasks.json")), "{}");
   EXPECT_EQ(::access(m.lower(".git/hooks").c_str(), F_OK), -1);
   // A parent that is not protected itself does not name what is beneath it.
-  o.only = {".github"};
+  o.only = {"sub"};
   r = commit_layers(m.lower(), m.upper(), o);
   ASSERT_TRUE(r.ok());
+  EXPECT_EQ(::access(m.lower("sub/.git").c_str(), F_OK), -1);
+  EXPECT_EQ(::access(m.lower("sub/.mcp.json").c_str(), F_OK), -1);
   EXPECT_EQ(::access(m.lower(".github/workflows").c_str(), F_OK), -1);
   o.only = {};
   o.include_protected = true;

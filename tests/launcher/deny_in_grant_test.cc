@@ -168,6 +168,111 @@ INSTANTIATE_TEST_SUITE_P(EveryRuleInEveryGrant, DenyInGrant,
                                   "In" + grant_name(std::get<1>(info.param));
                          });
 
+// Attack review F5: a symlink on the host gives a directory two spellings. A deny holds however
+// the grant and the deny spell it: grant through the alias and deny the real path, the other way
+// round, both through the alias, at the top of the grant and at depth; read and write grants.
+struct AliasCase {
+  bool grant_alias, deny_alias, deep, write;
+};
+
+class DenyThroughAlias : public ::testing::TestWithParam<AliasCase> {};
+
+TEST_P(DenyThroughAlias, DeniedFilesStayHidden) {
+  const AliasCase c = GetParam();
+  SandboxFixture f;
+  uid_t uid = f.make_workspace_owned();
+  const std::string real = f.home() + "/real", alias = f.home() + "/alias";
+  ASSERT_EQ(::mkdir(real.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((real + "/sub").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((real + "/sub/keys").c_str(), 0755), 0);
+  write_text(real + "/sub/keys/id", "TOPSECRET1\n");
+  write_text(real + "/sub/s.txt", "TOPSECRET2\n");
+  write_text(real + "/sub/ok.txt", "PUBLIC\n");
+  chown_tree(real, uid);
+  ASSERT_EQ(::symlink("real", alias.c_str()), 0);
+  const std::string g = (c.grant_alias ? alias : real) + (c.deep ? "/sub" : "");
+  const std::string d = (c.deny_alias ? alias : real) + "/sub";
+  write_text(f.home() + "/p.json",
+             std::string("{\"filesystem\": {\"") + (c.write ? "write" : "read") + "\": [\"" + g +
+                 "\"], \"deny\": [\"" + d + "/keys\", \"" + d + "/s.txt\"]}}");
+  // Every spelling the program might try; only the grant's exists inside.
+  const std::string in = g + (c.deep ? "" : "/sub");
+  std::string script = "cat '" + in + "/ok.txt'; ";
+  for (const std::string& base : {in, alias + "/sub", real + "/sub"}) {
+    script += "cat '" + base + "/keys/id' '" + base + "/s.txt' 2>&1; ls '" + base + "/keys' 2>&1; ";
+  }
+  auto r = f.run({"-q", "--policy", f.home() + "/p.json"}, {"/bin/sh", "-c", script});
+  if (c.write && (!fs_views_here() || (c.grant_alias && !c.deep))) {
+    // A deny in a write grant takes a view, and a view never serves a directory named through a
+    // symlink: refused at start, fail closed.
+    EXPECT_EQ(r.exit_code(), 125) << r.out << r.err;
+    EXPECT_EQ(r.out.find("PUBLIC"), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("PUBLIC"), std::string::npos) << "the grant works: " << r.out << r.err;
+  }
+  EXPECT_EQ(r.out.find("TOPSECRET"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.out.find("id\n"), std::string::npos) << "the denied directory is listable: " << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EverySpelling, DenyThroughAlias,
+    ::testing::Values(AliasCase{true, false, false, false}, AliasCase{false, true, false, false},
+                      AliasCase{true, true, false, false}, AliasCase{true, false, true, false},
+                      AliasCase{false, true, true, false}, AliasCase{true, false, false, true},
+                      AliasCase{false, true, false, true}, AliasCase{true, false, true, true},
+                      AliasCase{false, true, true, true}),
+    [](const auto& info) {
+      const AliasCase& c = info.param;
+      return std::string(c.write ? "Write" : "Read") + "Grant" +
+             (c.grant_alias ? "Alias" : "Real") + "Deny" + (c.deny_alias ? "Alias" : "Real") +
+             (c.deep ? "AtDepth" : "");
+    });
+
+// Attack review F9: a write grant served by a cordon-fs view writes the host at once, with no
+// review: no file there gets a setuid or setgid bit, whether made with it or chmodded to it.
+TEST(DenyInGrant, WriteGrantViewMakesNoSetuidFileOnTheHost) {
+  SandboxFixture f;
+  uid_t uid = f.make_workspace_owned();
+  const std::string g = f.home() + "/grant";
+  ASSERT_EQ(::mkdir(g.c_str(), 0755), 0);
+  write_text(g + "/old", "old\n", 0755);
+  chown_tree(g, uid);
+  write_text(f.home() + "/p.json",
+             "{\"filesystem\": {\"write\": [\"" + g + "\"], \"deny\": [\"**/*.key\"]}}");
+  const std::string script =
+      "cd '" + g +
+      "' || exit 99\n"
+      "echo x > made && chmod 4755 made; echo chmod_suid=$?\n"
+      "chmod 2755 old; echo chmod_sgid=$?\n"
+      "python3 -c 'import os; os.close(os.open(\"created\", os.O_CREAT | os.O_WRONLY, 0o6755))'; "
+      "echo create=$?\n"
+      "mkdir -m 2775 d; echo mkdir=$?\n"
+      "chmod 0700 old; echo chmod_plain=$?\n";
+  auto r = f.run({"-q", "--policy", f.home() + "/p.json"}, {"/bin/sh", "-c", script});
+  if (!fs_views_here()) {
+    EXPECT_EQ(r.exit_code(), 125) << r.out << r.err;  // the deny inside takes a view
+    return;
+  }
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  auto o = outcomes(r.out);
+  EXPECT_NE(o["chmod_suid"], "0") << r.out << r.err;
+  EXPECT_NE(o["chmod_sgid"], "0") << r.out << r.err;
+  EXPECT_EQ(o["create"], "0") << r.out << r.err;
+  EXPECT_EQ(o["chmod_plain"], "0") << "an ordinary chmod still works: " << r.out << r.err;
+  auto mode_of = [](const std::string& p) {
+    struct stat st {};
+    return ::lstat(p.c_str(), &st) == 0 ? st.st_mode & 07777 : 07777u;
+  };
+  EXPECT_EQ(mode_of(g + "/made") & (S_ISUID | S_ISGID), 0u) << std::oct << mode_of(g + "/made");
+  EXPECT_EQ(mode_of(g + "/created") & (S_ISUID | S_ISGID), 0u)
+      << std::oct << mode_of(g + "/created");
+  EXPECT_EQ(mode_of(g + "/created") & 0111, 0111u) << std::oct << mode_of(g + "/created");
+  EXPECT_EQ(mode_of(g + "/old"), 0700u) << std::oct << mode_of(g + "/old");
+  // A directory's setgid only hands its group on: it stays.
+  EXPECT_EQ(mode_of(g + "/d") & S_ISGID, static_cast<unsigned>(S_ISGID))
+      << std::oct << mode_of(g + "/d");
+}
+
 // The issue's own reproduction: an agent given its state directory plants a hook the host runs.
 TEST(DenyInGrant, TheAgentStateDirectoryKeepsItsSettingsAndHooks) {
   SandboxFixture f;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -169,7 +170,10 @@ TEST_P(ReviewAttack, PreparedGitDirsNestedReposAndAgentConfigNeverReachTheHost) 
     std::getline(lines, third);
     EXPECT_NE(first.find(" protected"), std::string::npos) << d.out;
     EXPECT_EQ(second.rfind("protected: ", 0), 0u) << d.out;
-    EXPECT_NE(third.find("[filesystem.protect["), std::string::npos) << d.out;
+    // A rule's name, or the mark of a new git directory (all of .git here, made by git init).
+    EXPECT_TRUE(third.find("[filesystem.protect[") != std::string::npos ||
+                third.find("[a new git directory: HEAD, objects/, refs/]") != std::string::npos)
+        << d.out;
   }
   auto c = cordon(f_, {"commit", "last"});
   ASSERT_EQ(c.exit_code(), 0) << c.err << c.out;
@@ -350,6 +354,179 @@ TEST_P(ReviewAttack, CommitKilledMidwayIsUndoneByDiscardOrFinishedByCommit) {
   EXPECT_EQ(::access((dir + "/commit.journal").c_str(), F_OK), -1);
   for (const auto& e : fs::directory_iterator(f_.ws())) {
     EXPECT_EQ(e.path().filename().string().rfind(".cordon-commit-", 0), std::string::npos);
+  }
+}
+
+// Attack review F1: after the session the workspace's owner swaps it for a symlink to a directory
+// only the committer (root) can write, then a real directory of theirs. Every review command
+// refuses both (nothing lands in either); with the original back in place the commit goes.
+TEST_P(ReviewAttack, WorkspaceSwappedForSymlinkOrOtherDirIsRefused) {
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", "echo x > evil.cron && mkdir d && echo y > d/f"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  TempDir target;  // stands for /etc: the committer's, not the owner's
+  const std::string ws = f_.ws(), orig = f_.ws() + ".orig";
+  ASSERT_EQ(::rename(ws.c_str(), orig.c_str()), 0);
+  ASSERT_EQ(::symlink(target.path().c_str(), ws.c_str()), 0);
+  auto d = cordon(f_, {"diff", "last"});
+  EXPECT_EQ(d.exit_code(), 1) << d.out << d.err;
+  EXPECT_NE(d.err.find("is reached through a symlink now"), std::string::npos) << d.err;
+  auto c = cordon(f_, {"commit", "last"});
+  EXPECT_EQ(c.exit_code(), 1) << c.out << c.err;
+  EXPECT_NE(c.err.find("the workspace was replaced since the session"), std::string::npos) << c.err;
+  EXPECT_TRUE(fs::is_empty(target.path())) << tree_state(target.path());
+  // A real directory at the path, not the one the session ran on.
+  ASSERT_EQ(::unlink(ws.c_str()), 0);
+  ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
+  c = cordon(f_, {"commit", "last"});
+  EXPECT_EQ(c.exit_code(), 1) << c.out << c.err;
+  EXPECT_NE(c.err.find("the workspace was replaced since the session: " + ws + " is another "),
+            std::string::npos)
+      << c.err;
+  EXPECT_TRUE(fs::is_empty(ws));
+  // The original back: the same commit applies.
+  ASSERT_EQ(::rmdir(ws.c_str()), 0);
+  ASSERT_EQ(::rename(orig.c_str(), ws.c_str()), 0);
+  c = cordon(f_, {"commit", "last"});
+  ASSERT_EQ(c.exit_code(), 0) << c.out << c.err;
+  EXPECT_EQ(read_text(ws + "/d/f"), "y\n");
+  EXPECT_EQ(read_text(ws + "/evil.cron"), "x\n");
+}
+
+// A session recorded before cordon noted its workspace directory: commit needs the user's word
+// (--unverified-workspace) that the path is still that directory.
+TEST_P(ReviewAttack, SessionWithoutWorkspaceIdentityCommitsOnlyWhenTold) {
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", "echo x > new.txt"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  const std::string dir = new_session_dir(f_);
+  ASSERT_FALSE(dir.empty());
+  auto rec = nlohmann::json::parse(read_text(dir + "/cow.json"));
+  ASSERT_TRUE(rec.contains("workspace_ino")) << rec.dump();
+  rec.erase("workspace_dev");
+  rec.erase("workspace_ino");
+  write_text(dir + "/cow.json", rec.dump() + "\n", 0600);
+  auto c = cordon(f_, {"commit", "last"});
+  EXPECT_EQ(c.exit_code(), 1) << c.out << c.err;
+  EXPECT_NE(c.err.find("commit with --unverified-workspace"), std::string::npos) << c.err;
+  EXPECT_EQ(::access((f_.ws() + "/new.txt").c_str(), F_OK), -1);
+  c = cordon(f_, {"commit", "last", "--unverified-workspace"});
+  ASSERT_EQ(c.exit_code(), 0) << c.out << c.err;
+  EXPECT_EQ(read_text(f_.ws() + "/new.txt"), "x\n");
+}
+
+// F1 done by the program itself: a write grant on a parent of the workspace lets it re-point a
+// directory on the workspace's path at another directory during the session.
+TEST_P(ReviewAttack, WorkspaceRepointedThroughAWriteGrantIsRefused) {
+  TempDir parent, target;
+  const std::string h = parent.path(), proj = h + "/a/proj";
+  ASSERT_EQ(::mkdir((h + "/a").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(proj.c_str(), 0755), 0);
+  give_to_owner(h);
+  const std::string script = "echo x > evil.cron && mv " + h + "/a " + h + "/b && mkdir " + h +
+                             "/c && ln -s " + target.path() + " " + h + "/c/proj && ln -s c " + h +
+                             "/a && echo re-pointed";
+  auto r = run_program(
+      {cordon_bin(), "run", "-q", "--workspace", proj, "--write", h, "--", "/bin/sh", "-c", script},
+      RunSpec{.env = f_.env(), .cwd = proj});
+  if (!fs_views_here()) {
+    // A write grant takes a view (the default deny rules reach into it): refused at start.
+    EXPECT_EQ(r.exit_code(), 125) << r.out << r.err;
+    EXPECT_EQ(r.out.find("re-pointed"), std::string::npos) << r.out;
+    return;
+  }
+  ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
+  ASSERT_NE(r.out.find("re-pointed"), std::string::npos) << r.out;
+  auto c = run_program({cordon_bin(), "commit", "last"}, RunSpec{.env = f_.env(), .cwd = h});
+  EXPECT_EQ(c.exit_code(), 1) << c.out << c.err;
+  EXPECT_NE(c.err.find("is reached through a symlink now"), std::string::npos) << c.err;
+  EXPECT_TRUE(fs::is_empty(target.path())) << tree_state(target.path());
+  EXPECT_EQ(::access((h + "/b/proj/evil.cron").c_str(), F_OK), -1);
+}
+
+// Attack review F3: what git and other tools run from a workspace, beyond the old protect list: a
+// bare repository made anywhere (its config's core.pager runs on `git branch`), the hooks
+// directory core.hooksPath names, .github/ as a whole, and the one-file CI and tool configs.
+TEST_P(ReviewAttack, BareReposHooksPathAndToolConfigsNeverReachTheHost) {
+  ASSERT_EQ(::mkdir((f_.ws() + "/.git").c_str(), 0755), 0);
+  write_text(f_.ws() + "/.git/config", "[core]\n\tbare = false\n\thooksPath = .githooks\n");
+  ASSERT_EQ(::mkdir((f_.ws() + "/.githooks").c_str(), 0755), 0);
+  write_text(f_.ws() + "/.githooks/pre-commit", "#!/bin/sh\nexit 0\n", 0755);
+  give_to_owner(f_.ws());
+  const std::string before_hook = read_text(f_.ws() + "/.githooks/pre-commit");
+  const char* kScript =
+      "mkdir -p vendor/lib/objects vendor/lib/refs/heads && echo 'ref: refs/heads/main' > "
+      "vendor/lib/HEAD && printf '[core]\\n\\tpager = touch PWNED\\n' > vendor/lib/config\n"
+      "printf '#!/bin/sh\\ntouch PWNED\\n' > .githooks/pre-commit\n"
+      "mkdir -p .github/actions/a && echo 'runs: {using: node20}' > .github/actions/a/action.yml\n"
+      "for f in .gitlab-ci.yml .npmrc .yarnrc.yml .zshenv .devcontainer.json; do echo x > $f; "
+      "done\n"
+      "mkdir -p .cargo && echo x > .cargo/config.toml && echo x > .cargo/config\n"
+      "echo fine > ok.txt\n"
+      "exit 0";
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", kScript});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  auto d = cordon(f_, {"diff", "last", "--stat"});
+  ASSERT_EQ(d.exit_code(), 0) << d.err;
+  EXPECT_NE(d.out.find("vendor/lib/config"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("[a new git directory: HEAD, objects/, refs/]"), std::string::npos) << d.out;
+  auto c = cordon(f_, {"commit", "last"});
+  ASSERT_EQ(c.exit_code(), 0) << c.out << c.err;
+  EXPECT_EQ(read_text(f_.ws() + "/ok.txt"), "fine\n");
+  for (const char* p : {"/vendor/lib/config", "/vendor/lib/HEAD", "/.github/actions/a/action.yml",
+                        "/.gitlab-ci.yml", "/.npmrc", "/.yarnrc.yml", "/.zshenv",
+                        "/.devcontainer.json", "/.cargo/config.toml", "/.cargo/config"}) {
+    EXPECT_EQ(::access((f_.ws() + p).c_str(), F_OK), -1) << p << " reached the workspace\n"
+                                                         << c.out;
+  }
+  EXPECT_EQ(read_text(f_.ws() + "/.githooks/pre-commit"), before_hook);
+}
+
+// Attack review F6-F8: changes that look harmless in a listing are warned about in `cordon diff`
+// and beside what `cordon commit` applied.
+TEST_P(ReviewAttack, RiskyModesLinksFifosAndDisguisedScriptsAreWarned) {
+  write_text(f_.ws() + "/data", "a file\n");
+  write_text(f_.ws() + "/run.sh", "#!/bin/sh\necho hi\n", 0755);
+  write_text(f_.ws() + "/tool", "echo tool\n", 0755);
+  write_text(f_.ws() + "/shared", "s\n", 0644);
+  give_to_owner(f_.ws());
+  const char* kScript =
+      "echo x > open && chmod 0777 open && mkdir pub && chmod 0777 pub && chmod 0666 shared\n"
+      "ln -s /etc/passwd out && ln -s ../../x up && ln -s sub/in inside\n"
+      "rm data && mkfifo data\n"
+      "printf '#!/bin/sh\\necho evil\\n\\000' > run.sh && printf 'echo tool\\n\\000' > tool\n"
+      "printf 'print(1)\\n\\000\\nimport os\\n' > c.py && printf '\\177ELF\\000\\001' > bin\n";
+  auto r = f_.run({"-q"}, {"/bin/sh", "-c", kScript});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  auto d = cordon(f_, {"diff", "last", "--stat"});
+  ASSERT_EQ(d.exit_code(), 0) << d.err;
+  auto line_of = [&](const std::string& text, const std::string& path) {
+    for (const auto& l : lines_of(text)) {
+      if (l.find(" " + path + " ") != std::string::npos ||
+          l.find(" " + path + "/ ") != std::string::npos) {
+        return l;
+      }
+    }
+    return std::string();
+  };
+  EXPECT_NE(line_of(d.out, "open").find("world-writable"), std::string::npos) << d.out;
+  EXPECT_NE(line_of(d.out, "pub").find("world-writable"), std::string::npos) << d.out;
+  EXPECT_NE(line_of(d.out, "shared").find("world-writable now"), std::string::npos) << d.out;
+  EXPECT_NE(line_of(d.out, "out").find("symlink out of the workspace"), std::string::npos) << d.out;
+  EXPECT_NE(line_of(d.out, "up").find("symlink out of the workspace"), std::string::npos) << d.out;
+  EXPECT_EQ(line_of(d.out, "inside").find("symlink out of"), std::string::npos) << d.out;
+  EXPECT_NE(line_of(d.out, "data").find("a FIFO replaces a file"), std::string::npos) << d.out;
+  EXPECT_NE(line_of(d.out, "run.sh").find("starts with #! but holds a NUL byte"), std::string::npos)
+      << d.out;
+  EXPECT_NE(line_of(d.out, "tool").find("executable text turned binary"), std::string::npos)
+      << d.out;
+  EXPECT_NE(line_of(d.out, "c.py").find("text with a NUL byte"), std::string::npos) << d.out;
+  EXPECT_EQ(line_of(d.out, "bin").find("NUL"), std::string::npos) << "a real binary: " << d.out;
+  auto c = cordon(f_, {"commit", "last"});
+  ASSERT_EQ(c.exit_code(), 0) << c.out << c.err;
+  for (const char* w :
+       {"cordon: warning: open: world-writable", "cordon: warning: out: symlink out",
+        "cordon: warning: data: a FIFO replaces a file",
+        "cordon: warning: run.sh: starts with #!"}) {
+    EXPECT_NE(c.out.find(w), std::string::npos) << w << "\n" << c.out;
   }
 }
 

@@ -172,7 +172,7 @@ TEST(DecideWrite, ProtectPatternsAreAnchoredAtTheGrantHoldingTheHostPath) {
   EXPECT_EQ(f.decide_write("~/.claude/x/.claude/hooks"), rule("**/.claude/**"));
   EXPECT_EQ(f.decide_write("/home/alice/.claude/.bashrc"), rule("**/.bashrc"));
   EXPECT_EQ(f.decide_write("/srv/other/.claude/settings.json"), rule("**/.claude/**"));
-  EXPECT_EQ(f.decide_write("/srv/other/.github/workflows/ci.yml"), rule("**/.github/workflows/**"));
+  EXPECT_EQ(f.decide_write("/srv/other/.github/workflows/ci.yml"), rule("**/.github/**"));
   EXPECT_EQ(f.decide_write("/srv/other/src/a.c"), (Decision{true, "filesystem.write[1]"}));
   // A name that only starts like the grant is not held by it: matched from "/".
   EXPECT_EQ(f.decide_write("/home/alice/.claude2/.claude/x"), rule("**/.claude/**"));

@@ -82,8 +82,13 @@ nlohmann::json files_view(const std::string& session_id) {
   std::string note;
   policy::FilesystemPolicy pol = review_policy(*s, &note);
   // An imported session bound to no workspace is shown against nothing (cow_session.h).
-  auto changes = fusefs::diff_layers(s->lower, s->upper, &pol, s->format);
-  UniqueFd lower(::open(s->lower.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  auto ws = open_session_workspace(*s);
+  if (!ws.ok()) {
+    out["note"] = text::one_line(ws.error().to_string(), 500);
+    return out;
+  }
+  UniqueFd lower = std::move(*ws);
+  auto changes = fusefs::diff_layers(lower.get(), s->lower, s->upper, &pol, s->format);
   UniqueFd upper(::open(s->upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!changes.ok() || !lower || !upper) {
     out["note"] = changes.ok() ? "the workspace or the session's layer cannot be opened"
