@@ -31,7 +31,13 @@ WORK=$(mktemp -d /var/tmp/cordon-container.XXXXXX)
 chmod 755 "$WORK"
 cleanup() {
   if [ -n "${ROOTLESS_HOME:-}" ]; then
+    # Rootless podman keeps a pause process holding its user namespace; it outlives the reset.
+    local pause
+    pause=$(cat "$ROOTLESS_HOME/run/libpod/tmp/pause.pid" 2>/dev/null || true)
     as_user podman system reset --force >/dev/null 2>&1 || true
+    if [ -n "$pause" ] && [ "$(stat -c %U "/proc/$pause" 2>/dev/null)" = "$ROOTLESS_USER" ]; then
+      kill "$pause" 2>/dev/null || true
+    fi
   fi
   rm -rf "$WORK"
 }
