@@ -14,6 +14,7 @@
 
 #include "base/unique_fd.h"
 #include "launcher/limits/limits.h"
+#include "launcher/sandbox/container_fixes.h"
 #include "launcher/sandbox/landlock.h"
 #include "launcher/sandbox/seccomp.h"
 #include "launcher/sandbox/userns.h"
@@ -118,11 +119,7 @@ Check check_namespaces(const SandboxTrial& t) {
   if (!t.hostname.ok()) {
     return Check{name, State::Missing,
                  "user, mount, pid, net, ipc, uts namespaces created; " + said(t.hostname),
-                 "every run stops at its hostname step",
-                 "a container's seccomp profile refuses sethostname (podman's default does): "
-                 "podman run --security-opt seccomp=unconfined or a profile allowing "
-                 "sethostname; Kubernetes: securityContext.seccompProfile.type: Unconfined or a "
-                 "Localhost profile allowing it"};
+                 "every run stops at its hostname step", kHostnameSeccompFix};
   }
   std::string restriction = userns_restriction(read_userns_settings());
   std::string measured =
@@ -139,11 +136,7 @@ Check check_proc(const SandboxTrial& t) {
   }
   return Check{"/proc", State::Missing, said(t.proc),
                "every run stops when it mounts the sandbox's /proc",
-               t.clone.ok() ? "the container's /proc is masked (paths mounted over it): "
-                              "Kubernetes: securityContext.procMount: Unmasked (with "
-                              "spec.hostUsers: false); podman: --security-opt unmask=ALL; "
-                              "docker: --security-opt systempaths=unconfined"
-                            : "fix the namespaces row first"};
+               t.clone.ok() ? kProcMaskedFix : "fix the namespaces row first"};
 }
 
 Check check_seccomp() {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/sandbox/container_fixes.h"
+
 namespace cordon::launcher {
 namespace {
 
@@ -170,10 +172,12 @@ Status mask(const std::string& dst, bool dir) {
 
 Status mount_proc(const std::string& dst, bool nested_sandbox) {
   TRY(ensure_mountpoint(dst, true));
-  TRY(do_mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr,
-               "procfs can only be mounted where the host's /proc is not partly covered by other "
-               "mounts (e.g. inside some containers); run cordon on the host or with an "
-               "unobstructed /proc"));
+  const std::string hint =
+      std::string(
+          "procfs can only be mounted where the host's /proc is not partly covered by "
+          "other mounts; in a container: ") +
+      kProcMaskedFix;
+  TRY(do_mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr, hint.c_str()));
   if (nested_sandbox) {
     // The kernel lets a nested sandbox mount its own procfs only while this one is fully
     // visible, with nothing mounted over any part of it. Without the read-only binds below the

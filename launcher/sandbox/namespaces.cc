@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "launcher/sandbox/container_fixes.h"
 #include "launcher/sandbox/userns.h"
 
 namespace cordon::launcher {
@@ -71,7 +72,7 @@ Status enter_cgroup_namespace_in_child() {
 
 Status set_hostname_in_child(const std::string& hostname) {
   if (::sethostname(hostname.data(), hostname.size()) != 0) {
-    return sys_error("sethostname(\"" + hostname + "\")");
+    return sys_error("sethostname(\"" + hostname + "\")", kHostnameSeccompFix);
   }
   return {};
 }

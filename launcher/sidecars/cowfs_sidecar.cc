@@ -2,6 +2,7 @@
 #include "launcher/sidecars/cowfs_sidecar.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/nsfs.h>
 #include <poll.h>
 #include <signal.h>
@@ -195,6 +196,18 @@ std::string cordon_fs_unavailable_reason() {
     return "no_new_privs is set (a container's allowPrivilegeEscalation: false, or setpriv "
            "--no-new-privs), so the setuid fusermount3 cannot mount FUSE for uid " +
            std::to_string(::geteuid());
+  }
+  // Without CAP_SYS_ADMIN in the bounding set (a container's capabilities: drop: [ALL], podman
+  // --cap-drop=ALL) the setuid fusermount3 runs as uid 0 with no capability, and its mount fails
+  // with EPERM just the same.
+  if (::geteuid() != 0 && ::prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) == 0) {
+    return "CAP_SYS_ADMIN is not in the capability bounding set (a container's capabilities: "
+           "drop: [ALL], podman --cap-drop=ALL), so the setuid fusermount3 cannot mount FUSE for "
+           "uid " +
+           std::to_string(::geteuid()) +
+           "; in a container with its own user namespace add it there: podman --cap-add "
+           "SYS_ADMIN, Kubernetes capabilities.add: [SYS_ADMIN] with hostUsers: false and "
+           "allowPrivilegeEscalation: true";
   }
   return "";
 }

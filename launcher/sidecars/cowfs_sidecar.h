@@ -28,8 +28,10 @@ namespace cordon::launcher {
 std::string find_cowfs_binary();
 
 // Why cow mode cannot go through cordon-fs on this host ("" when it can): $CORDON_COW_BACKEND set
-// to "overlay", no cordon-fs binary, or /dev/fuse not usable by this uid (this host keeps it 0600:
-// rootless FUSE is impossible there, and cow falls back to kernel overlayfs).
+// to "overlay", no cordon-fs binary, /dev/fuse not usable by this uid (this host keeps it 0600:
+// rootless FUSE is impossible there, and cow falls back to kernel overlayfs), or a setuid
+// fusermount3 that cannot gain the privilege to mount (no_new_privs, no CAP_SYS_ADMIN in the
+// bounding set).
 std::string cowfs_unavailable_reason();
 // The same without the choice of backend: whether cordon-fs can mount here at all.
 std::string cordon_fs_unavailable_reason();

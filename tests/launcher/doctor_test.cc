@@ -287,6 +287,56 @@ TEST(Doctor, UnderNoNewPrivsAnOrdinaryUserIsToldFusermountCannotMountAndCowFalls
   EXPECT_EQ(rows_of(doctor({"--json"}, state.path(), user))["/dev/fuse"].state, "ok");
 }
 
+// PROGRAM as USER with CAP_SYS_ADMIN out of the bounding set, as a container's --cap-drop=ALL
+// leaves an ordinary user (setpriv drops it as root, then becomes the user).
+RunResult without_sys_admin(const std::vector<std::string>& program, const std::string& state,
+                            const UserIds& user, const std::string& cwd = "") {
+  std::vector<std::string> argv = {"setpriv",
+                                   "--bounding-set=-sys_admin",
+                                   "--reuid=" + std::to_string(user.uid),
+                                   "--regid=" + std::to_string(user.gid),
+                                   "--clear-groups",
+                                   "--"};
+  argv.insert(argv.end(), program.begin(), program.end());
+  RunSpec spec;
+  spec.env =
+      std::vector<std::string>{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                               "HOME=" + state, "CORDON_STATE_DIR=" + state};
+  spec.cwd = cwd;
+  return run_program(argv, spec);
+}
+
+TEST(Doctor, WithoutSysAdminInTheBoundingSetFusermountCannotMountAndCowFallsBack) {
+  // The setuid fusermount3 gains uid 0 but no capability the bounding set lacks: its mount fails
+  // with EPERM, so the row must not say ok, and a cow run must go through overlayfs, not stop.
+  CORDON_REQUIRE(::geteuid() == 0, "root, to drop CAP_SYS_ADMIN from the bounding set");
+  std::optional<UserIds> user = cordon::testing::fuse_user();
+  CORDON_REQUIRE(user.has_value(), "a user that may open /dev/fuse (tests/run.sh makes one)");
+  TempDir state, ws;
+  ASSERT_EQ(::chown(state.path().c_str(), user->uid, user->gid), 0);
+  ASSERT_EQ(::chown(ws.path().c_str(), user->uid, user->gid), 0);
+  auto rows = rows_of(
+      without_sys_admin({build_path("launcher/cordon"), "doctor", "--json"}, state.path(), *user));
+  const Row& fuse = rows["/dev/fuse"];
+  EXPECT_EQ(fuse.state, "degraded") << fuse.measured;
+  EXPECT_NE(fuse.measured.find("CAP_SYS_ADMIN is not in the capability bounding set"),
+            std::string::npos)
+      << fuse.measured;
+  EXPECT_NE(fuse.fix.find("podman --cap-add SYS_ADMIN"), std::string::npos) << fuse.fix;
+
+  RunResult run = without_sys_admin({build_path("launcher/cordon"), "run", "-w", ws.path(), "--",
+                                     "sh", "-c", "echo written > new.txt"},
+                                    state.path(), *user, ws.path());
+  EXPECT_EQ(run.exit_code(), 0) << run.err;
+  EXPECT_NE(run.err.find("copy-on-write through kernel overlayfs, not cordon-fs (CAP_SYS_ADMIN"),
+            std::string::npos)
+      << run.err;
+  EXPECT_FALSE(std::filesystem::exists(ws / "new.txt"));
+  RunResult diff =
+      without_sys_admin({build_path("launcher/cordon"), "diff", "last"}, state.path(), *user);
+  EXPECT_NE(diff.out.find("+written"), std::string::npos) << diff.out << diff.err;
+}
+
 TEST(Doctor, ANonexistentStateDirIsAClearUsageError) {
   TempDir state;
   std::string missing = state / "no-such-dir";
