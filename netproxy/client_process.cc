@@ -114,8 +114,7 @@ pid_t parent_of(pid_t pid) {
   // "pid (comm) state ppid ...": comm may hold anything, so the fields are read after its ')'.
   const size_t close = stat.rfind(')');
   int ppid = 0;
-  if (close == std::string::npos ||
-      std::sscanf(stat.c_str() + close + 1, " %*c %d", &ppid) != 1) {
+  if (close == std::string::npos || std::sscanf(stat.c_str() + close + 1, " %*c %d", &ppid) != 1) {
     return 0;
   }
   return ppid;

@@ -24,7 +24,8 @@ inline constexpr double kEncodedEntropy = 3.0;
 std::optional<std::string> tunnel_shaped(std::string_view name);
 
 // The rule refusals name.
-inline constexpr const char* kTunnelRule = "network (only * allows it: a name shaped like a DNS tunnel)";
+inline constexpr const char* kTunnelRule =
+    "network (only * allows it: a name shaped like a DNS tunnel)";
 
 // True when `d` allows only because of a bare `*` entry (every name).
 inline bool allowed_by_any_name(const policy::NetDecision& d) {

@@ -10,7 +10,7 @@ namespace {
 TEST(DnsTunnel, EncodedLabelsAndLongNamesAreTunnelShaped) {
   for (const char* name :
        {"mzxw6ytboi4dqnrxg4ytqmjqgq3tmnzs.t1.exfil.evil.test",  // base32 of data
-        "6b3f9c0e21a7d458aa90.evil.test",                        // 20 hex digits
+        "6b3f9c0e21a7d458aa90.evil.test",                       // 20 hex digits
         "a1b2c3d4e5f6g7h8.evil.test",
         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.evil.test"}) {  // 41: longer than any label kept
     EXPECT_TRUE(tunnel_shaped(name).has_value()) << name;
