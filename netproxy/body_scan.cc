@@ -66,6 +66,13 @@ BodyScanner::BodyScanner(const std::vector<std::string>& secrets) {
   for (uint32_t i = 0; i < secrets.size(); ++i) {
     const std::string_view s = secrets[i];
     add(i, SecretForm::Raw, std::string(s));
+    std::string lowered(s);
+    for (char& ch : lowered) {
+      ch = ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch;
+    }
+    if (lowered != s && s.size() >= 12) {
+      add(i, SecretForm::RawLower, std::move(lowered));
+    }
     add(i, SecretForm::HexLower, hex_of(s, "0123456789abcdef"));
     add(i, SecretForm::HexUpper, hex_of(s, "0123456789ABCDEF"));
     // The secret starts at one of three offsets within a 3-byte group of whatever was encoded;
@@ -225,6 +232,9 @@ std::string encoding_of(const BodyScan::Match& m) {
   std::string form;
   switch (m.form) {
     case SecretForm::Raw:
+      break;
+    case SecretForm::RawLower:
+      form = "lower-case";
       break;
     case SecretForm::HexLower:
     case SecretForm::HexUpper:

@@ -12,6 +12,8 @@ namespace cordon::netproxy {
 // How a secret was written where it was found.
 enum class SecretForm : uint8_t {
   Raw,       // the bytes themselves
+  RawLower,  // the bytes with A-Z lowered, for a secret that has capitals (what a DNS name
+             // carrying it becomes once a resolver or the stub dropped its case)
   HexLower,  // each byte as two hex digits
   HexUpper,
   Base64,       // standard alphabet, at any of the three byte alignments, padding not needed
@@ -22,9 +24,10 @@ enum class SecretForm : uint8_t {
 
 // The automaton for one session's secrets (Aho-Corasick over every form of every secret): built
 // once, then shared read-only by every body's BodyScan. For each secret the patterns are its raw
-// bytes, hex in lower and upper case, the part of its base64 (standard and URL alphabets) that
-// does not depend on the bytes around it, for each of the three alignments it can start at, and
-// the same for base32 (lower and upper case, five alignments; none under 16 characters).
+// bytes (and lowered, when it has capitals and 12 bytes or more), hex in lower and upper case, the
+// part of its base64 (standard and URL alphabets) that does not depend on the bytes around it, for
+// each of the three alignments it can start at, and the same for base32 (lower and upper case, five
+// alignments; none under 16 characters).
 class BodyScanner {
  public:
   explicit BodyScanner(const std::vector<std::string>& secrets);

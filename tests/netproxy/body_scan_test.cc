@@ -310,6 +310,13 @@ TEST(BodyScan, ANameCarryingASecretIsFoundHoweverItIsCut) {
     ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   }
   wants.push_back({upper.substr(0, 50) + "." + upper.substr(50) + ".example", 1, "hex"});
+  // A secret with capitals, its case dropped on the way (resolvers, the stub, getent): found.
+  std::string lowered = kCanary;
+  for (char& ch : lowered) {
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  wants.push_back({lowered + ".other.test", 0, "lower-case"});
+  wants.push_back({kCanary + ".other.test", 0, ""});
   for (const auto& w : wants) {
     SCOPED_TRACE(w.name);
     auto hit = find_secret_in_name(sc, w.name);
