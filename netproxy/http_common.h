@@ -61,6 +61,16 @@ RuleRefusal refuse_obs_fold(Context& ctx, std::string_view host, uint16_t port,
                             std::string_view method, const std::string& client,
                             std::string_view mode, const std::string& url);
 
+// A request sent to a server directly (transparent plain HTTP, inspected HTTPS) names a path
+// (origin-form, "*" for OPTIONS). A URL there (absolute-form) names a host of its own, which a
+// server or a proxy behind it may go to instead of the one decided on: std::nullopt for
+// origin-form, else the 400 and its net.refused event (rule "network (request target)").
+std::optional<RuleRefusal> refuse_unless_origin_form(Context& ctx, std::string_view host,
+                                                     uint16_t port, std::string_view method,
+                                                     std::string_view target,
+                                                     const std::string& client,
+                                                     std::string_view mode, const std::string& url);
+
 // A deadline per operation on a tcp_stream. Plain sockets are only used for connections under
 // the idle sweeper (`watched` below), which keeps one deadline for the whole connection.
 inline void set_deadline(beast::tcp_stream& s, Millis timeout) { s.expires_after(timeout); }

@@ -305,6 +305,31 @@ RuleRefusal refuse_obs_fold(Context& ctx, std::string_view host, uint16_t port,
   return r;
 }
 
+std::optional<RuleRefusal> refuse_unless_origin_form(Context& ctx, std::string_view host,
+                                                     uint16_t port, std::string_view method,
+                                                     std::string_view target,
+                                                     const std::string& client,
+                                                     std::string_view mode,
+                                                     const std::string& url) {
+  if ((!target.empty() && target.front() == '/') || (method == "OPTIONS" && target == "*")) {
+    return std::nullopt;
+  }
+  RuleRefusal r{http::status::bad_request,
+                "cordon: " + std::string(method) + " " + std::string(host) +
+                    " refused: the request names a URL, not a path (absolute-form sent to a "
+                    "server, RFC 9112 3.2); send the path alone"};
+  ctx.emit("net.refused", {{"name", std::string(host)},
+                           {"port", port},
+                           {"mode", std::string(mode)},
+                           {"decision", "deny"},
+                           {"rule", "network (request target)"},
+                           {"client", client},
+                           {"method", std::string(method)},
+                           {"url", url},
+                           {"reason", r.line}});
+  return r;
+}
+
 void emit_http(const Context& ctx, const Upstream& up, std::string_view method,
                std::string_view url, std::string_view name, uint16_t port, unsigned status,
                uint64_t req_bytes, uint64_t resp_bytes, std::string_view mode,
@@ -598,6 +623,11 @@ asio::awaitable<void> serve_http_transparent(Context& ctx, tcp::socket client,
     if (folded) {
       auto r = refuse_obs_fold(ctx, site, up.port, method, up.client, "transparent", url);
       co_await send_refusal(ctx, client, req.version(), r.status, r.line, false);
+      break;
+    }
+    if (auto r = refuse_unless_origin_form(ctx, site, up.port, method, target, up.client,
+                                           "transparent", url)) {
+      co_await send_refusal(ctx, client, req.version(), r->status, r->line, false);
       break;
     }
     // Every request on the connection must name the host the connection was decided for: a

@@ -143,6 +143,11 @@ asio::awaitable<void> serve_requests(Context& ctx, TlsStream& cs, TlsStream& us,
       co_await send_line(ctx, cs, refused.status, refused.line, false);
       co_return;
     }
+    if (auto refused = refuse_unless_origin_form(ctx, r.name, r.port, r.method, r.target, r.client,
+                                                 "inspect", r.url)) {
+      co_await send_line(ctx, cs, refused->status, refused->line, false);
+      co_return;
+    }
     auto refusal = judge_request_head(ctx, r, p);
     if (!refusal) {
       refusal =

@@ -537,6 +537,20 @@ TEST_F(NetproxyTransparent, MalformedFirstFlightsAreRefusedNotRelayed) {
   }
 }
 
+// A request sent to a server names a path: a URL in its place names another host, which the
+// server (or a proxy behind it) may go to instead of the one decided on. Refused with 400.
+TEST_F(NetproxyTransparent, AUrlAsTheRequestTargetIsRefused) {
+  auto r = box_->curl({"-s", "-o", "/dev/null", "-w", "%{http_code}", "--request-target",
+                       "http://other.test/hello.txt", url("http", "api.test", "/hello.txt")});
+  EXPECT_EQ(r.out, "400") << r.err << dump_events(box_->events());
+  auto ok = box_->curl({url("http", "api.test", "/hello.txt")});
+  EXPECT_EQ(ok.out, "hello through cordon\n") << ok.err;
+  auto refused = wait_events(box_->events(), "net.refused", 1);
+  ASSERT_EQ(refused.size(), 1u) << dump_events(box_->events());
+  EXPECT_EQ(refused[0]["rule"], "network (request target)");
+  EXPECT_EQ(refused[0]["name"], "api.test");
+}
+
 // A host with network.rules is reached only by HTTP or TLS: any other stream to it would pass
 // with no rule applied, so it is refused before anything is dialled.
 TEST_F(NetproxyTransparent, AnInspectedHostTakesNoOpaqueStream) {
