@@ -399,7 +399,7 @@ int main(int argc, char** argv) {
       ->add_option("--from", log_verify_from,
                    "With --verify: check session ID's lines in FILE (`-`: standard input), a "
                    "stream that mixes the record with other output, such as a container's log "
-                   "under --events-to stdout: lines that claim the session and are not in its "
+                   "that also carries the record: lines that claim the session and are not in its "
                    "hash chain are named")
       ->needs("--verify")
       ->type_name("FILE");

@@ -184,8 +184,11 @@ TEST(CowFsLayers, CopyUpPreservesModeTimesXattrsAndRecordsOrigin) {
   EXPECT_EQ(da.st_mode & 07777, 0751u);
   EXPECT_EQ(db.st_mode & 07777, 0705u);
   std::string origin = read_file(m.upper("a/b/.wh..wh.orig.file"));
+  // inode, size, mtime, then mode, uid and gid: a host chmod or chown is a conflict too.
   EXPECT_EQ(origin, std::to_string(lst.st_ino) + " 8 " +
-                        std::to_string(1600000000LL * 1000000000 + 2) + "\n");
+                        std::to_string(1600000000LL * 1000000000 + 2) + " " +
+                        std::to_string(lst.st_mode & 07777) + " " + std::to_string(lst.st_uid) +
+                        " " + std::to_string(lst.st_gid) + "\n");
   EXPECT_EQ(read_file(m.lower("a/b/file")), "original");
 }
 

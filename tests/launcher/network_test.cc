@@ -897,10 +897,10 @@ TEST(Network, ConcurrentConnectionCapsAreReachedExactly) {
   ASSERT_EQ(r.exit_code(), 0) << r.out << r.err;
   EXPECT_EQ(r.out,
             "open api.test echo\nopen api.test echo\n"
-            "http api.test HTTP/1.1 403 Forbidden cordon: connection cap for api.test: "
+            "http api.test HTTP/1.0 403 Forbidden cordon: connection cap for api.test: "
             "network.max_connections_per_host (2) reached\n"
             "open b.test echo\n"
-            "http c.test HTTP/1.1 403 Forbidden cordon: connection cap network.max_connections "
+            "http c.test HTTP/1.0 403 Forbidden cordon: connection cap network.max_connections "
             "(3) reached\n"
             "closed 0\nopen api.test echo\n")
       << r.err;
@@ -930,7 +930,7 @@ TEST(Network, NewConnectionsPerMinuteCapIsReachedExactly) {
   EXPECT_EQ(r.out,
             "open api.test echo\nclosed 0\nopen b.test echo\nclosed 1\nopen c.test echo\nclosed 2\n"
             "open api.test echo\nclosed 3\n"
-            "http b.test HTTP/1.1 403 Forbidden cordon: rate cap network.connections_per_minute "
+            "http b.test HTTP/1.0 403 Forbidden cordon: rate cap network.connections_per_minute "
             "(4) reached\n")
       << r.err;
   auto evs = n.events();
@@ -951,7 +951,7 @@ TEST(Network, BytesOutBudgetPassesExactlyTheBudget) {
   EXPECT_THAT(r.out, ::testing::StartsWith("open api.test echo\nsent 596 echoed 596\nclosed 0\n"
                                            "open b.test echo\nsent 600 echoed "))
       << r.err;
-  EXPECT_THAT(r.out, ::testing::EndsWith("http c.test HTTP/1.1 403 Forbidden cordon: byte "
+  EXPECT_THAT(r.out, ::testing::EndsWith("http c.test HTTP/1.0 403 Forbidden cordon: byte "
                                          "budget network.max_bytes_out (1000) reached\n"))
       << r.out << r.err;
   EXPECT_THAT(r.out, Not(HasSubstr("echoed 600"))) << r.out;
