@@ -577,7 +577,9 @@ int main(int argc, char** argv) {
       ->required();
   exec_cmd
       ->add_option("--env,-e", exec_opts.env,
-                   "Set NAME=VALUE in the program's environment, over the session's (repeatable)")
+                   "Add NAME=VALUE to the program's environment (repeatable); a variable the "
+                   "session sets itself (PATH, HOME, the proxy's, a credential's placeholder, a "
+                   "decoy) is not replaced: the exec is refused")
       ->allow_extra_args(false)
       ->type_name("NAME=VALUE");
   add_state_dir_option(exec_cmd, state_dir);

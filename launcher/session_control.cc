@@ -5,12 +5,14 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -24,32 +26,35 @@ namespace {
 // caller) for long: its request is due at once.
 constexpr int kRequestWaitMs = 2000;
 
-// Whether `pid` is `ancestor` or descends from it: every process of the sandbox descends from its
-// init (orphans are reparented to it, or to a reaper below it), and none can leave that tree.
-bool descends_from(pid_t pid, pid_t ancestor) {
-  for (int depth = 0; depth < 256 && pid > 1; ++depth) {
-    if (pid == ancestor) {
-      return true;
+// SO_PEERPIDFD (Linux 6.5): a pidfd of the process that connected, taken at connect time.
+constexpr int kSoPeerPidfd = 77;
+
+// The process behind `pidfd` as a pid of our namespace, or 0 when it has exited (or the kernel
+// does not say: /proc/self/fdinfo's "Pid:" line).
+pid_t pid_of_pidfd(int pidfd) {
+  std::ifstream f("/proc/self/fdinfo/" + std::to_string(pidfd));
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("Pid:", 0) == 0) {
+      const long v = std::strtol(line.c_str() + 4, nullptr, 10);
+      return v > 0 ? static_cast<pid_t>(v) : 0;
     }
-    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    size_t close = stat.rfind(')');
-    if (close == std::string::npos) {
-      return false;
-    }
-    // After ") ": the state, then the parent's pid.
-    pid_t ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %*c %d", &ppid) != 1) {
-      return false;
-    }
-    pid = ppid;
   }
-  return false;
+  return 0;
 }
 
-// Only the session's owner (or root) from outside the sandbox. The session directory (0700)
-// keeps other users out already; this holds even where a policy shows that directory inside.
-std::optional<std::string> refuse_peer(int conn, pid_t init_pid, uid_t* uid) {
+std::string pid_namespace_of(const std::string& proc_dir) {
+  char buf[64] = {};
+  const ssize_t n = ::readlink((proc_dir + "/ns/pid").c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// Only the session's owner (or root), and only from cordon's own pid namespace. Every program of
+// every sandbox runs in a pid namespace of its own (--detach refuses --no-namespaces), so this
+// refuses them all, this session's and another's, however deep their process tree or however
+// soon the caller exits; the session directory (0700) keeps other users out already, and this
+// holds even where a policy shows that directory inside a sandbox. Anything that cannot be
+// established is a refusal.
+std::optional<std::string> refuse_peer(int conn, uid_t* uid) {
   ucred cr{};
   socklen_t len = sizeof cr;
   if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) {
@@ -59,11 +64,29 @@ std::optional<std::string> refuse_peer(int conn, pid_t init_pid, uid_t* uid) {
   if (cr.uid != ::geteuid() && cr.uid != 0) {
     return "uid " + std::to_string(cr.uid) + " does not own this session";
   }
-  if (cr.pid <= 0) {
-    return "the caller's process is not visible to the session's cordon";
+  int raw = -1;
+  len = sizeof raw;
+  if (::getsockopt(conn, SOL_SOCKET, kSoPeerPidfd, &raw, &len) != 0) {
+    // An older kernel: a pidfd of the pid the credentials name (checked alive below).
+    raw = cr.pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, cr.pid, 0)) : -1;
   }
-  if (init_pid > 0 && descends_from(cr.pid, init_pid)) {
-    return "a program inside the session cannot control it";
+  UniqueFd pidfd(raw);
+  if (!pidfd) {
+    return "the caller's process cannot be identified";
+  }
+  const pid_t pid = pid_of_pidfd(pidfd.get());
+  if (pid <= 0) {
+    return "the caller's process has ended or is not visible to the session's cordon";
+  }
+  const std::string mine = pid_namespace_of("/proc/self");
+  const std::string theirs = pid_namespace_of("/proc/" + std::to_string(pid));
+  // Alive after the read: the pid was still that process's, not a reused one's.
+  if (mine.empty() || theirs.empty() ||
+      ::syscall(SYS_pidfd_send_signal, pidfd.get(), 0, nullptr, 0) != 0) {
+    return "the caller's process cannot be checked (it ended, or its /proc is not readable)";
+  }
+  if (theirs != mine) {
+    return "a program inside a sandbox cannot control a session";
   }
   return std::nullopt;
 }
@@ -170,17 +193,19 @@ bool SessionControl::on_connection() {
   if (!conn) {
     return false;  // EAGAIN (another accept took it), or the caller already left
   }
-  // The request is read before any answer, also a refusal: a socket closed with a message still
-  // unread resets the connection, and the caller would lose the reason.
-  timeval tv{kRequestWaitMs / 1000, 0};
-  ::setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  auto p = recv_packet(conn.get(), kMaxExecRequest, 0);
+  // The caller is judged before anything is read from it: a refused one holds nothing. What it
+  // already sent is taken first, without waiting (a socket closed with a message still unread
+  // resets the connection, and the caller would lose the reason).
   uid_t uid = 0;
-  if (auto why = refuse_peer(conn.get(), init_pid_, &uid)) {
+  if (auto why = refuse_peer(conn.get(), &uid)) {
+    (void)recv_packet(conn.get(), kMaxExecRequest, MSG_DONTWAIT);
     reply(conn.get(), ExecEvent::Failed, kExitCordonFailed, "refused: " + *why);
     (void)events_.emit("exec.refused", {{"uid", uid}, {"reason", *why}});
     return false;
   }
+  timeval tv{kRequestWaitMs / 1000, 0};
+  ::setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto p = recv_packet(conn.get(), kMaxExecRequest, 0);
   if (!p.ok() || p->eof) {
     return false;
   }
@@ -198,6 +223,16 @@ bool SessionControl::on_connection() {
   }
   if (p->fds.size() != 3) {
     reply(conn.get(), ExecEvent::Failed, kExitCordonFailed, "exec request without fds 0-2");
+    return false;
+  }
+  if (::isatty(p->fds[0].get())) {
+    // No pty yet: the terminal itself would be handed over, and a process the program leaves
+    // behind could read what is typed at it after cordon exec has returned.
+    const std::string why =
+        "refused: standard input is a terminal, which cordon exec does not hand to the "
+        "sandbox; give it a file or a pipe (e.g. </dev/null)";
+    reply(conn.get(), ExecEvent::Failed, kExitCordonFailed, why);
+    (void)events_.emit("exec.refused", {{"uid", uid}, {"reason", why}});
     return false;
   }
   uint64_t id = ++next_id_;

@@ -44,8 +44,8 @@ class SessionControl {
 
   // The end the clone hands to init (contain.h's exec_fd).
   int sandbox_end() const { return sandbox_end_.get(); }
-  // After the clone: closes our copy of the sandbox's end, remembers init's pid (a caller that
-  // descends from it is inside the sandbox and is refused) and starts the idle timer.
+  // After the clone: closes our copy of the sandbox's end, remembers init's pid and starts the
+  // idle timer. (Callers from inside any sandbox are refused by their pid namespace.)
   void started(pid_t init_pid);
   // For supervise(): new connections, the exec server's reports, the idle timer, the waiting
   // callers. Each returns

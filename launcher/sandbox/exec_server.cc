@@ -46,22 +46,23 @@ void settle(int& report_fd, int& exec_fd) {
   }
 }
 
-// The session's environment with the request's entries over it (same NAME replaced).
-std::vector<std::string> merge_env(const std::vector<std::string>& base,
-                                   const std::vector<std::string>& over) {
+// The session's environment with the request's entries added. A name the session sets itself
+// is never replaced: those are a credential's placeholder (the real value must not enter the
+// sandbox, as cordon run's --env-set cannot put it there either), the decoys, and cordon's own
+// (the proxy, the CA bundle, the shim). The error names the first such entry.
+Result<std::vector<std::string>> merge_env(const std::vector<std::string>& base,
+                                           const std::vector<std::string>& over) {
   std::vector<std::string> out = base;
   for (const auto& kv : over) {
     std::string name = kv.substr(0, kv.find('=') + 1);
-    bool replaced = false;
-    for (auto& e : out) {
+    for (const auto& e : base) {
       if (e.compare(0, name.size(), name) == 0) {
-        e = kv;
-        replaced = true;
+        return make_error("-e " + name.substr(0, name.size() - 1) +
+                          ": the session sets this variable itself (a credential's placeholder, "
+                          "a decoy, or cordon's own) and cordon exec does not replace it");
       }
     }
-    if (!replaced) {
-      out.push_back(kv);
-    }
+    out.push_back(kv);
   }
   return out;
 }
@@ -110,7 +111,12 @@ class Server {
     }
     ExecOverride x;
     x.argv = std::move(req->argv);
-    x.envp = merge_env(c_.plan.envp, req->env);
+    auto envp = merge_env(c_.plan.envp, req->env);
+    if (!envp.ok()) {
+      report(c_.exec_fd, id, ExecEvent::Failed, kExitCordonFailed, 0, envp.error().to_string());
+      return true;
+    }
+    x.envp = std::move(*envp);
     x.cwd = std::move(req->cwd);
     for (int i = 0; i < 3; ++i) {
       x.stdio[i] = p->fds[static_cast<size_t>(i)].get();

@@ -217,10 +217,84 @@ TEST(Exec, AProgramInsideCannotExecEvenWhereItSeesTheSocket) {
   EXPECT_EQ(r.out.find("inner-ran"), std::string::npos) << r.out;
   // Rootless, the program has the owner's uid and reaches the socket: the ancestry check
   // refuses it. As root it runs as another uid, which the 0700 session directory stops first.
-  const char* why = ::geteuid() == 0 ? "ermission denied" : "cannot control it";
+  const char* why = ::geteuid() == 0 ? "ermission denied" : "cannot control a session";
   EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
   // Only the outer exec started a program.
   EXPECT_EQ(events_of(d.dir() + "/events.jsonl", "exec.start").size(), 1u);
+}
+
+// The ways around an ancestry check: a caller 300 processes deep, one in the background whose
+// parent has gone, and a program of another session. Each is in a sandbox's pid namespace, and
+// each is refused (the caller is judged at connect time, by a pidfd, before anything is read).
+TEST(Exec, NoProgramOfAnySandboxCanExecHoweverItCalls) {
+  SandboxFixture f;
+  const std::string bin_dir = cordon_bin().substr(0, cordon_bin().rfind('/'));
+  Detached a(f, {"--read", f.state_dir(), "--read", bin_dir});
+  ASSERT_EQ(a.start().exit_code(), 0) << a.start().err;
+  Detached b(f, {"--read", f.state_dir(), "--read", bin_dir});
+  ASSERT_EQ(b.start().exit_code(), 0) << b.start().err;
+  const std::string exec_b =
+      "CORDON_STATE_DIR=" + f.state_dir() + " " + cordon_bin() + " exec " + b.id() + " -- ";
+  // From a: into b directly; from an orphaned background caller; through a chain of 300 shells.
+  const std::string deep = "n=0; f() { n=$((n+1)); if [ $n -lt 300 ]; then f; else " + exec_b +
+                           "touch from-deep </dev/null; echo deep=$?; fi; }; f";
+  auto r = a.exec({"/bin/sh", "-c",
+                   exec_b + "touch from-a </dev/null; echo cross=$?; (" + exec_b +
+                       "touch from-gone </dev/null & ); sleep 1; " + deep},
+                  {});
+  EXPECT_NE(r.out.find("cross=125"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("deep=125"), std::string::npos) << r.out << r.err;
+  // Only the outer exec ran in a, nothing in b.
+  EXPECT_EQ(events_of(a.dir() + "/events.jsonl", "exec.start").size(), 1u);
+  EXPECT_EQ(events_of(b.dir() + "/events.jsonl", "exec.start").size(), 0u);
+  if (::geteuid() != 0) {
+    // Rootless the program has the owner's uid: refused by its pid namespace, and said so.
+    EXPECT_GE(events_of(b.dir() + "/events.jsonl", "exec.refused").size(), 2u);
+    EXPECT_NE(r.err.find("cannot control a session"), std::string::npos) << r.err;
+  }
+}
+
+// A variable the session sets itself (a credential's placeholder, a decoy, cordon's own proxy)
+// is not replaced by -e: the real value of a credential must not enter the sandbox this way.
+TEST(Exec, ASessionsOwnVariableIsNotReplaced) {
+  SandboxFixture f;
+  Detached d(f);
+  ASSERT_EQ(d.start().exit_code(), 0) << d.start().err;
+  std::vector<std::string> argv = {
+      cordon_bin(), "exec", "-e", "HOME=/tmp/elsewhere", d.id(), "--", "/bin/sh", "-c", "echo ran"};
+  RunSpec spec;
+  spec.env = f.env();
+  spec.cwd = f.ws();
+  spec.deadline = std::chrono::seconds(30);
+  auto r = run_program(argv, spec);
+  EXPECT_EQ(r.exit_code(), 125) << r.out << r.err;
+  EXPECT_EQ(r.out.find("ran"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("-e HOME: the session sets this variable itself"), std::string::npos)
+      << r.err;
+  argv[3] = "MY_SETTING=1";
+  argv.back() = "echo $MY_SETTING";
+  auto ok = run_program(argv, spec);
+  EXPECT_EQ(ok.exit_code(), 0) << ok.err;
+  EXPECT_EQ(ok.out, "1\n");
+}
+
+// A terminal on standard input is not handed to the sandbox (no pty yet): a process the program
+// left behind could read what is typed next.
+TEST(Exec, ATerminalOnStandardInputIsRefused) {
+  SandboxFixture f;
+  Detached d(f);
+  ASSERT_EQ(d.start().exit_code(), 0) << d.start().err;
+  auto r = d.exec({"/bin/sh", "-c", "echo ran"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;  // a pipe or /dev/null: fine
+  const std::string script = "script -qec \"" + cordon_bin() + " exec " + d.id() +
+                             " -- echo ran; echo status=\\$?\" /dev/null";
+  RunSpec spec;
+  spec.env = f.env();
+  spec.cwd = f.ws();
+  spec.deadline = std::chrono::seconds(30);
+  auto t = run_program({"/bin/sh", "-c", script}, spec);
+  EXPECT_NE(t.out.find("status=125"), std::string::npos) << t.out << t.err;
+  EXPECT_NE(t.out.find("standard input is a terminal"), std::string::npos) << t.out;
 }
 
 TEST(Exec, AnotherUidCannotExecIntoTheSession) {
