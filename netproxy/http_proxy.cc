@@ -286,23 +286,35 @@ std::optional<RuleRefusal> check_rules(Context& ctx, std::string_view host, uint
   return r;
 }
 
-RuleRefusal refuse_obs_fold(Context& ctx, std::string_view host, uint16_t port,
-                            std::string_view method, const std::string& client,
-                            std::string_view mode, const std::string& url) {
-  RuleRefusal r{http::status::bad_request,
-                "cordon: " + std::string(method) + " " + std::string(host) +
-                    " refused: a header line is folded onto the one before it (obs-fold, "
-                    "RFC 9112 5.2); send each field on one line"};
+namespace {
+
+// A request head refused as unreadable to the server the way cordon read it: the 400 with its
+// one-line reason, and the net.refused event naming `rule`.
+RuleRefusal refuse_head(Context& ctx, std::string_view host, uint16_t port, std::string_view method,
+                        const std::string& client, std::string_view mode, const std::string& url,
+                        std::string_view rule, std::string_view why) {
+  RuleRefusal r{http::status::bad_request, "cordon: " + std::string(method) + " " +
+                                               std::string(host) + " refused: " + std::string(why)};
   ctx.emit("net.refused", {{"name", std::string(host)},
                            {"port", port},
                            {"mode", std::string(mode)},
                            {"decision", "deny"},
-                           {"rule", "network (obs-fold)"},
+                           {"rule", std::string(rule)},
                            {"client", client},
                            {"method", std::string(method)},
                            {"url", url},
                            {"reason", r.line}});
   return r;
+}
+
+}  // namespace
+
+RuleRefusal refuse_obs_fold(Context& ctx, std::string_view host, uint16_t port,
+                            std::string_view method, const std::string& client,
+                            std::string_view mode, const std::string& url) {
+  return refuse_head(ctx, host, port, method, client, mode, url, "network (obs-fold)",
+                     "a header line is folded onto the one before it (obs-fold, RFC 9112 5.2); "
+                     "send each field on one line");
 }
 
 std::optional<RuleRefusal> refuse_unless_origin_form(Context& ctx, std::string_view host,
@@ -314,20 +326,9 @@ std::optional<RuleRefusal> refuse_unless_origin_form(Context& ctx, std::string_v
   if ((!target.empty() && target.front() == '/') || (method == "OPTIONS" && target == "*")) {
     return std::nullopt;
   }
-  RuleRefusal r{http::status::bad_request,
-                "cordon: " + std::string(method) + " " + std::string(host) +
-                    " refused: the request names a URL, not a path (absolute-form sent to a "
-                    "server, RFC 9112 3.2); send the path alone"};
-  ctx.emit("net.refused", {{"name", std::string(host)},
-                           {"port", port},
-                           {"mode", std::string(mode)},
-                           {"decision", "deny"},
-                           {"rule", "network (request target)"},
-                           {"client", client},
-                           {"method", std::string(method)},
-                           {"url", url},
-                           {"reason", r.line}});
-  return r;
+  return refuse_head(ctx, host, port, method, client, mode, url, "network (request target)",
+                     "the request names a URL, not a path (absolute-form sent to a server, RFC "
+                     "9112 3.2); send the path alone");
 }
 
 void emit_http(const Context& ctx, const Upstream& up, std::string_view method,
